@@ -1,0 +1,3 @@
+from kubelint_ports.cli import main
+
+main()

@@ -1,0 +1,119 @@
+"""NodePort rules: allocation clashes between Services and host ports that take NodePort traffic.
+
+Every rule looks claims up in the cluster's nodePort index (port number -> claims), so the work
+is linear in the number of ports, never in pairs of objects.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from itertools import islice
+from typing import Any
+
+from kubelint_ports.checks import Hit, Related, register
+from kubelint_ports.model import Cluster, NodePortClaim, Service
+
+MAX_RELATED = 10
+
+
+def identity(service: Service) -> tuple[str, str, str]:
+    return service.ref.kind, service.ref.namespace, service.ref.name
+
+
+def node_port_related(service: Service, claim: NodePortClaim) -> Related:
+    return Related(service, claim.field_path, f"{claim.label} {claim.port} of Service {service.ref}")
+
+
+def _host_claims_on_node_ports(cluster: Cluster, via: str, explain: str) -> Iterator[Hit]:
+    by_number = cluster.node_ports_by_number()
+    for workload, claim in cluster.host_claims():
+        if claim.via != via or claim.port not in by_number:
+            continue
+        # portmap and kube-proxy rules match one protocol; a UDP nodePort leaves a TCP hostPort alone.
+        owners = [(service, np) for service, np in by_number[claim.port] if np.protocol == claim.protocol]
+        if not owners:
+            continue
+        first_service, first_claim = owners[0]
+        others = f" (and {len(owners) - 1} more)" if len(owners) > 1 else ""
+        noun = "hostPort" if via == "hostPort" else "hostNetwork port"
+        yield Hit(workload, claim.field_path, (
+            f"{noun} {claim.port}/{claim.protocol} (container '{claim.container}') equals {first_claim.label} "
+            f"{claim.port} of Service {first_service.ref}{others}: {explain}"),
+            tuple(node_port_related(service, np) for service, np in owners[:MAX_RELATED]))
+
+
+@register("host-port-node-port-collision")
+def host_port_node_port_collision(cluster: Cluster, params: Mapping[str, Any]) -> Iterator[Hit]:
+    return _host_claims_on_node_ports(cluster, "hostPort", (
+        "on every node this pod runs on, the portmap DNAT answers that NodePort before kube-proxy, so the "
+        "Service loses its traffic there and the API server accepts both without a word. Change the hostPort "
+        "or the nodePort."))
+
+
+@register("host-network-node-port-collision")
+def host_network_node_port_collision(cluster: Cluster, params: Mapping[str, Any]) -> Iterator[Hit]:
+    return _host_claims_on_node_ports(cluster, "hostNetwork", (
+        "kube-proxy DNATs that port to the Service's endpoints (or REJECTs it when there are none) before the "
+        "process on the node sees it, so the process loses its traffic on every node it runs on. Move the "
+        "process to a port below the node-port range, or give the Service another nodePort."))
+
+
+def legal_share(a: NodePortClaim, b: NodePortClaim) -> bool:
+    """The one share the allocator allows: one Service, one `port`, TCP and UDP (53/TCP + 53/UDP)."""
+    return (a.label == b.label == "nodePort" and a.service_port == b.service_port
+            and a.protocol != b.protocol)
+
+
+@register("node-port-collision")
+def node_port_collision(cluster: Cluster, params: Mapping[str, Any]) -> Iterator[Hit]:
+    for number, entries in cluster.node_ports_by_number().items():
+        if len(entries) < 2:
+            continue
+        # The same Service in two files (base and overlay) is one object, not a collision.
+        first_document: dict[tuple[str, str, str], object] = {}
+        owners: dict[tuple[str, str, str], list[tuple[Service, NodePortClaim]]] = {}
+        for service, claim in entries:
+            key = identity(service)
+            if first_document.setdefault(key, service.document) is service.document:
+                owners.setdefault(key, []).append((service, claim))
+        everyone = [entry for claims in owners.values() for entry in claims]
+        for key, claims in owners.items():
+            yield from _within_one_service(claims)
+            other_count = len(everyone) - len(claims)
+            if not other_count:
+                continue
+            others = list(islice((e for e in everyone if identity(e[0]) != key), MAX_RELATED))
+            other_service = others[0][0]
+            more = f" (and {other_count - 1} more)" if other_count > 1 else ""
+            for service, claim in claims:
+                yield Hit(service, claim.field_path, (
+                    f"{claim.label} {number} is also claimed by Service {other_service.ref}{more}: nodePorts are "
+                    f"allocated cluster-wide by number, whatever the protocol, so the API server rejects whichever "
+                    f"is applied second ('provided port is already allocated'). Pick a free nodePort, or leave it "
+                    f"out and let the API server choose."),
+                    tuple(node_port_related(s, c) for s, c in others))
+
+
+def _within_one_service(claims: list[tuple[Service, NodePortClaim]]) -> Iterator[Hit]:
+    for position, (service, claim) in enumerate(claims):
+        for _, earlier in claims[:position]:
+            if not legal_share(earlier, claim):
+                yield Hit(service, claim.field_path, (
+                    f"{claim.label} {claim.port} is used twice in this Service ({earlier.field_path}): one Service "
+                    f"may reuse a nodePort only for TCP and UDP of the same port, so the API server rejects it. "
+                    f"Use another nodePort."), (node_port_related(service, earlier),))
+                break
+
+
+@register("node-port-out-of-range")
+def node_port_out_of_range(cluster: Cluster, params: Mapping[str, Any]) -> Iterator[Hit]:
+    low, high = cluster.node_port_range
+    for service in cluster.services:
+        if not service.has_node_ports:
+            continue
+        for claim in service.node_port_claims:
+            if not low <= claim.port <= high:
+                yield Hit(service, claim.field_path, (
+                    f"{claim.label} {claim.port} is outside the node-port range {low}-{high}: the API server "
+                    f"rejects the Service ('provided port is not in the valid range'). Use a port in the range, "
+                    f"or pass the cluster's real range with --node-port-range."))

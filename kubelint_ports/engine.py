@@ -1,0 +1,57 @@
+"""The pipeline: load -> model -> checks -> findings, with ids and severities stamped from policies."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from kubelint_ports.checks import CHECKS, Hit
+from kubelint_ports.findings import Finding, Report
+from kubelint_ports.loading import load
+from kubelint_ports.model import Cluster, build_cluster
+from kubelint_ports.policies import Policy, builtin_policies
+
+
+@dataclass(frozen=True, slots=True)
+class LintOptions:
+    node_port_range: tuple[int, int] | None = None
+
+
+def lint_paths(paths: Sequence[str], options: LintOptions = LintOptions(), *, stdin=None,
+               policies: Sequence[Policy] | None = None) -> Report:
+    loaded = load(paths, stdin=stdin)
+    cluster, model_diagnostics = build_cluster(loaded.documents, options.node_port_range)
+    policies = tuple(policies if policies is not None else builtin_policies())
+    return Report(
+        findings=run_checks(cluster, policies),
+        diagnostics=sorted(set(loaded.diagnostics + model_diagnostics)),
+        rules=policies,
+        files=loaded.files,
+        objects=len(loaded.documents),
+        skipped=loaded.skipped,
+    )
+
+
+def run_checks(cluster: Cluster, policies: Iterable[Policy]) -> list[Finding]:
+    findings: set[Finding] = set()
+    for policy in policies:
+        check = CHECKS[policy.check]
+        for hit in check.function(cluster, policy.params):
+            findings.add(to_finding(hit, policy))
+    return sorted(findings)
+
+
+def to_finding(hit: Hit, policy: Policy) -> Finding:
+    document = hit.subject.document
+    return Finding(
+        location=document.location(hit.field_path),
+        rule_id=policy.id,
+        rule_name=policy.name,
+        severity=policy.severity_for(hit.variant),
+        message=hit.message,
+        subject=hit.subject.ref,
+        field_path=hit.field_path,
+        related=tuple(r.subject.document.location(r.field_path, r.message) for r in hit.related),
+        template=document.origin,
+    )
+

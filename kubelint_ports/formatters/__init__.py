@@ -1,0 +1,31 @@
+"""Formatters by `--format` name. Modules load on demand: SARIF needs sarif-om, text needs nothing."""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TextIO
+
+from kubelint_ports.findings import Report
+
+
+@dataclass(frozen=True, slots=True)
+class FormatOptions:
+    color: bool = False
+    show_suppressed: bool = False
+    sarif_category: str = ""
+
+
+Formatter = Callable[[Report, TextIO, FormatOptions], None]
+
+FORMATTERS: dict[str, str] = {
+    "text": "kubelint_ports.formatters.text",
+    "json": "kubelint_ports.formatters.json_format",
+    "sarif": "kubelint_ports.formatters.sarif",
+    "github": "kubelint_ports.formatters.github",
+}
+
+
+def get_formatter(name: str) -> Formatter:
+    return importlib.import_module(FORMATTERS[name]).format_report

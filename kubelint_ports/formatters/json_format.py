@@ -1,0 +1,49 @@
+"""`{"findings": [...], "errors": [...], "summary": {...}}`, keys sorted so output is byte-stable."""
+
+from __future__ import annotations
+
+import json
+from typing import Any, TextIO
+
+from kubelint_ports.findings import Finding, Location, Report
+from kubelint_ports.formatters import FormatOptions
+
+SCHEMA_VERSION = 1
+
+
+def location_dict(location: Location) -> dict[str, Any]:
+    data = {"file": location.path, "line": location.line, "column": location.column,
+            "endLine": location.end_line, "endColumn": location.end_column}
+    if location.message:
+        data["message"] = location.message
+    return data
+
+
+def finding_dict(finding: Finding) -> dict[str, Any]:
+    subject = finding.subject
+    return {
+        "rule": finding.rule_id,
+        "name": finding.rule_name,
+        "severity": str(finding.severity),
+        "message": finding.message,
+        **location_dict(finding.location),
+        "fieldPath": finding.field_path,
+        "template": finding.template or None,
+        "object": {"apiVersion": subject.api_version, "kind": subject.kind,
+                   "namespace": subject.namespace or None, "name": subject.name},
+        "related": [location_dict(related) for related in finding.related],
+        "suppressed": finding.suppressed or None,
+    }
+
+
+def format_report(report: Report, out: TextIO, options: FormatOptions) -> None:
+    document = {
+        "version": SCHEMA_VERSION,
+        "findings": [finding_dict(finding) for finding in report.findings],
+        "errors": [{**location_dict(d.location), "message": d.message} for d in report.diagnostics],
+        "summary": {**report.counts(), "suppressed": sum(1 for f in report.findings if f.suppressed),
+                    "inputErrors": len(report.diagnostics), "files": report.files,
+                    "objects": report.objects, "skipped": report.skipped},
+    }
+    json.dump(document, out, indent=2, sort_keys=True)
+    out.write("\n")

@@ -1,0 +1,212 @@
+"""Files, directories and standard input -> Kubernetes object documents with positions.
+
+libyaml's C composer (PyYAML `CSafeLoader`) builds the node tree: it keeps line/column marks,
+constructs no Python objects (so no tag can run code) and is the fastest marked path measured
+here (see README, design notes). Aliases are shared nodes, never copied, and a document whose
+aliases would expand past a budget is rejected before anything walks it.
+"""
+
+from __future__ import annotations
+
+import bisect
+import os
+import re
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+
+import yaml
+
+from kubelint_ports.findings import Diagnostic, Location
+from kubelint_ports.loading import yamltree
+from kubelint_ports.loading.yamltree import MappingNode, Node, ScalarNode, SequenceNode
+
+MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
+MAX_FILE_BYTES = 64 * 1024 * 1024
+MAX_EXPANDED_NODES = 1_000_000
+STDIN = "-"
+STDIN_NAME = "<stdin>"
+
+_SOURCE_COMMENT = re.compile(rb"^# Source: ([^\r\n]+?)[ \t]*\r?$", re.MULTILINE)
+_Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+@dataclass(slots=True)
+class Document:
+    """One Kubernetes object: a mapping node with its file and, for Helm output, its template."""
+
+    path: str
+    root: MappingNode
+    origin: str = ""  # `# Source:` template path of `helm template` output
+
+    def location(self, field_path: str = "", message: str = "") -> Location:
+        key_node, value_node = yamltree.resolve(self.root, field_path) if field_path else (None, self.root)
+        start = (key_node or value_node).start_mark
+        end = value_node.end_mark
+        if isinstance(value_node, (MappingNode, SequenceNode)) and key_node is not None:
+            end = key_node.end_mark  # a whole block would span many lines; the key is the place
+        return Location(self.path, start.line + 1, start.column + 1, end.line + 1, end.column + 1, message)
+
+
+@dataclass(slots=True)
+class LoadResult:
+    documents: list[Document] = field(default_factory=list)
+    diagnostics: list[Diagnostic] = field(default_factory=list)
+    files: int = 0
+    skipped: int = 0  # YAML documents that are not Kubernetes objects
+
+
+def display_path(path: str) -> str:
+    """Paths as the user will click them: relative to the working directory when inside it."""
+    if path == STDIN:
+        return STDIN_NAME
+    relative = os.path.relpath(path)
+    shown = path if relative.startswith("..") else relative
+    return shown.replace(os.sep, "/")
+
+
+def discover(paths: Iterable[str]) -> Iterator[str]:
+    """Files named directly, and manifest files below directories (sorted, hidden ones skipped)."""
+    for path in paths:
+        if path == STDIN or not os.path.isdir(path):
+            yield path
+            continue
+        for directory, subdirs, files in os.walk(path):
+            subdirs[:] = sorted(d for d in subdirs if not d.startswith("."))
+            for name in sorted(files):
+                if name.endswith(MANIFEST_SUFFIXES) and not name.startswith("."):
+                    yield os.path.join(directory, name)
+
+
+def load(paths: Iterable[str], stdin=None) -> LoadResult:
+    result = LoadResult()
+    for path in discover(paths):
+        shown = display_path(path)
+        result.files += 1
+        try:
+            data = read_bytes(path, stdin)
+        except OSError as error:
+            result.diagnostics.append(Diagnostic(Location(shown, 0, 0), f"cannot read: {error.strerror or error}"))
+            continue
+        if len(data) > MAX_FILE_BYTES:
+            result.diagnostics.append(Diagnostic(
+                Location(shown, 0, 0),
+                f"file is {len(data) / 2**20:.0f} MiB, over the {MAX_FILE_BYTES // 2**20} MiB limit; not linted"))
+            continue
+        load_bytes(data, shown, result)
+    return result
+
+
+def read_bytes(path: str, stdin) -> bytes:
+    if path == STDIN:
+        import sys
+
+        stream = stdin if stdin is not None else sys.stdin.buffer
+        return stream.read(MAX_FILE_BYTES + 1)
+    with open(path, "rb") as handle:
+        return handle.read(MAX_FILE_BYTES + 1)
+
+
+def load_bytes(data: bytes, path: str, result: LoadResult) -> None:
+    """Parse one file's documents into `result`; a YAML error keeps the documents before it."""
+    origins = source_comments(data)
+    has_aliases = b"*" in data and b"&" in data
+    previous_end = -1
+    try:
+        for root in yaml.compose_all(data, Loader=_Loader):
+            start_line = root.start_mark.line
+            origin = origin_for(origins, previous_end, start_line)
+            previous_end = root.end_mark.line
+            try:
+                if has_aliases:
+                    check_expansion(root)
+                add_document(root, path, origin, result)
+            except yamltree.FieldTypeError as error:
+                result.diagnostics.append(Diagnostic(node_location(path, error.node), str(error)))
+    except yaml.MarkedYAMLError as error:
+        mark = error.problem_mark or error.context_mark
+        line, column = (mark.line + 1, mark.column + 1) if mark else (1, 1)
+        problem = " ".join(filter(None, (error.context, error.problem)))
+        result.diagnostics.append(Diagnostic(Location(path, line, column), f"invalid YAML: {problem}"))
+    except yaml.YAMLError as error:  # reader errors: bad encoding, control characters
+        position = getattr(error, "position", 0) or 0
+        line = data.count(b"\n", 0, position) + 1
+        reason = getattr(error, "reason", "") or str(error)
+        result.diagnostics.append(Diagnostic(Location(path, line, 1), f"unreadable YAML: {reason}"))
+
+
+def node_location(path: str, node: Node) -> Location:
+    mark = node.start_mark
+    return Location(path, mark.line + 1, mark.column + 1)
+
+
+def source_comments(data: bytes) -> tuple[list[int], list[str]]:
+    """Line numbers (0-based) and paths of `# Source:` comments written by `helm template`."""
+    lines: list[int] = []
+    sources: list[str] = []
+    if b"# Source:" not in data:
+        return lines, sources
+    line, position = 0, 0
+    for match in _SOURCE_COMMENT.finditer(data):
+        line += data.count(b"\n", position, match.start())
+        position = match.start()
+        lines.append(line)
+        sources.append(match.group(1).decode("utf-8", "replace"))
+    return lines, sources
+
+
+def origin_for(origins: tuple[list[int], list[str]], previous_end: int, start_line: int) -> str:
+    lines, sources = origins
+    index = bisect.bisect_right(lines, start_line) - 1
+    if index >= 0 and lines[index] >= previous_end:
+        return sources[index]
+    return ""
+
+
+def check_expansion(root: Node) -> None:
+    """Reject alias graphs that would expand past the budget, or that refer to themselves."""
+    sizes: dict[int, int] = {}
+    in_progress: set[int] = set()
+
+    def expanded(node: Node) -> int:
+        key = id(node)
+        if key in sizes:
+            return sizes[key]
+        if key in in_progress:
+            raise yamltree.FieldTypeError(node, "recursive YAML alias: a node contains itself")
+        if isinstance(node, ScalarNode):
+            return 1
+        in_progress.add(key)
+        children = (item for pair in node.value for item in pair) if isinstance(node, MappingNode) else node.value
+        total = 1
+        for item in children:
+            total += expanded(item)
+            if total > MAX_EXPANDED_NODES:
+                raise yamltree.FieldTypeError(
+                    node, f"YAML aliases expand to more than {MAX_EXPANDED_NODES:,} nodes "
+                          "(a 'billion laughs' document?); not linted")
+        in_progress.discard(key)
+        sizes[key] = total
+        return total
+
+    expanded(root)
+
+
+def add_document(root: Node, path: str, origin: str, result: LoadResult) -> None:
+    if isinstance(root, ScalarNode) and root.tag == yamltree.NULL:
+        return  # an empty document between `---` separators
+    if not isinstance(root, MappingNode):
+        result.diagnostics.append(Diagnostic(
+            node_location(path, root), f"document is {yamltree.describe(root)}, not a Kubernetes object mapping"))
+        return
+    api_version = yamltree.get(root, "apiVersion")
+    kind = yamltree.get(root, "kind")
+    if api_version is None or kind is None:
+        result.skipped += 1
+        return
+    kind_text = yamltree.as_str(kind)
+    list_items = yamltree.get(root, "items")
+    if kind_text.endswith("List") and list_items is not None:
+        for item in yamltree.items(list_items, "items"):
+            add_document(item, path, origin, result)
+        return
+    result.documents.append(Document(path, root, origin))

@@ -1,0 +1,209 @@
+"""Documents -> workloads and Services, typing only the fields the rules read."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from kubelint_ports.findings import Diagnostic, ObjectRef
+from kubelint_ports.loading import Document, node_location
+from kubelint_ports.loading import yamltree as yt
+from kubelint_ports.model.objects import (
+    WILDCARD_HOST_IP,
+    Cluster,
+    HostClaim,
+    InvalidPort,
+    Service,
+    ServicePort,
+    Workload,
+)
+
+# kind -> (pod spec path, replicas path or None for "one pod")
+WORKLOAD_KINDS = {
+    "Pod": ("spec", None),
+    "Deployment": ("spec.template.spec", "spec.replicas"),
+    "ReplicaSet": ("spec.template.spec", "spec.replicas"),
+    "StatefulSet": ("spec.template.spec", "spec.replicas"),
+    "ReplicationController": ("spec.template.spec", "spec.replicas"),
+    "DaemonSet": ("spec.template.spec", None),
+    "Job": ("spec.template.spec", "spec.parallelism"),
+    "CronJob": ("spec.jobTemplate.spec.template.spec", "spec.jobTemplate.spec.parallelism"),
+}
+# Only the built-in API groups: a CRD may reuse a kind name (Knative's `Service`).
+CORE_GROUPS = frozenset(("", "apps", "extensions", "batch"))
+SCHEDULING_FIELDS = ("nodeName", "nodeSelector", "affinity", "tolerations")
+PROTOCOLS = ("TCP", "UDP", "SCTP")
+
+
+def build_cluster(documents: Iterable[Document], node_port_range: tuple[int, int] | None = None
+                  ) -> tuple[Cluster, list[Diagnostic]]:
+    cluster = Cluster()
+    if node_port_range:
+        cluster.node_port_range = node_port_range
+    diagnostics: list[Diagnostic] = []
+    for document in documents:
+        try:
+            add_object(document, cluster)
+        except yt.FieldTypeError as error:
+            diagnostics.append(Diagnostic(node_location(document.path, error.node), str(error)))
+    return cluster, diagnostics
+
+
+def add_object(document: Document, cluster: Cluster) -> None:
+    root = document.root
+    api_version = yt.as_str(yt.get(root, "apiVersion"))
+    kind = yt.as_str(yt.get(root, "kind"))
+    group = api_version.rpartition("/")[0]
+    if group not in CORE_GROUPS:
+        return
+    if kind == "Service":
+        cluster.services.append(read_service(document, object_ref(root, api_version, kind)))
+    elif kind in WORKLOAD_KINDS:
+        cluster.workloads.append(read_workload(document, object_ref(root, api_version, kind)))
+
+
+def object_ref(root: yt.MappingNode, api_version: str, kind: str) -> ObjectRef:
+    metadata = yt.mapping(yt.get(root, "metadata"), "metadata")
+    name = yt.as_str(yt.get(metadata, "name")) or yt.as_str(yt.get(metadata, "generateName"))
+    return ObjectRef(api_version, kind, yt.as_str(yt.get(metadata, "namespace")), name)
+
+
+def at(root: yt.Node, path: str) -> yt.Node | None:
+    """The value at a dotted path of mappings, or None when any step is absent."""
+    node: yt.Node | None = root
+    for key in path.split("."):
+        node = yt.get(node, key)
+        if node is None:
+            return None
+    return node
+
+
+class PortReader:
+    """Types port fields; bad values become `InvalidPort` entries instead of stopping the object."""
+
+    def __init__(self) -> None:
+        self.invalid: list[InvalidPort] = []
+
+    def port(self, entry: yt.Node, key: str, path: str, *, zero_means_unset: bool = False) -> int | None:
+        node = yt.get(entry, key)
+        if node is None:
+            return None
+        field_path = f"{path}.{key}"
+        try:
+            value = yt.as_int(node)
+        except yt.FieldTypeError as error:
+            self.invalid.append(InvalidPort(field_path, f"{key} must be an integer from 1 to 65535: {error}"))
+            return None
+        if value == 0 and zero_means_unset:
+            return None
+        if not 1 <= value <= 65535:
+            self.invalid.append(InvalidPort(field_path, f"{key} {value} is not a port number (1-65535)"))
+            return None
+        return value
+
+    def flag(self, field_path: str, message: str) -> None:
+        self.invalid.append(InvalidPort(field_path, message))
+
+
+def protocol_of(entry: yt.Node) -> str:
+    return yt.as_str(yt.get(entry, "protocol"), "TCP") or "TCP"
+
+
+def read_workload(document: Document, ref: ObjectRef) -> Workload:
+    root = document.root
+    pod_spec_path, replicas_path = WORKLOAD_KINDS[ref.kind]
+    pod_spec = yt.mapping(at(root, pod_spec_path), pod_spec_path)
+    replicas: int | None = 1
+    if ref.kind == "DaemonSet":
+        replicas = None
+    elif replicas_path and (node := at(root, replicas_path)) is not None:
+        replicas = yt.as_int(node)
+    host_network = yt.as_bool(yt.get(pod_spec, "hostNetwork"))
+    reader = PortReader()
+    claims: list[HostClaim] = []
+    for containers_key in ("containers", "initContainers"):
+        containers = yt.items(yt.get(pod_spec, containers_key), containers_key)
+        for index, container in enumerate(containers):
+            container = yt.mapping(container, f"{containers_key}[{index}]")
+            # Ordinary init containers have exited before the pod's ports matter; sidecars have not.
+            if containers_key == "initContainers" and yt.as_str(yt.get(container, "restartPolicy")) != "Always":
+                continue
+            container_path = f"{pod_spec_path}.{containers_key}[{index}]"
+            name = yt.as_str(yt.get(container, "name"))
+            claims.extend(read_container_ports(container, container_path, name, host_network, reader))
+    template_metadata = "metadata" if ref.kind == "Pod" else pod_spec_path.rpartition(".")[0] + ".metadata"
+    labels = yt.to_plain(yt.mapping(at(root, template_metadata + ".labels"), "labels")) or {}
+    scheduling = {key: yt.to_plain(yt.get(pod_spec, key)) for key in SCHEDULING_FIELDS}
+    return Workload(document, ref, pod_spec_path, replicas, host_network, tuple(claims),
+                    {str(k): str(v) for k, v in labels.items()}, scheduling, tuple(reader.invalid))
+
+
+def read_container_ports(container: yt.Node, container_path: str, name: str, host_network: bool,
+                         reader: PortReader) -> list[HostClaim]:
+    claims = []
+    for index, entry in enumerate(yt.items(yt.get(container, "ports"), f"{container_path}.ports")):
+        entry = yt.mapping(entry, "a container port")
+        path = f"{container_path}.ports[{index}]"
+        container_port = reader.port(entry, "containerPort", path)
+        host_port = reader.port(entry, "hostPort", path, zero_means_unset=True)
+        protocol = protocol_of(entry)
+        host_ip = yt.as_str(yt.get(entry, "hostIP"), WILDCARD_HOST_IP) or WILDCARD_HOST_IP
+        if yt.get(entry, "containerPort") is None:
+            reader.flag(f"{path}.hostPort" if host_port else path,
+                        "a container port needs a containerPort (the API server rejects the pod)")
+        if host_network:
+            # The API defaults hostPort = containerPort on hostNetwork Pods, not on templates.
+            if host_port and container_port and host_port != container_port:
+                reader.flag(f"{path}.hostPort", f"hostPort {host_port} must equal containerPort "
+                                                f"{container_port} when hostNetwork is true")
+            if container_port:
+                claims.append(HostClaim(container_port, protocol, host_ip, "hostNetwork", name,
+                                        f"{path}.containerPort"))
+        elif host_port:
+            claims.append(HostClaim(host_port, protocol, host_ip, "hostPort", name, f"{path}.hostPort"))
+    return claims
+
+
+def read_service(document: Document, ref: ObjectRef) -> Service:
+    spec = yt.mapping(yt.get(document.root, "spec"), "spec")
+    service_type = yt.as_str(yt.get(spec, "type"), "ClusterIP") or "ClusterIP"
+    reader = PortReader()
+    ports = []
+    takes_node_ports = service_type in ("NodePort", "LoadBalancer")
+    for index, entry in enumerate(yt.items(yt.get(spec, "ports"), "spec.ports")):
+        entry = yt.mapping(entry, "a Service port")
+        path = f"spec.ports[{index}]"
+        port = reader.port(entry, "port", path)
+        if port is None and yt.get(entry, "port") is None:
+            reader.flag(path, "a Service port needs a port number (the API server rejects the Service)")
+        node_port = reader.port(entry, "nodePort", path, zero_means_unset=True)
+        if node_port and not takes_node_ports:
+            reader.flag(f"{path}.nodePort", f"nodePort {node_port} is set on a Service of type {service_type}; "
+                                            "the API server rejects it (only NodePort and LoadBalancer take one)")
+            node_port = None
+        ports.append(ServicePort(path, yt.as_str(yt.get(entry, "name")), protocol_of(entry), port,
+                                 read_target_port(entry, path, reader), node_port))
+    health_check = reader.port(spec, "healthCheckNodePort", "spec", zero_means_unset=True)
+    selector = yt.to_plain(yt.mapping(yt.get(spec, "selector"), "spec.selector")) or {}
+    external_ips = tuple(yt.as_str(ip) for ip in yt.items(yt.get(spec, "externalIPs"), "spec.externalIPs"))
+    ingress = at(document.root, "status.loadBalancer.ingress")
+    lb_ips = tuple(yt.as_str(yt.get(item, "ip")) for item in yt.items(ingress, "status.loadBalancer.ingress")
+                   if yt.get(item, "ip") is not None)
+    return Service(
+        document, ref, service_type, tuple(ports),
+        cluster_ip=yt.as_str(yt.get(spec, "clusterIP")),
+        selector={str(k): str(v) for k, v in selector.items()},
+        health_check_node_port=health_check if service_type == "LoadBalancer" else None,
+        allocate_load_balancer_node_ports=yt.as_bool(yt.get(spec, "allocateLoadBalancerNodePorts"), True),
+        external_ips=external_ips,
+        load_balancer_ips=lb_ips,
+        invalid_ports=tuple(reader.invalid),
+    )
+
+
+def read_target_port(entry: yt.Node, path: str, reader: PortReader) -> int | str | None:
+    node = yt.get(entry, "targetPort")
+    if node is None:
+        return None
+    if isinstance(node, yt.ScalarNode) and node.tag == yt.STR:
+        return node.value  # a named port (IntOrString)
+    return reader.port(entry, "targetPort", path)

@@ -1,0 +1,141 @@
+"""The objects the rules reason about, reduced to the fields that decide port allocation."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from kubelint_ports.findings import ObjectRef
+from kubelint_ports.loading import Document
+
+DEFAULT_NODE_PORT_RANGE = (30000, 32767)
+WILDCARD_HOST_IP = "0.0.0.0"
+
+
+@dataclass(frozen=True, slots=True)
+class HostClaim:
+    """A host port a pod needs on its node: (hostIP, protocol, port) as the scheduler sees it."""
+
+    port: int
+    protocol: str
+    host_ip: str
+    via: str  # "hostPort", or "hostNetwork" for a port the pod's own process binds on the node
+    container: str
+    field_path: str  # the key the user edits: hostPort, or containerPort on a hostNetwork pod
+
+    def overlaps(self, other: "HostClaim") -> bool:
+        if self.port != other.port or self.protocol != other.protocol:
+            return False
+        return WILDCARD_HOST_IP in (self.host_ip, other.host_ip) or self.host_ip == other.host_ip
+
+
+@dataclass(frozen=True, slots=True)
+class InvalidPort:
+    field_path: str
+    message: str
+
+
+@dataclass(eq=False, slots=True)
+class Workload:
+    """A pod template and how many pods it makes; DaemonSets have `replicas` None (one per node)."""
+
+    document: Document
+    ref: ObjectRef
+    pod_spec_path: str
+    replicas: int | None
+    host_network: bool
+    claims: tuple[HostClaim, ...]
+    pod_labels: dict[str, str]
+    scheduling: dict[str, Any]  # nodeName, nodeSelector, affinity, tolerations as plain data
+    invalid_ports: tuple[InvalidPort, ...] = ()
+
+    @property
+    def is_daemonset(self) -> bool:
+        return self.ref.kind == "DaemonSet"
+
+
+@dataclass(frozen=True, slots=True)
+class NodePortClaim:
+    """A port number kube-proxy opens on every node for a Service (nodePort or healthCheckNodePort)."""
+
+    port: int
+    protocol: str
+    service_port: int | None  # the Service `port` it forwards; None for healthCheckNodePort
+    field_path: str
+    label: str  # "nodePort" or "healthCheckNodePort"
+
+
+@dataclass(frozen=True, slots=True)
+class ServicePort:
+    field_path: str
+    name: str
+    protocol: str
+    port: int | None
+    target_port: int | str | None
+    node_port: int | None
+
+
+@dataclass(eq=False, slots=True)
+class Service:
+    document: Document
+    ref: ObjectRef
+    type: str
+    ports: tuple[ServicePort, ...]
+    cluster_ip: str
+    selector: dict[str, str]
+    health_check_node_port: int | None = None
+    allocate_load_balancer_node_ports: bool = True
+    external_ips: tuple[str, ...] = ()
+    load_balancer_ips: tuple[str, ...] = ()
+    invalid_ports: tuple[InvalidPort, ...] = ()
+
+    @property
+    def is_headless(self) -> bool:
+        return self.cluster_ip == "None"
+
+    @property
+    def has_node_ports(self) -> bool:
+        return self.type in ("NodePort", "LoadBalancer")
+
+    @property
+    def node_port_claims(self) -> tuple[NodePortClaim, ...]:
+        claims = [NodePortClaim(p.node_port, p.protocol, p.port, f"{p.field_path}.nodePort", "nodePort")
+                  for p in self.ports if p.node_port]
+        if self.health_check_node_port:
+            claims.append(NodePortClaim(self.health_check_node_port, "TCP", None,
+                                        "spec.healthCheckNodePort", "healthCheckNodePort"))
+        return tuple(claims)
+
+
+@dataclass(slots=True)
+class Cluster:
+    """Everything the checks may read; built once per run, never changed by a check."""
+
+    workloads: list[Workload] = field(default_factory=list)
+    services: list[Service] = field(default_factory=list)
+    node_port_range: tuple[int, int] = DEFAULT_NODE_PORT_RANGE
+    _node_ports: dict[int, list[tuple[Service, NodePortClaim]]] | None = field(default=None, repr=False)
+
+    def node_ports_by_number(self) -> dict[int, list[tuple[Service, NodePortClaim]]]:
+        """Every nodePort claim indexed by port number (how the allocator counts them)."""
+        if self._node_ports is None:
+            index: dict[int, list[tuple[Service, NodePortClaim]]] = {}
+            for service in self.services:
+                if service.has_node_ports:
+                    for claim in service.node_port_claims:
+                        index.setdefault(claim.port, []).append((service, claim))
+            self._node_ports = index
+        return self._node_ports
+
+    def host_claims(self):
+        for workload in self.workloads:
+            for claim in workload.claims:
+                yield workload, claim
+
+    def in_node_port_range(self, port: int) -> bool:
+        low, high = self.node_port_range
+        return low <= port <= high
+
+    @property
+    def node_port_range_text(self) -> str:
+        return "{}-{}".format(*self.node_port_range)

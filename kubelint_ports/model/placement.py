@@ -1,0 +1,377 @@
+"""Which nodes a pod can land on, decided the way the Kubernetes scheduler decides it.
+
+Inputs are plain YAML subtrees (dicts, lists, and scalars that are usually strings because
+manifests are read untyped). Anything of the wrong type is ignored rather than raised, so a
+malformed manifest degrades to "less is known" instead of crashing a lint run.
+
+Sources (kubernetes/kubernetes): component-helpers `scheduling/corev1/nodeaffinity`
+(terms, operators, matchFields), `pkg/scheduler/framework/plugins` (tainttoleration,
+nodeunschedulable), `pkg/controller/daemon/util` (automatic DaemonSet tolerations) and
+`pkg/kubelet/lifecycle/predicate.go` (what the kubelet still checks for pods with nodeName).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, fields
+from typing import Any
+
+HOSTNAME_LABEL = "kubernetes.io/hostname"
+NAME_FIELD = "metadata.name"
+NO_SCHEDULE, PREFER_NO_SCHEDULE, NO_EXECUTE = "NoSchedule", "PreferNoSchedule", "NoExecute"
+
+
+class FrozenMap(Mapping[str, str]):
+    """A read-only, hashable str -> str mapping, so frozen dataclasses holding labels hash."""
+
+    __slots__ = ("_data",)
+
+    def __init__(self, data: Mapping[str, str] | Iterable[tuple[str, str]] = ()):
+        self._data = dict(data)
+
+    def __getitem__(self, key: str) -> str:
+        return self._data[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._data)
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+    def __hash__(self) -> int:
+        return hash(frozenset(self._data.items()))
+
+    def __repr__(self) -> str:
+        return f"FrozenMap({self._data!r})"
+
+
+def _freeze_fields(self: Any) -> None:
+    # Lets callers pass dicts and lists to the constructors without breaking hashability.
+    for spec in fields(self):
+        value = getattr(self, spec.name)
+        if isinstance(value, Mapping) and not isinstance(value, FrozenMap):
+            object.__setattr__(self, spec.name, FrozenMap(value))
+        elif isinstance(value, list):
+            object.__setattr__(self, spec.name, tuple(value))
+
+
+@dataclass(frozen=True, slots=True)
+class Taint:
+    key: str
+    value: str
+    effect: str  # NoSchedule | PreferNoSchedule | NoExecute
+
+
+@dataclass(frozen=True, slots=True)
+class Toleration:
+    key: str = ""
+    operator: str = "Equal"  # Equal | Exists
+    value: str = ""
+    effect: str = ""  # "" tolerates every effect
+
+
+@dataclass(frozen=True, slots=True)
+class Requirement:
+    key: str
+    operator: str  # In | NotIn | Exists | DoesNotExist | Gt | Lt
+    values: tuple[str, ...] = ()
+
+    __post_init__ = _freeze_fields
+
+
+@dataclass(frozen=True, slots=True)
+class NodeSelectorTerm:
+    match_expressions: tuple[Requirement, ...] = ()
+    match_fields: tuple[Requirement, ...] = ()
+
+    __post_init__ = _freeze_fields
+
+
+@dataclass(frozen=True, slots=True)
+class Node:
+    name: str
+    labels: Mapping[str, str] = FrozenMap()
+    taints: tuple[Taint, ...] = ()
+    unschedulable: bool = False
+    pod_cidrs: tuple[str, ...] = ()
+    addresses: tuple[tuple[str, str], ...] = ()  # (type, address)
+
+    __post_init__ = _freeze_fields
+
+    def label(self, key: str) -> str | None:
+        return self.labels.get(key)
+
+
+@dataclass(frozen=True, slots=True)
+class Scheduling:
+    node_name: str | None = None
+    node_selector: Mapping[str, str] = FrozenMap()
+    required_terms: tuple[NodeSelectorTerm, ...] | None = None  # None: no required node affinity
+    tolerations: tuple[Toleration, ...] = ()
+
+    __post_init__ = _freeze_fields
+
+
+# Added by the DaemonSet controller to every pod it creates (pkg/controller/daemon/util).
+# network-unavailable is only added for hostNetwork pods; it is included unconditionally
+# because a linter reading a template would rather over-report a DaemonSet's reach.
+DAEMONSET_TOLERATIONS = tuple(
+    Toleration(key=f"node.kubernetes.io/{name}", operator="Exists", effect=effect)
+    for name, effect in (
+        ("not-ready", NO_EXECUTE),
+        ("unreachable", NO_EXECUTE),
+        ("disk-pressure", NO_SCHEDULE),
+        ("memory-pressure", NO_SCHEDULE),
+        ("pid-pressure", NO_SCHEDULE),
+        ("unschedulable", NO_SCHEDULE),
+        ("network-unavailable", NO_SCHEDULE),
+    )
+)
+
+# The NodeUnschedulable plugin lets a pod onto a cordoned node only if it tolerates this taint.
+UNSCHEDULABLE_TAINT = Taint("node.kubernetes.io/unschedulable", "", NO_SCHEDULE)
+
+# Booleans as the Kubernetes YAML decoder (YAML 1.1) reads them.
+_YAML_TRUE = frozenset({"true", "True", "TRUE", "yes", "Yes", "YES", "on", "On", "ON", "y", "Y"})
+_SCALARS = (str, int, float)
+_INT64 = re.compile(r"[+-]?[0-9]+")
+
+
+# --- reading untyped YAML -------------------------------------------------------------------
+
+def _mapping(value: Any) -> Mapping:
+    return value if isinstance(value, Mapping) else {}
+
+
+def _items(value: Any) -> Sequence:
+    return value if isinstance(value, (list, tuple)) else ()
+
+
+def _text(value: Any) -> str:
+    """A scalar as YAML spells it; null (and anything unreadable) becomes "" as in Go's decoder."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value) if isinstance(value, _SCALARS) else ""
+
+
+def _texts(value: Any) -> tuple[str, ...]:
+    return tuple(_text(item) for item in _items(value) if item is None or isinstance(item, _SCALARS))
+
+
+def _string_map(value: Any) -> FrozenMap:
+    return FrozenMap(
+        (_text(key), _text(item))
+        for key, item in _mapping(value).items()
+        if isinstance(key, _SCALARS) and (item is None or isinstance(item, _SCALARS))
+    )
+
+
+def _flag(value: Any) -> bool:
+    return value is True or (isinstance(value, str) and value in _YAML_TRUE)
+
+
+def _requirement(raw: Any) -> Requirement:
+    # An unreadable entry becomes an empty requirement, which matches nothing, like the
+    # zero value Go would decode; it must not silently widen its term.
+    raw = _mapping(raw)
+    return Requirement(_text(raw.get("key")), _text(raw.get("operator")), _texts(raw.get("values")))
+
+
+def _term(raw: Any) -> NodeSelectorTerm:
+    raw = _mapping(raw)
+    return NodeSelectorTerm(
+        tuple(_requirement(r) for r in _items(raw.get("matchExpressions"))),
+        tuple(_requirement(r) for r in _items(raw.get("matchFields"))),
+    )
+
+
+def node_from_object(obj: Mapping) -> Node:
+    """A Node from one item of `kubectl get nodes -o yaml`."""
+    metadata, spec, status = (_mapping(_mapping(obj).get(part)) for part in ("metadata", "spec", "status"))
+    pod_cidrs = [cidr for cidr in _texts(spec.get("podCIDRs")) if cidr]
+    legacy_cidr = _text(spec.get("podCIDR"))
+    if legacy_cidr and legacy_cidr not in pod_cidrs:
+        pod_cidrs.insert(0, legacy_cidr)
+    return Node(
+        name=_text(metadata.get("name")),
+        labels=_string_map(metadata.get("labels")),
+        taints=tuple(
+            Taint(_text(t.get("key")), _text(t.get("value")), _text(t.get("effect")))
+            for t in _items(spec.get("taints"))
+            if isinstance(t, Mapping)
+        ),
+        unschedulable=_flag(spec.get("unschedulable")),
+        pod_cidrs=tuple(pod_cidrs),
+        addresses=tuple(
+            (_text(a.get("type")), _text(a.get("address")))
+            for a in _items(status.get("addresses"))
+            if isinstance(a, Mapping) and _text(a.get("address"))
+        ),
+    )
+
+
+def scheduling_from_pod_spec(pod_spec: Mapping) -> Scheduling:
+    """The placement constraints of a pod spec (or a workload's pod template spec)."""
+    pod_spec = _mapping(pod_spec)
+    node_affinity = _mapping(_mapping(pod_spec.get("affinity")).get("nodeAffinity"))
+    required = node_affinity.get("requiredDuringSchedulingIgnoredDuringExecution")
+    return Scheduling(
+        node_name=_text(pod_spec.get("nodeName")) or None,
+        node_selector=_string_map(pod_spec.get("nodeSelector")),
+        # A present selector with no terms matches no node, unlike an absent one.
+        required_terms=(
+            tuple(_term(t) for t in _items(required.get("nodeSelectorTerms")))
+            if isinstance(required, Mapping) else None
+        ),
+        tolerations=tuple(
+            # Dropped rather than zero-valued: an empty toleration would tolerate every taint
+            # with an empty value.
+            Toleration(
+                key=_text(t.get("key")),
+                operator=_text(t.get("operator")) or "Equal",
+                value=_text(t.get("value")),
+                effect=_text(t.get("effect")),
+            )
+            for t in _items(pod_spec.get("tolerations"))
+            if isinstance(t, Mapping)
+        ),
+    )
+
+
+# --- matching -------------------------------------------------------------------------------
+
+def _tolerates_one(toleration: Toleration, taint: Taint) -> bool:
+    if toleration.effect and toleration.effect != taint.effect:
+        return False
+    if toleration.key and toleration.key != taint.key:
+        return False
+    if toleration.operator in ("", "Equal"):
+        return toleration.value == taint.value
+    return toleration.operator == "Exists"
+
+
+def tolerates(tolerations: Iterable[Toleration], taint: Taint) -> bool:
+    return any(_tolerates_one(toleration, taint) for toleration in tolerations)
+
+
+def _int64(text: str | None) -> int | None:
+    # strconv.ParseInt(s, 10, 64): no spaces or underscores, which Python's int() would accept.
+    if text is None or not _INT64.fullmatch(text):
+        return None
+    number = int(text)
+    return number if -(2**63) <= number < 2**63 else None
+
+
+def _label_requirement_holds(requirement: Requirement, labels: Mapping[str, str]) -> bool:
+    values, present, label = requirement.values, requirement.key in labels, labels.get(requirement.key)
+    # Shapes the API would reject (In without values, Exists with values...) fail the term,
+    # as the scheduler's parse error does.
+    match requirement.operator:
+        case "In":
+            return bool(values) and present and label in values
+        case "NotIn":
+            return bool(values) and (not present or label not in values)
+        case "Exists":
+            return not values and present
+        case "DoesNotExist":
+            return not values and not present
+        case "Gt" | "Lt" if len(values) == 1:
+            label_number, bound = _int64(label), _int64(values[0])
+            if label_number is None or bound is None:
+                return False
+            return label_number > bound if requirement.operator == "Gt" else label_number < bound
+    return False
+
+
+def _field_requirement_holds(requirement: Requirement, node: Node) -> bool:
+    if requirement.key != NAME_FIELD or len(requirement.values) != 1:
+        return False
+    if requirement.operator == "In":
+        return node.name == requirement.values[0]
+    if requirement.operator == "NotIn":
+        return node.name != requirement.values[0]
+    return False
+
+
+def matches_term(term: NodeSelectorTerm, node: Node) -> bool:
+    """All requirements of the term hold; an empty term matches no node."""
+    if not term.match_expressions and not term.match_fields:
+        return False
+    return all(_label_requirement_holds(r, node.labels) for r in term.match_expressions) and all(
+        _field_requirement_holds(r, node) for r in term.match_fields
+    )
+
+
+def _selects(scheduling: Scheduling, node: Node) -> bool:
+    if any(node.labels.get(key) != value for key, value in scheduling.node_selector.items()):
+        return False
+    terms = scheduling.required_terms
+    return terms is None or any(matches_term(term, node) for term in terms)
+
+
+def eligible(scheduling: Scheduling, node: Node, *, daemonset: bool = False) -> bool:
+    """Whether a pod with these constraints can run on `node`.
+
+    Scheduled pods need nodeSelector and required node affinity to match, every NoSchedule and
+    NoExecute taint tolerated, and the node not cordoned unless the pod tolerates the
+    unschedulable taint (DaemonSet pods always do, through their automatic tolerations).
+
+    A pod with `nodeName` bypasses the scheduler, so cordons and NoSchedule taints do not stop
+    it; but the kubelet's admission check still rejects it when nodeSelector or node affinity
+    do not match or a NoExecute taint is not tolerated, so those still apply.
+    """
+    tolerations = scheduling.tolerations + (DAEMONSET_TOLERATIONS if daemonset else ())
+    if scheduling.node_name:
+        if node.name != scheduling.node_name:
+            return False
+        blocking_effects = {NO_EXECUTE}
+    else:
+        if node.unschedulable and not tolerates(tolerations, UNSCHEDULABLE_TAINT):
+            return False
+        blocking_effects = {NO_SCHEDULE, NO_EXECUTE}
+    if not _selects(scheduling, node):
+        return False
+    return all(taint.effect not in blocking_effects or tolerates(tolerations, taint) for taint in node.taints)
+
+
+def eligible_nodes(scheduling: Scheduling, nodes: Sequence[Node], *, daemonset: bool = False) -> list[Node]:
+    return [node for node in nodes if eligible(scheduling, node, daemonset=daemonset)]
+
+
+# --- reasoning without an inventory ---------------------------------------------------------
+
+def _term_pin(term: NodeSelectorTerm) -> str | None:
+    names = {r.values[0] for r in term.match_expressions
+             if r.key == HOSTNAME_LABEL and r.operator == "In" and len(r.values) == 1}
+    names |= {r.values[0] for r in term.match_fields
+              if r.key == NAME_FIELD and r.operator == "In" and len(r.values) == 1}
+    return names.pop() if len(names) == 1 else None
+
+
+def _pins(scheduling: Scheduling) -> list[str]:
+    """Every node name the pod is pinned to, strongest first.
+
+    Treats the kubernetes.io/hostname label as the node name. That holds on kubeadm, k3s and
+    most clouds, but not everywhere (some AWS setups), so callers should not be stricter than a
+    warning when the only evidence is a hostname label.
+    """
+    term_pins = {_term_pin(term) for term in scheduling.required_terms or ()}
+    term_pin = term_pins.pop() if len(term_pins) == 1 else None
+    candidates = (scheduling.node_name, scheduling.node_selector.get(HOSTNAME_LABEL), term_pin)
+    return [name for name in candidates if name]
+
+
+def pinned_node(scheduling: Scheduling) -> str | None:
+    """The one node the pod is provably limited to, or None when that needs an inventory."""
+    pins = _pins(scheduling)
+    return pins[0] if pins else None
+
+
+def may_share_node(a: Scheduling, b: Scheduling) -> bool:
+    """False only when the two pods provably cannot run on the same node."""
+    # Every pin of a pod must name its node, so any disagreement across the pairs separates them.
+    if any(pin_a != pin_b for pin_a in _pins(a) for pin_b in _pins(b)):
+        return False
+    shared_keys = a.node_selector.keys() & b.node_selector.keys()
+    return all(a.node_selector[key] == b.node_selector[key] for key in shared_keys)

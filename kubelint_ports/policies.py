@@ -1,0 +1,147 @@
+"""Policies are data: `policies/KPnnn-name.yaml` files naming a check, its severity and its docs."""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from kubelint_ports.findings import Severity
+
+PACKAGE_DIR = Path(__file__).resolve().parent
+SCHEMA_PATH = PACKAGE_DIR / "schemas" / "policy.schema.json"
+_Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+def builtin_policy_dir() -> Path:
+    """Inside a wheel the policies ship as `kubelint_ports/_policies`; in a checkout they are top-level."""
+    shipped = PACKAGE_DIR / "_policies"
+    return shipped if shipped.is_dir() else PACKAGE_DIR.parent / "policies"
+
+
+@dataclass(frozen=True, slots=True)
+class Policy:
+    id: str
+    name: str
+    severity: Severity
+    summary: str
+    check: str
+    params: dict[str, Any]
+    docs: dict[str, Any]
+    variants: dict[str, Severity] = field(default_factory=dict)
+    tags: tuple[str, ...] = ()
+    path: str = ""
+
+    def severity_for(self, variant: str) -> Severity:
+        return self.variants.get(variant, self.severity) if variant else self.severity
+
+    @property
+    def slug(self) -> str:
+        return f"{self.id}-{self.name}"
+
+
+class PolicyError(ValueError):
+    def __init__(self, path: str, line: int, message: str):
+        super().__init__(f"{path}:{line}: {message}")
+        self.path, self.line, self.message = path, line, message
+
+
+def policy_from_data(data: dict[str, Any], path: str) -> Policy:
+    return Policy(
+        id=data["id"],
+        name=data["name"],
+        severity=Severity.parse(data["severity"]),
+        summary=data["summary"].strip(),
+        check=data["check"],
+        params=dict(data.get("params") or {}),
+        docs=data["docs"],
+        variants={key: Severity.parse(value) for key, value in (data.get("variants") or {}).items()},
+        tags=tuple(data.get("tags") or ()),
+        path=path,
+    )
+
+
+def read_policy_file(path: Path) -> dict[str, Any]:
+    try:
+        data = yaml.load(path.read_bytes(), Loader=_Loader)
+    except yaml.MarkedYAMLError as error:
+        mark = error.problem_mark
+        raise PolicyError(str(path), mark.line + 1 if mark else 1, f"invalid YAML: {error.problem}") from None
+    if not isinstance(data, dict):
+        raise PolicyError(str(path), 1, "a policy file must be a mapping")
+    return data
+
+
+@cache
+def policy_schema() -> dict[str, Any]:
+    return json.loads(SCHEMA_PATH.read_text(encoding="utf-8"))
+
+
+def validate_policy(data: dict[str, Any], path: Path) -> None:
+    """Schema and registry checks for a policy file (run for user policies and by the tests)."""
+    import jsonschema  # heavy: only paid when a policy needs validating
+
+    errors = sorted(jsonschema.Draft202012Validator(policy_schema()).iter_errors(data), key=lambda e: e.path)
+    if errors:
+        error = errors[0]
+        where = ".".join(str(part) for part in error.absolute_path) or "(top level)"
+        raise PolicyError(str(path), line_of_key(path, error.absolute_path), f"{where}: {error.message}")
+    from kubelint_ports.checks import CHECKS
+
+    check = CHECKS.get(data["check"])
+    if check is None:
+        raise PolicyError(str(path), line_of_key(path, ["check"]), f"unknown check {data['check']!r} "
+                                                                    f"(known: {', '.join(sorted(CHECKS))})")
+    params_errors = list(jsonschema.Draft202012Validator(check.params_schema).iter_errors(data.get("params") or {}))
+    if params_errors:
+        raise PolicyError(str(path), line_of_key(path, ["params", *params_errors[0].absolute_path]),
+                          f"params: {params_errors[0].message}")
+
+
+def line_of_key(path: Path, keys) -> int:
+    """The line of the deepest existing key on `keys` in a YAML file, for error messages."""
+    from kubelint_ports.loading import yamltree
+
+    try:
+        root = yaml.compose(path.read_bytes(), Loader=_Loader)
+    except yaml.YAMLError:
+        return 1
+    dotted = ".".join(f"[{k}]" if isinstance(k, int) else str(k) for k in keys).replace(".[", "[")
+    key_node, value_node = yamltree.resolve(root, dotted)
+    return (key_node or value_node).start_mark.line + 1
+
+
+_FILE_NAME = re.compile(r"(KP\d{3})-([a-z0-9-]+)\.ya?ml")
+
+
+def load_policies(directory: Path | None = None, *, validate: bool = False) -> list[Policy]:
+    directory = directory or builtin_policy_dir()
+    policies = []
+    for path in sorted(directory.glob("*.y*ml")):
+        data = read_policy_file(path)
+        if validate:
+            validate_policy(data, path)
+        try:
+            policies.append(policy_from_data(data, str(path)))
+        except (KeyError, TypeError, ValueError) as error:
+            raise PolicyError(str(path), 1, f"malformed policy: {error}") from None
+    return policies
+
+
+@cache
+def builtin_policies() -> tuple[Policy, ...]:
+    return tuple(load_policies())
+
+
+def find_policy(reference: str, policies=None) -> Policy | None:
+    """A policy by id (`KP101`, any case) or name (`host-port`)."""
+    wanted = reference.strip()
+    for policy in policies if policies is not None else builtin_policies():
+        if wanted.upper() == policy.id or wanted == policy.name:
+            return policy
+    return None
