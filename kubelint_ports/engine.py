@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import gc
 from collections.abc import Iterable, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 from kubelint_ports.checks import CHECKS, Hit
@@ -19,17 +21,33 @@ class LintOptions:
 
 def lint_paths(paths: Sequence[str], options: LintOptions = LintOptions(), *, stdin=None,
                policies: Sequence[Policy] | None = None) -> Report:
-    loaded = load(paths, stdin=stdin)
-    cluster, model_diagnostics = build_cluster(loaded.documents, options.node_port_range)
-    policies = tuple(policies if policies is not None else builtin_policies())
+    with collector_paused():
+        loaded = load(paths, stdin=stdin)
+        cluster, model_diagnostics = build_cluster(loaded.documents, options.node_port_range)
+        policies = tuple(policies if policies is not None else builtin_policies())
+        findings = run_checks(cluster, policies)
     return Report(
-        findings=run_checks(cluster, policies),
+        findings=findings,
         diagnostics=sorted(set(loaded.diagnostics + model_diagnostics)),
         rules=policies,
         files=loaded.files,
         objects=len(loaded.documents),
         skipped=loaded.skipped,
     )
+
+
+@contextmanager
+def collector_paused():
+    """Loading builds many long-lived, acyclic node objects; the cyclic GC would rescan them all
+    on every collection (measured: compose time x3 on the 1,000-workload corpus). Nothing in the
+    pipeline makes reference cycles, so pausing it loses nothing."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
 
 
 def run_checks(cluster: Cluster, policies: Iterable[Policy]) -> list[Finding]:

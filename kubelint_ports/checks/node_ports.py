@@ -21,7 +21,7 @@ def identity(service: Service) -> tuple[str, str, str]:
 
 
 def node_port_related(service: Service, claim: NodePortClaim) -> Related:
-    return Related(service, claim.field_path, f"{claim.label} {claim.port} of Service {service.ref}")
+    return Related(service, claim.field_path, f"{claim.label} {claim.port} of {service.ref}")
 
 
 def _host_claims_on_node_ports(cluster: Cluster, via: str, explain: str) -> Iterator[Hit]:
@@ -38,7 +38,7 @@ def _host_claims_on_node_ports(cluster: Cluster, via: str, explain: str) -> Iter
         noun = "hostPort" if via == "hostPort" else "hostNetwork port"
         yield Hit(workload, claim.field_path, (
             f"{noun} {claim.port}/{claim.protocol} (container '{claim.container}') equals {first_claim.label} "
-            f"{claim.port} of Service {first_service.ref}{others}: {explain}"),
+            f"{claim.port} of {first_service.ref}{others}: {explain}"),
             tuple(node_port_related(service, np) for service, np in owners[:MAX_RELATED]))
 
 
@@ -87,7 +87,7 @@ def node_port_collision(cluster: Cluster, params: Mapping[str, Any]) -> Iterator
             more = f" (and {other_count - 1} more)" if other_count > 1 else ""
             for service, claim in claims:
                 yield Hit(service, claim.field_path, (
-                    f"{claim.label} {number} is also claimed by Service {other_service.ref}{more}: nodePorts are "
+                    f"{claim.label} {number} is also claimed by {other_service.ref}{more}: nodePorts are "
                     f"allocated cluster-wide by number, whatever the protocol, so the API server rejects whichever "
                     f"is applied second ('provided port is already allocated'). Pick a free nodePort, or leave it "
                     f"out and let the API server choose."),

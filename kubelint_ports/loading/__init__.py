@@ -27,7 +27,18 @@ STDIN = "-"
 STDIN_NAME = "<stdin>"
 
 _SOURCE_COMMENT = re.compile(rb"^# Source: ([^\r\n]+?)[ \t]*\r?$", re.MULTILINE)
-_Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+class ManifestLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):
+    """Composes without implicit typing: the readers in `yamltree` type the few fields they read.
+
+    PyYAML's resolver runs a Python regex per scalar, which costs more than libyaml's parsing.
+    """
+
+    def resolve(self, kind, value, implicit):
+        if kind is ScalarNode:
+            return yamltree.PLAIN if implicit[0] else yamltree.STR
+        return yamltree.SEQ if kind is SequenceNode else yamltree.MAP
 
 
 @dataclass(slots=True)
@@ -112,7 +123,7 @@ def load_bytes(data: bytes, path: str, result: LoadResult) -> None:
     has_aliases = b"*" in data and b"&" in data
     previous_end = -1
     try:
-        for root in yaml.compose_all(data, Loader=_Loader):
+        for root in yaml.compose_all(data, Loader=ManifestLoader):
             start_line = root.start_mark.line
             origin = origin_for(origins, previous_end, start_line)
             previous_end = root.end_mark.line
@@ -192,7 +203,7 @@ def check_expansion(root: Node) -> None:
 
 
 def add_document(root: Node, path: str, origin: str, result: LoadResult) -> None:
-    if isinstance(root, ScalarNode) and root.tag == yamltree.NULL:
+    if yamltree.is_null(root):
         return  # an empty document between `---` separators
     if not isinstance(root, MappingNode):
         result.diagnostics.append(Diagnostic(

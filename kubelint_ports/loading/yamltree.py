@@ -13,9 +13,20 @@ from collections.abc import Iterator
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 _TAG = "tag:yaml.org,2002:"
-STR, INT, BOOL, NULL, FLOAT, MERGE = (_TAG + t for t in ("str", "int", "bool", "null", "float", "merge"))
-_STANDARD_TAGS = frozenset(_TAG + t for t in ("str", "int", "bool", "null", "float", "map", "seq",
-                                            "merge", "timestamp", "binary", "omap", "set", "value"))
+STR, INT, BOOL, NULL, FLOAT, MERGE, SEQ, MAP = (
+    _TAG + t for t in ("str", "int", "bool", "null", "float", "merge", "seq", "map"))
+# The YAML spec's non-specific tag of a plain scalar: the loader leaves plain scalars untyped
+# (typing every scalar costs more than composing it) and the readers below type what they read.
+PLAIN = "?"
+_STANDARD_TAGS = frozenset((PLAIN, *(_TAG + t for t in (
+    "str", "int", "bool", "null", "float", "map", "seq", "merge", "timestamp", "binary", "omap", "set", "value"))))
+
+# YAML 1.1 as Kubernetes' decoder (go-yaml v2) reads it.
+_NULLS = frozenset(("", "~", "null", "Null", "NULL"))
+_TRUE = frozenset(("true", "True", "TRUE", "yes", "Yes", "YES", "on", "On", "ON", "y", "Y"))
+_FALSE = frozenset(("false", "False", "FALSE", "no", "No", "NO", "off", "Off", "OFF", "n", "N"))
+_INT_FORMS = re.compile(r"[-+]?(0b[01_]+|0x[0-9a-fA-F_]+|0[0-7_]*|[1-9][0-9_]*)")
+_FLOAT_FORMS = re.compile(r"[-+]?([0-9][0-9_]*)?\.[0-9.]*([eE][-+][0-9]+)?|[-+]?\.(inf|Inf|INF)|\.(nan|NaN|NAN)")
 
 
 class FieldTypeError(ValueError):
@@ -31,11 +42,39 @@ def check_tag(node: Node) -> None:
         raise FieldTypeError(node, f"unsupported YAML tag {node.tag!r}: Kubernetes manifests use plain YAML")
 
 
+def is_null(node: Node | None) -> bool:
+    if node is None:
+        return True
+    if not isinstance(node, ScalarNode):
+        return False
+    return node.tag == NULL or (node.tag == PLAIN and node.value in _NULLS)
+
+
+def is_merge_key(node: Node) -> bool:
+    return node.tag == MERGE or (node.tag == PLAIN and node.value == "<<")
+
+
+def scalar_type(node: ScalarNode) -> str:
+    """The implicit YAML 1.1 type of a scalar: the tag a typing resolver would have given it."""
+    if node.tag != PLAIN:
+        return node.tag
+    value = node.value
+    if value in _NULLS:
+        return NULL
+    if value in _TRUE or value in _FALSE:
+        return BOOL
+    if _INT_FORMS.fullmatch(value):
+        return INT
+    if _FLOAT_FORMS.fullmatch(value):
+        return FLOAT
+    return STR
+
+
 def pairs(mapping: MappingNode) -> Iterator[tuple[ScalarNode, Node]]:
     """Key/value pairs with `<<` merge keys applied the way YAML 1.1 (and Kubernetes) does."""
     merged: list[Node] = []
     for key, value in mapping.value:
-        if key.tag == MERGE:
+        if is_merge_key(key):
             merged.append(value)
         else:
             yield key, value
@@ -51,12 +90,13 @@ def child(mapping: Node | None, key: str) -> tuple[ScalarNode, Node] | None:
     if not isinstance(mapping, MappingNode):
         return None
     found = None
+    has_merge = False
     for key_node, value in mapping.value:
-        if key_node.tag == MERGE:
-            continue
-        if isinstance(key_node, ScalarNode) and key_node.value == key:
+        if key_node.value == key and isinstance(key_node, ScalarNode):
             found = (key_node, value)
-    if found is None and any(k.tag == MERGE for k, _ in mapping.value):
+        elif key_node.value == "<<" or key_node.tag == MERGE:
+            has_merge = True
+    if found is None and has_merge:
         for key_node, value in pairs(mapping):
             if isinstance(key_node, ScalarNode) and key_node.value == key:
                 return key_node, value
@@ -68,14 +108,12 @@ def get(mapping: Node | None, key: str) -> Node | None:
     if pair is None:
         return None
     value = pair[1]
-    if isinstance(value, ScalarNode) and value.tag == NULL:
-        return None
-    return value
+    return None if is_null(value) else value
 
 
 def items(node: Node | None, what: str) -> list[Node]:
     """The items of a sequence field; absent or null is empty, anything else a type error."""
-    if node is None or (isinstance(node, ScalarNode) and node.tag == NULL):
+    if is_null(node):
         return []
     if not isinstance(node, SequenceNode):
         raise FieldTypeError(node, f"{what} must be a list, not {describe(node)}")
@@ -83,7 +121,7 @@ def items(node: Node | None, what: str) -> list[Node]:
 
 
 def mapping(node: Node | None, what: str) -> MappingNode | None:
-    if node is None or (isinstance(node, ScalarNode) and node.tag == NULL):
+    if is_null(node):
         return None
     if not isinstance(node, MappingNode):
         raise FieldTypeError(node, f"{what} must be a mapping, not {describe(node)}")
@@ -95,11 +133,9 @@ def describe(node: Node) -> str:
         return "a mapping"
     if isinstance(node, SequenceNode):
         return "a list"
-    kind = {STR: "string", INT: "integer", BOOL: "boolean", NULL: "null", FLOAT: "number"}.get(node.tag, "value")
+    kind = {STR: "string", INT: "integer", BOOL: "boolean", NULL: "null", FLOAT: "number"}.get(
+        scalar_type(node), "value")
     return f"the {kind} {node.value!r}"
-
-
-_INT_FORMS = re.compile(r"[-+]?(0b[01_]+|0x[0-9a-fA-F_]+|0[0-7_]*|[1-9][0-9_]*)")
 
 
 def parse_int(text: str) -> int | None:
@@ -119,7 +155,7 @@ def parse_int(text: str) -> int | None:
 
 def as_int(node: Node) -> int:
     """An integer field; anything else (a quoted "80", 80.5, true) is rejected by the API."""
-    if isinstance(node, ScalarNode) and node.tag == INT:
+    if isinstance(node, ScalarNode) and node.tag in (PLAIN, INT):
         value = parse_int(node.value)
         if value is not None:
             return value
@@ -127,18 +163,13 @@ def as_int(node: Node) -> int:
     raise FieldTypeError(node, f"expected an integer, found {describe(node)}")
 
 
-_TRUE = frozenset(("true", "yes", "on", "y"))
-_FALSE = frozenset(("false", "no", "off", "n"))
-
-
 def as_bool(node: Node | None, default: bool = False) -> bool:
-    if node is None or (isinstance(node, ScalarNode) and node.tag == NULL):
+    if is_null(node):
         return default
-    if isinstance(node, ScalarNode) and node.tag == BOOL:
-        lowered = node.value.lower()
-        if lowered in _TRUE:
+    if isinstance(node, ScalarNode) and node.tag in (PLAIN, BOOL):
+        if node.value in _TRUE:
             return True
-        if lowered in _FALSE:
+        if node.value in _FALSE:
             return False
     check_tag(node)
     raise FieldTypeError(node, f"expected true or false, found {describe(node)}")
@@ -146,7 +177,7 @@ def as_bool(node: Node | None, default: bool = False) -> bool:
 
 def as_str(node: Node | None, default: str = "") -> str:
     """A scalar as text, whatever its implicit type (labels and names are strings to the API)."""
-    if node is None or (isinstance(node, ScalarNode) and node.tag == NULL):
+    if is_null(node):
         return default
     if isinstance(node, ScalarNode):
         check_tag(node)
@@ -168,7 +199,7 @@ def to_plain(node: Node | None, budget: list[int] | None = None):
     if node is None:
         return None
     if isinstance(node, ScalarNode):
-        return None if node.tag == NULL else node.value
+        return None if is_null(node) else node.value
     if isinstance(node, SequenceNode):
         return [to_plain(item, budget) for item in node.value]
     return {key.value if isinstance(key, ScalarNode) else str(key.value): to_plain(value, budget)

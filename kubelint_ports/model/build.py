@@ -91,7 +91,12 @@ class PortReader:
         try:
             value = yt.as_int(node)
         except yt.FieldTypeError as error:
-            self.invalid.append(InvalidPort(field_path, f"{key} must be an integer from 1 to 65535: {error}"))
+            if isinstance(node, yt.ScalarNode) and yt.parse_int(node.value) is not None:
+                message = (f"{key} {node.value!r} is quoted, so the API server reads a string and rejects it; "
+                           f"remove the quotes")
+            else:
+                message = f"{key} must be an integer from 1 to 65535, not {yt.describe(node)}"
+            self.invalid.append(InvalidPort(field_path, message))
             return None
         if value == 0 and zero_means_unset:
             return None
@@ -204,6 +209,6 @@ def read_target_port(entry: yt.Node, path: str, reader: PortReader) -> int | str
     node = yt.get(entry, "targetPort")
     if node is None:
         return None
-    if isinstance(node, yt.ScalarNode) and node.tag == yt.STR:
+    if isinstance(node, yt.ScalarNode) and yt.scalar_type(node) == yt.STR:
         return node.value  # a named port (IntOrString)
     return reader.port(entry, "targetPort", path)

@@ -1,0 +1,62 @@
+"""GitHub Actions workflow commands (`::error file=...::message`), which become PR annotations.
+
+GitHub shows only 10 errors and 10 warnings per step, so errors come first; the summary line at
+the end counts everything.
+"""
+
+from __future__ import annotations
+
+from typing import TextIO
+
+from kubelint_ports.findings import Location, Report, Severity
+from kubelint_ports.formatters import FormatOptions
+from kubelint_ports.formatters.text import summary_line
+
+COMMANDS = {Severity.ERROR: "error", Severity.WARNING: "warning", Severity.NOTE: "notice"}
+INPUT_ERROR_TITLE = "kubelint-ports input error"
+STDIN_NAME = "<stdin>"
+
+
+def escape_data(text: str) -> str:
+    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+
+
+def escape_property(text: str) -> str:
+    # `,` separates properties and `:` ends them: both would cut the value short.
+    return escape_data(text).replace(":", "%3A").replace(",", "%2C")
+
+
+def command(name: str, properties: dict[str, object], message: str) -> str:
+    props = ",".join(f"{key}={escape_property(str(value))}" for key, value in properties.items())
+    return f"::{name} {props}::{escape_data(message)}\n"
+
+
+def position(location: Location, *, with_end: bool = True) -> dict[str, object]:
+    """file/line/col properties; none for stdin (nothing to annotate) and no line when unknown."""
+    if location.path == STDIN_NAME:
+        return {}
+    properties: dict[str, object] = {"file": location.path}
+    if location.line >= 1:
+        properties["line"] = location.line
+        if location.column >= 1:
+            properties["col"] = location.column
+            if with_end:
+                properties["endLine"] = location.end_line or location.line
+                properties["endColumn"] = location.end_column or location.column + 1
+    return properties
+
+
+def format_report(report: Report, out: TextIO, options: FormatOptions) -> None:
+    for diagnostic in report.diagnostics:
+        properties = {**position(diagnostic.location, with_end=False), "title": INPUT_ERROR_TITLE}
+        out.write(command("error", properties, diagnostic.message))
+    standing = [finding for finding in report.findings if not finding.suppressed]
+    for finding in sorted(standing, key=lambda f: -f.severity):  # stable: report order within a level
+        properties = {**position(finding.location), "title": f"{finding.rule_id} ({finding.rule_name})"}
+        message = f"{finding.message} [{finding.subject}]"
+        if finding.template:
+            message += f" (from {finding.template})"
+        for related in finding.related:  # an annotation has one place; name the others in its text
+            message += f"\n{related}: {related.message}"
+        out.write(command(COMMANDS[finding.severity], properties, message))
+    out.write(summary_line(report) + "\n")

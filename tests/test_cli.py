@@ -1,0 +1,169 @@
+"""The command line: exit codes, formats, options, determinism, and the bundled examples."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from kubelint_ports.cli import app
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLES = ROOT / "examples"
+runner = CliRunner()
+
+HOSTPORT_ONLY = """\
+apiVersion: v1
+kind: Pod
+metadata: {name: agent, namespace: ops}
+spec:
+  containers:
+    - name: agent
+      ports:
+        - containerPort: 9100
+          hostPort: 9100
+"""
+COLLISION = HOSTPORT_ONLY.replace("9100", "31123") + """\
+---
+apiVersion: v1
+kind: Service
+metadata: {name: svc, namespace: ops}
+spec:
+  type: NodePort
+  ports: [{port: 80, nodePort: 31123}]
+"""
+
+
+def run(*args: str, input: str | None = None):
+    return runner.invoke(app, list(args), input=input)
+
+
+@pytest.fixture
+def manifests(tmp_path):
+    def make(text: str, name: str = "m.yaml") -> str:
+        path = tmp_path / name
+        path.write_text(text)
+        return str(path)
+    return make
+
+
+def test_exit_0_when_nothing_at_or_above_threshold(manifests):
+    result = run("lint", manifests(HOSTPORT_ONLY))
+    assert result.exit_code == 0, result.output
+    assert "KP101 (host-port)" in result.output
+
+
+def test_exit_1_on_errors(manifests):
+    result = run("lint", manifests(COLLISION))
+    assert result.exit_code == 1
+    assert "KP201 (host-port-node-port-collision)" in result.output
+
+
+@pytest.mark.parametrize("fail_on, code", [("warning", 1), ("note", 1), ("error", 0), ("never", 0)])
+def test_fail_on(manifests, fail_on, code):
+    assert run("lint", "--fail-on", fail_on, manifests(HOSTPORT_ONLY)).exit_code == code
+
+
+def test_fail_on_never_still_exits_2_on_input_errors(manifests):
+    result = run("lint", "--fail-on", "never", manifests("a: [\n"))
+    assert result.exit_code == 2
+    assert "input-error" in result.output
+
+
+def test_exit_2_on_input_errors_but_other_files_are_linted(manifests):
+    bad = manifests("kind: [unclosed\n", "bad.yaml")
+    good = manifests(COLLISION, "good.yaml")
+    result = run("lint", bad, good)
+    assert result.exit_code == 2
+    assert "bad.yaml:2:1: input-error invalid YAML" in result.output
+    assert "KP201" in result.output
+
+
+@pytest.mark.parametrize("value", ["30000", "a-b", "32767-30000", "0-10", "1-70000"])
+def test_bad_node_port_range_is_a_usage_error(manifests, value):
+    assert run("lint", "--node-port-range", value, manifests(HOSTPORT_ONLY)).exit_code == 2
+
+
+def test_node_port_range_option_changes_findings(manifests):
+    path = manifests(HOSTPORT_ONLY)
+    assert "KP102" not in run("lint", path).output
+    assert "KP102" in run("lint", "--node-port-range", "9000-9999", path).output
+
+
+def test_unknown_format_is_a_usage_error(manifests):
+    assert run("lint", "--format", "xml", manifests(HOSTPORT_ONLY)).exit_code == 2
+
+
+def test_json_shape(manifests):
+    result = run("lint", "--format", "json", manifests(COLLISION))
+    data = json.loads(result.output)
+    finding = next(f for f in data["findings"] if f["rule"] == "KP201")
+    assert finding["name"] == "host-port-node-port-collision"
+    assert finding["severity"] == "error"
+    assert (finding["line"], finding["column"]) == (9, 11)
+    assert finding["object"] == {"apiVersion": "v1", "kind": "Pod", "namespace": "ops", "name": "agent"}
+    assert finding["related"][0]["line"] == 16 and "svc" in finding["related"][0]["message"]
+    assert finding["suppressed"] is None
+    assert data["summary"]["error"] == 1 and data["summary"]["files"] == 1
+
+
+def test_output_file_and_byte_identical_runs(manifests, tmp_path):
+    path = manifests(COLLISION)
+    outputs = []
+    for index in range(2):
+        target = tmp_path / f"out{index}.json"
+        run("lint", "--format", "json", "--output", str(target), path)
+        outputs.append(target.read_bytes())
+    assert outputs[0] == outputs[1]
+    assert b'"KP201"' in outputs[0]
+
+
+def test_findings_are_sorted_by_place(manifests, tmp_path):
+    second = manifests(COLLISION, "b.yaml")
+    first = manifests(HOSTPORT_ONLY, "a.yaml")
+    data = json.loads(run("lint", "--format", "json", second, first).output)
+    keys = [(f["file"], f["line"], f["column"], f["rule"]) for f in data["findings"]]
+    assert keys == sorted(keys)
+    assert keys[0][0].endswith("a.yaml")
+
+
+def test_stdin(manifests):
+    result = run("lint", "-", input=COLLISION)
+    assert result.exit_code == 1
+    assert "<stdin>:9:11:" in result.output
+
+
+def test_no_color_when_not_a_terminal(manifests):
+    assert "\033[" not in run("lint", manifests(COLLISION)).output
+    assert "\033[" in run("lint", "--color", manifests(COLLISION)).output
+
+
+def test_rules_and_explain():
+    listing = run("rules").output
+    assert "KP201  host-port-node-port-collision" in listing
+    for reference in ("KP201", "kp201", "host-port-node-port-collision"):
+        text = run("explain", reference).output
+        assert text.startswith("# KP201 host-port-node-port-collision")
+        assert "## Why is this bad?" in text and "## Fix" in text
+    assert run("explain", "nope").exit_code == 2
+
+
+def test_python_dash_m_and_version():
+    done = subprocess.run([sys.executable, "-m", "kubelint_ports", "--version"], capture_output=True, text=True)
+    assert done.returncode == 0 and done.stdout.startswith("kubelint-ports ")
+
+
+def test_examples_show_every_rule_firing():
+    """The README's first command lints examples/: every rule fires there, clean.yaml stays clean."""
+    from kubelint_ports.policies import builtin_policies
+
+    data = json.loads(run("lint", "--format", "json", str(EXAMPLES)).output)
+    fired = {f["name"] for f in data["findings"]}
+    expected = {policy.name for policy in builtin_policies()}
+    assert expected <= fired, f"rules not shown by examples/: {sorted(expected - fired)}"
+    assert not [f for f in data["findings"] if f["file"].endswith("clean.yaml")]
+    assert data["errors"] == []
