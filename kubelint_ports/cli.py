@@ -29,6 +29,12 @@ class OutputFormat(str, enum.Enum):
     github = "github"
 
 
+class ProxyMode(str, enum.Enum):
+    ipvs = "ipvs"
+    iptables = "iptables"
+    nftables = "nftables"
+
+
 class FailOn(str, enum.Enum):
     error = "error"
     warning = "warning"
@@ -73,6 +79,17 @@ def lint(
                                                   help="The cluster's node-port range [default: 30000-32767]."),
     color: Optional[bool] = typer.Option(None, "--color/--no-color",
                                          help="Colour text output [default: when writing to a terminal]."),
+    nodes: List[str] = typer.Option([], "--nodes", metavar="FILE",
+                                    help="Node inventory: the output of `kubectl get nodes -o yaml` (repeatable)."),
+    cluster: List[str] = typer.Option([], "--cluster", metavar="FILE",
+                                      help="Objects already running: `kubectl get pods,svc,ds,deploy -A -o yaml` "
+                                           "(repeatable)."),
+    proxy_mode: Optional[ProxyMode] = typer.Option(None, "--proxy-mode",
+                                                   help="kube-proxy mode, when the inputs do not say."),
+    service_cidr: Optional[str] = typer.Option(None, "--service-cidr", metavar="CIDR[,CIDR]",
+                                               help="The cluster's Service CIDR, when the inputs do not say."),
+    pod_cidr: Optional[str] = typer.Option(None, "--pod-cidr", metavar="CIDR[,CIDR]",
+                                           help="The cluster's pod CIDR, when the inputs do not say."),
     show_suppressed: bool = typer.Option(False, "--show-suppressed", help="Show suppressed findings in text output."),
     sarif_category: str = typer.Option("", "--sarif-category", help="SARIF automationDetails.id (a category)."),
 ) -> None:
@@ -80,8 +97,12 @@ def lint(
     from kubelint_ports.engine import LintOptions, lint_paths
     from kubelint_ports.findings import Severity
     from kubelint_ports.formatters import FormatOptions, get_formatter
+    from kubelint_ports.model import ClusterFacts
 
-    options = LintOptions(node_port_range=parse_port_range(node_port_range) if node_port_range else None)
+    facts = ClusterFacts(node_port_range=parse_port_range(node_port_range) if node_port_range else None,
+                         proxy_mode=proxy_mode.value if proxy_mode else None,
+                         service_cidr=service_cidr, pod_cidr=pod_cidr)
+    options = LintOptions(facts=facts, node_files=tuple(nodes), cluster_files=tuple(cluster))
     report = lint_paths(paths, options)
     stream = open(output, "w", encoding="utf-8", newline="\n") if output else sys.stdout
     try:

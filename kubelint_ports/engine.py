@@ -8,27 +8,41 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 
 from kubelint_ports.checks import CHECKS, Hit
-from kubelint_ports.findings import Finding, Report
-from kubelint_ports.loading import load
-from kubelint_ports.model import Cluster, build_cluster
+from kubelint_ports.findings import Diagnostic, Finding, Location, Report
+from kubelint_ports.loading import display_path, load
+from kubelint_ports.model import Cluster, ClusterFacts, build_cluster
 from kubelint_ports.policies import Policy, builtin_policies
 
 
 @dataclass(frozen=True, slots=True)
 class LintOptions:
-    node_port_range: tuple[int, int] | None = None
+    facts: ClusterFacts = ClusterFacts()
+    node_files: tuple[str, ...] = ()  # --nodes: the inventory (`kubectl get nodes -o yaml`)
+    cluster_files: tuple[str, ...] = ()  # --cluster: what already runs
 
 
 def lint_paths(paths: Sequence[str], options: LintOptions = LintOptions(), *, stdin=None,
                policies: Sequence[Policy] | None = None) -> Report:
     with collector_paused():
         loaded = load(paths, stdin=stdin)
-        cluster, model_diagnostics = build_cluster(loaded.documents, options.node_port_range)
+        live = load(options.cluster_files) if options.cluster_files else None
+        inventory = load(options.node_files) if options.node_files else None
+        cluster, model_diagnostics = build_cluster(
+            loaded.documents, options.facts,
+            live_documents=live.documents if live else (),
+            node_documents=inventory.documents if inventory else None)
         policies = tuple(policies if policies is not None else builtin_policies())
         findings = run_checks(cluster, policies)
+    diagnostics = loaded.diagnostics + model_diagnostics
+    for extra in (live, inventory):
+        if extra is not None:
+            diagnostics += extra.diagnostics
+    if inventory is not None and not cluster.nodes:
+        diagnostics.append(Diagnostic(Location(display_path(options.node_files[0]), 0, 0),
+                                      "the node inventory holds no Node objects (use `kubectl get nodes -o yaml`)"))
     return Report(
         findings=findings,
-        diagnostics=sorted(set(loaded.diagnostics + model_diagnostics)),
+        diagnostics=sorted(set(diagnostics)),
         rules=policies,
         files=loaded.files,
         objects=len(loaded.documents),
@@ -55,7 +69,8 @@ def run_checks(cluster: Cluster, policies: Iterable[Policy]) -> list[Finding]:
     for policy in policies:
         check = CHECKS[policy.check]
         for hit in check.function(cluster, policy.params):
-            findings.add(to_finding(hit, policy))
+            if not getattr(hit.subject, "live", False):  # running objects only appear as related
+                findings.add(to_finding(hit, policy))
     return sorted(findings)
 
 

@@ -335,7 +335,7 @@ spec:
     [workload] = cluster.workloads
     assert workload.replicas == 3
     assert workload.pod_labels == {"app": "w"}
-    assert workload.scheduling["nodeSelector"] == {"zone": "a"}
+    assert workload.scheduling.node_selector == {"zone": "a"}
     assert workload.claims[0].field_path == f"{prefix}.containers[0].ports[0].hostPort"
 
 

@@ -7,9 +7,12 @@ from collections.abc import Iterable
 from kubelint_ports.findings import Diagnostic, ObjectRef
 from kubelint_ports.loading import Document, node_location
 from kubelint_ports.loading import yamltree as yt
+from kubelint_ports.model import placement
 from kubelint_ports.model.objects import (
+    DEFAULT_NODE_PORT_RANGE,
     WILDCARD_HOST_IP,
     Cluster,
+    ClusterFacts,
     HostClaim,
     InvalidPort,
     Service,
@@ -34,21 +37,38 @@ SCHEDULING_FIELDS = ("nodeName", "nodeSelector", "affinity", "tolerations")
 PROTOCOLS = ("TCP", "UDP", "SCTP")
 
 
-def build_cluster(documents: Iterable[Document], node_port_range: tuple[int, int] | None = None
+def build_cluster(documents: Iterable[Document], facts: ClusterFacts = ClusterFacts(), *,
+                  live_documents: Iterable[Document] = (), node_documents: Iterable[Document] | None = None,
                   ) -> tuple[Cluster, list[Diagnostic]]:
-    cluster = Cluster()
-    if node_port_range:
-        cluster.node_port_range = node_port_range
+    """Linted manifests, plus what already runs (`live_documents`) and the node inventory."""
+    cluster = Cluster(node_port_range=facts.node_port_range or DEFAULT_NODE_PORT_RANGE,
+                      proxy_mode=facts.proxy_mode)
     diagnostics: list[Diagnostic] = []
+    documents = list(documents)
     for document in documents:
-        try:
-            add_object(document, cluster)
-        except yt.FieldTypeError as error:
-            diagnostics.append(Diagnostic(node_location(document.path, error.node), str(error)))
+        guarded(add_object, document, cluster, diagnostics)
+    live_documents = list(live_documents)
+    if live_documents:
+        linted = len(cluster.workloads), len(cluster.services)
+        for document in live_documents:
+            guarded(add_object, document, cluster, diagnostics, live=True)
+        keep_running_state(cluster, *linted)
+    if node_documents is not None:
+        cluster.nodes = []
+        for document in node_documents:
+            guarded(add_node, document, cluster, diagnostics)
     return cluster, diagnostics
 
 
-def add_object(document: Document, cluster: Cluster) -> None:
+def guarded(function, document: Document, cluster: Cluster, diagnostics: list[Diagnostic], **kwargs) -> None:
+    """A field of the wrong type costs that object, not the run."""
+    try:
+        function(document, cluster, **kwargs)
+    except yt.FieldTypeError as error:
+        diagnostics.append(Diagnostic(node_location(document.path, error.node), str(error)))
+
+
+def add_object(document: Document, cluster: Cluster, live: bool = False) -> None:
     root = document.root
     api_version = yt.as_str(yt.get(root, "apiVersion"))
     kind = yt.as_str(yt.get(root, "kind"))
@@ -56,9 +76,59 @@ def add_object(document: Document, cluster: Cluster) -> None:
     if group not in CORE_GROUPS:
         return
     if kind == "Service":
-        cluster.services.append(read_service(document, object_ref(root, api_version, kind)))
-    elif kind in WORKLOAD_KINDS:
-        cluster.workloads.append(read_workload(document, object_ref(root, api_version, kind)))
+        service = read_service(document, object_ref(root, api_version, kind))
+        service.live = live
+        cluster.services.append(service)
+    elif kind == "Node" and live:
+        add_node(document, cluster)
+    elif kind in WORKLOAD_KINDS and (not live or kind == "Pod"):
+        # From a running cluster only Pods count: controllers are listed with their pods.
+        workload = read_workload(document, object_ref(root, api_version, kind))
+        workload.live = live
+        if not live or (workload.scheduling.node_name and running(document)):
+            cluster.workloads.append(workload)
+
+
+def running(document: Document) -> bool:
+    phase = yt.as_str(at(document.root, "status.phase"))
+    return phase not in ("Succeeded", "Failed")
+
+
+def keep_running_state(cluster: Cluster, linted_workloads: int, linted_services: int) -> None:
+    """Drop running objects the linted manifests replace: the same object, or pods they own."""
+    services = {identity(s.ref) for s in cluster.services[:linted_services]}
+    cluster.services[linted_services:] = [
+        s for s in cluster.services[linted_services:] if identity(s.ref) not in services]
+    owners = {identity(w.ref) for w in cluster.workloads[:linted_workloads]}
+    cluster.workloads[linted_workloads:] = [
+        w for w in cluster.workloads[linted_workloads:] if identity(w.ref) not in owners and not owned_by(w, owners)]
+
+
+def identity(ref: ObjectRef) -> tuple[str, str, str]:
+    return ref.kind, ref.namespace, ref.name
+
+
+def owned_by(pod: Workload, owners: set[tuple[str, str, str]]) -> bool:
+    """A running pod whose controller (or the Deployment/CronJob above it) is being linted."""
+    namespace = pod.ref.namespace
+    for reference in yt.items(at(pod.document.root, "metadata.ownerReferences"), "ownerReferences"):
+        kind = yt.as_str(yt.get(reference, "kind"))
+        name = yt.as_str(yt.get(reference, "name"))
+        parent = {"ReplicaSet": "Deployment", "Job": "CronJob"}.get(kind)  # <parent>-<hash or time>
+        if (kind, namespace, name) in owners or (parent, namespace, name.rpartition("-")[0]) in owners:
+            return True
+    return False
+
+
+def add_node(document: Document, cluster: Cluster) -> None:
+    if yt.as_str(yt.get(document.root, "kind")) != "Node":
+        return
+    node = placement.node_from_object(yt.to_plain(document.root))
+    if cluster.nodes is None:
+        cluster.nodes = []
+    if node.name and node.name not in cluster.node_documents:
+        cluster.nodes.append(node)
+        cluster.node_documents[node.name] = document
 
 
 def object_ref(root: yt.MappingNode, api_version: str, kind: str) -> ObjectRef:
@@ -137,7 +207,8 @@ def read_workload(document: Document, ref: ObjectRef) -> Workload:
             claims.extend(read_container_ports(container, container_path, name, host_network, reader))
     template_metadata = "metadata" if ref.kind == "Pod" else pod_spec_path.rpartition(".")[0] + ".metadata"
     labels = yt.to_plain(yt.mapping(at(root, template_metadata + ".labels"), "labels")) or {}
-    scheduling = {key: yt.to_plain(yt.get(pod_spec, key)) for key in SCHEDULING_FIELDS}
+    scheduling = placement.scheduling_from_pod_spec(
+        {key: yt.to_plain(yt.get(pod_spec, key)) for key in SCHEDULING_FIELDS})
     return Workload(document, ref, pod_spec_path, replicas, host_network, tuple(claims),
                     {str(k): str(v) for k, v in labels.items()}, scheduling, tuple(reader.invalid))
 

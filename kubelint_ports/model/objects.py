@@ -7,9 +7,20 @@ from typing import Any
 
 from kubelint_ports.findings import ObjectRef
 from kubelint_ports.loading import Document
+from kubelint_ports.model.placement import Node, Scheduling
 
 DEFAULT_NODE_PORT_RANGE = (30000, 32767)
 WILDCARD_HOST_IP = "0.0.0.0"
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterFacts:
+    """What the user states about the cluster (options, config); wins over what inputs imply."""
+
+    node_port_range: tuple[int, int] | None = None
+    proxy_mode: str | None = None
+    service_cidr: str | None = None
+    pod_cidr: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,12 +57,20 @@ class Workload:
     host_network: bool
     claims: tuple[HostClaim, ...]
     pod_labels: dict[str, str]
-    scheduling: dict[str, Any]  # nodeName, nodeSelector, affinity, tolerations as plain data
+    scheduling: Scheduling
     invalid_ports: tuple[InvalidPort, ...] = ()
+    live: bool = False  # read from --cluster: already running, never the subject of a finding
 
     @property
     def is_daemonset(self) -> bool:
         return self.ref.kind == "DaemonSet"
+
+    @property
+    def pods(self) -> str:
+        """How many pods, in words, for messages."""
+        if self.replicas is None:
+            return "one pod per eligible node"
+        return f"{self.replicas} pod{'s' if self.replicas != 1 else ''}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,6 +107,7 @@ class Service:
     external_ips: tuple[str, ...] = ()
     load_balancer_ips: tuple[str, ...] = ()
     invalid_ports: tuple[InvalidPort, ...] = ()
+    live: bool = False
 
     @property
     def is_headless(self) -> bool:
@@ -114,6 +134,12 @@ class Cluster:
     workloads: list[Workload] = field(default_factory=list)
     services: list[Service] = field(default_factory=list)
     node_port_range: tuple[int, int] = DEFAULT_NODE_PORT_RANGE
+    # The node inventory (--nodes); None when there is none and nodes are unknown.
+    nodes: list[Node] | None = None
+    node_documents: dict[str, Document] = field(default_factory=dict)
+    # kube-proxy mode when known ("ipvs", "iptables", "nftables"); None when unknown.
+    proxy_mode: str | None = None
+    network: Any = None  # kube-proxy / CIDR configuration found in the inputs (model.network)
     _node_ports: dict[int, list[tuple[Service, NodePortClaim]]] | None = field(default=None, repr=False)
 
     def node_ports_by_number(self) -> dict[int, list[tuple[Service, NodePortClaim]]]:
