@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 from kubelint_ports.policies import Policy
 
 
@@ -41,7 +43,7 @@ def rule_markdown(policy: Policy) -> str:
         lines += ["## Parameters", ""]
         for name, text in parameters.items():
             default = policy.params.get(name)
-            lines.append(f"- `{name}` (default `{default}`): {text.strip()}")
+            lines.append(f"- `{name}` (default `{json.dumps(default)}`): {text.strip()}")
         lines.append("")
     lines += ["## References", ""]
     lines += [f"- {reference}" for reference in docs["references"]]

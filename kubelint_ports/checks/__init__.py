@@ -61,4 +61,4 @@ def register(name: str, params_schema: Mapping[str, Any] | None = None) -> Calla
 
 
 # Importing the modules fills the registry.
-from kubelint_ports.checks import host_ports, invalid_ports, node_ports  # noqa: E402,F401
+from kubelint_ports.checks import host_ports, invalid_ports, node_model, node_ports  # noqa: E402,F401

@@ -222,6 +222,7 @@ def read_container_ports(container: yt.Node, container_path: str, name: str, hos
         container_port = reader.port(entry, "containerPort", path)
         host_port = reader.port(entry, "hostPort", path, zero_means_unset=True)
         protocol = protocol_of(entry)
+        port_name = yt.as_str(yt.get(entry, "name"))
         host_ip = yt.as_str(yt.get(entry, "hostIP"), WILDCARD_HOST_IP) or WILDCARD_HOST_IP
         if yt.get(entry, "containerPort") is None:
             reader.flag(f"{path}.hostPort" if host_port else path,
@@ -233,9 +234,10 @@ def read_container_ports(container: yt.Node, container_path: str, name: str, hos
                                                 f"{container_port} when hostNetwork is true")
             if container_port:
                 claims.append(HostClaim(container_port, protocol, host_ip, "hostNetwork", name,
-                                        f"{path}.containerPort"))
+                                        f"{path}.containerPort", container_port, port_name))
         elif host_port:
-            claims.append(HostClaim(host_port, protocol, host_ip, "hostPort", name, f"{path}.hostPort"))
+            claims.append(HostClaim(host_port, protocol, host_ip, "hostPort", name, f"{path}.hostPort",
+                                    container_port, port_name))
     return claims
 
 

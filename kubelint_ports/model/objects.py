@@ -33,6 +33,8 @@ class HostClaim:
     via: str  # "hostPort", or "hostNetwork" for a port the pod's own process binds on the node
     container: str
     field_path: str  # the key the user edits: hostPort, or containerPort on a hostNetwork pod
+    container_port: int | None = None
+    port_name: str = ""
 
     def overlaps(self, other: "HostClaim") -> bool:
         if self.port != other.port or self.protocol != other.protocol:
@@ -140,6 +142,7 @@ class Cluster:
     # kube-proxy mode when known ("ipvs", "iptables", "nftables"); None when unknown.
     proxy_mode: str | None = None
     network: Any = None  # kube-proxy / CIDR configuration found in the inputs (model.network)
+    allocation: Any = field(default=None, repr=False)  # model.allocation, built on first use
     _node_ports: dict[int, list[tuple[Service, NodePortClaim]]] | None = field(default=None, repr=False)
 
     def node_ports_by_number(self) -> dict[int, list[tuple[Service, NodePortClaim]]]:

@@ -1,0 +1,226 @@
+"""Node-aware rules: host port conflicts, captures of host processes and Service IPs, and ports
+node daemons already use. They read the shared allocation (claims indexed by protocol/port)."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from kubelint_ports.checks import Hit, Related, register
+from kubelint_ports.model import Cluster, Service, Workload
+from kubelint_ports.model.allocation import ANY_NODE, Claimant, Conflict, allocate, cliques, conflicts
+from kubelint_ports.model.objects import HostClaim
+
+MAX_RELATED = 10
+SCHEDULER_MESSAGE = "node(s) didn't have free ports for the requested pod ports"
+
+
+def node_list(names: list[str], limit: int = 5) -> str:
+    if len(names) <= limit:
+        return ", ".join(names)
+    return f"{', '.join(names[:limit])} and {len(names) - limit} more"
+
+
+def plural(count: int, noun: str) -> str:
+    return f"{count} {noun}{'' if count == 1 else 's'}"
+
+
+def port_text(claim: HostClaim) -> str:
+    noun = "hostPort" if claim.via == "hostPort" else "hostNetwork port"
+    on_ip = f" on {claim.host_ip}" if claim.host_ip != "0.0.0.0" else ""
+    return f"{noun} {claim.port}/{claim.protocol}{on_ip}"
+
+
+def where_running(workload: Workload) -> str:
+    if workload.live:
+        return f" (already running on {workload.scheduling.node_name})"
+    return ""
+
+
+def claimant_related(claimant: Claimant) -> Related:
+    workload = claimant.workload
+    return Related(workload, claimant.claim.field_path,
+                   f"{port_text(claimant.claim)} of {workload.ref}{where_running(workload)}")
+
+
+# --- host-port-conflict ------------------------------------------------------------------------
+
+@register("host-port-conflict")
+def host_port_conflict(cluster: Cluster, params: Mapping[str, Any]) -> Iterator[Hit]:
+    for conflict in conflicts(allocate(cluster)):
+        for claimant in conflict.claimants:
+            others = [c for c in conflict.claimants if c is not claimant]
+            yield Hit(claimant.workload, claimant.claim.field_path, conflict_message(conflict, claimant, others),
+                      tuple(claimant_related(c) for c in others[:MAX_RELATED]))
+
+
+def conflict_message(conflict: Conflict, claimant: Claimant, others: list[Claimant]) -> str:
+    workload = claimant.workload
+    port = port_text(claimant.claim)
+    pending = plural(conflict.pending, "pod")
+    outcome = (f"{pending} stay{'s' if conflict.pending == 1 else ''} Pending with '{SCHEDULER_MESSAGE}'. "
+               f"Give them distinct host ports, or keep them on different nodes.")
+    if conflict.nodes == [ANY_NODE]:
+        daemonsets = [c.workload for c in conflict.claimants if c.workload.is_daemonset]
+        names = ", ".join(str(d.ref) for d in daemonsets)
+        return (f"{port} is also needed by {others_text(others)}, but {names} run{'s' if len(daemonsets) == 1 else ''} "
+                f"on every node with no node constraint and hold{'s' if len(daemonsets) == 1 else ''} it there: "
+                f"{outcome}")
+    where = node_list(conflict.nodes)
+    if not others:
+        return (f"{port}: this {workload.ref.kind} wants {workload.pods}, but only "
+                f"{plural(len(conflict.nodes), 'node')} can run them ({where}) and each node fits one pod with "
+                f"this port: {outcome}")
+    pinned = " (all pinned there)" if conflict.provable_without_inventory else ""
+    return (f"{port} ({workload.pods}) is also needed by {others_text(others)} on the same "
+            f"{'node' if len(conflict.nodes) == 1 else 'nodes'} ({where}){pinned}; one pod per node fits, so "
+            f"{outcome}")
+
+
+def others_text(others: list[Claimant]) -> str:
+    parts = [f"{c.workload.ref} ({c.workload.pods}){where_running(c.workload)}" for c in others[:3]]
+    if len(others) > 3:
+        parts.append(f"{len(others) - 3} more")
+    return ", ".join(parts)
+
+
+# --- host-port-host-network-capture --------------------------------------------------------------
+
+@register("host-port-host-network-capture")
+def host_port_host_network_capture(cluster: Cluster, params: Mapping[str, Any]) -> Iterator[Hit]:
+    allocation = allocate(cluster)
+    for (protocol, port), claimants in allocation.groups.items():
+        if len(claimants) < 2:
+            continue
+        for _, clique in cliques(claimants):
+            host_network = [c for c in clique if c.claim.via == "hostNetwork"]
+            if not host_network:
+                continue
+            for dnat in (c for c in clique if c.claim.via == "hostPort"):
+                victims = [v for v in host_network if v.workload is not dnat.workload
+                           and allocation.may_share_node(dnat.workload, v.workload)]
+                if victims:
+                    yield from capture_hits(allocation, dnat, victims)
+
+
+def capture_hits(allocation, dnat: Claimant, victims: list[Claimant]) -> Iterator[Hit]:
+    victim = victims[0]
+    shared = allocation.shared_nodes(dnat.workload, victim.workload)
+    where = f" ({node_list(shared)})" if shared else ""
+    more = f" (and {len(victims) - 1} more)" if len(victims) > 1 else ""
+    message = (f"{port_text(dnat.claim)} (container '{dnat.claim.container}') and the hostNetwork pod "
+               f"{victim.workload.ref}{where_running(victim.workload)}{more}, which listens on port {victim.claim.port}, "
+               f"can run on the same nodes{where}: where both run, the portmap DNAT sends the port's traffic to "
+               f"{dnat.workload.ref}, not to the host process. Use another hostPort, or keep them on different nodes.")
+    if not dnat.workload.live:
+        yield Hit(dnat.workload, dnat.claim.field_path, message, tuple(claimant_related(v) for v in victims[:MAX_RELATED]))
+    else:
+        for v in victims:
+            yield Hit(v.workload, v.claim.field_path, message, (claimant_related(dnat),))
+
+
+# --- node-reserved-port ---------------------------------------------------------------------------
+
+RESERVED_PORT_SCHEMA = {
+    "type": "array",
+    "items": {
+        "type": "object",
+        "additionalProperties": False,
+        "required": ["port", "daemon"],
+        "properties": {
+            "port": {"type": "integer", "minimum": 1, "maximum": 65535},
+            "protocol": {"enum": ["TCP", "UDP", "SCTP"]},
+            "daemon": {"type": "string", "minLength": 1},
+        },
+    },
+}
+
+
+@register("node-reserved-port", params_schema={
+    "type": "object",
+    "additionalProperties": False,
+    "properties": {"ports": RESERVED_PORT_SCHEMA, "extra_ports": RESERVED_PORT_SCHEMA},
+})
+def node_reserved_port(cluster: Cluster, params: Mapping[str, Any]) -> Iterator[Hit]:
+    reserved: dict[tuple[str, int], str] = {}
+    for entry in [*params.get("ports", ()), *params.get("extra_ports", ())]:
+        reserved[(entry.get("protocol", "TCP"), entry["port"])] = entry["daemon"]
+    for workload, claim in cluster.host_claims():
+        daemon = reserved.get((claim.protocol, claim.port))
+        if daemon is None or is_the_daemon(workload, claim, daemon):
+            continue
+        if claim.via == "hostPort":
+            effect = f"the portmap DNAT takes {daemon}'s traffic on every node this pod runs on"
+        else:
+            effect = f"the pod cannot bind it on nodes where {daemon} runs, or {daemon} cannot"
+        yield Hit(workload, claim.field_path, (
+            f"{port_text(claim)} (container '{claim.container}') is the port {daemon} uses on the node: {effect}. "
+            f"Pick a port no node daemon uses."))
+
+
+def is_the_daemon(workload: Workload, claim: HostClaim, daemon: str) -> bool:
+    """node-exporter's own DaemonSet may use 9100: recognised by workload or container name."""
+    name = daemon.lower()
+    return name in workload.ref.name.lower() or name in claim.container.lower()
+
+
+# --- host-port-service-port-capture -----------------------------------------------------------------
+
+@register("host-port-service-port-capture")
+def host_port_service_port_capture(cluster: Cluster, params: Mapping[str, Any]) -> Iterator[Hit]:
+    mode = cluster.proxy_mode
+    if mode in ("iptables", "nftables"):
+        return  # Service IPs are not local addresses there: the DNAT never sees that traffic
+    by_port: dict[tuple[str, int], list[tuple[Service, Any]]] = defaultdict(list)
+    for service in cluster.services:
+        if service.is_headless or service.type == "ExternalName":
+            continue
+        for service_port in service.ports:
+            if service_port.port:
+                by_port[(service_port.protocol, service_port.port)].append((service, service_port))
+    allocation = allocate(cluster) if cluster.nodes is not None else None
+    for workload, claim in cluster.host_claims():
+        if claim.via != "hostPort":
+            continue
+        for service, service_port in by_port.get((claim.protocol, claim.port), ()):
+            if selects_itself(service, service_port, workload, claim):
+                continue
+            yield from service_capture_hits(workload, claim, service, service_port, mode, allocation)
+
+
+def selects_itself(service: Service, service_port, workload: Workload, claim: HostClaim) -> bool:
+    """The Service in front of this very pod and port: its traffic was going there anyway."""
+    if service.ref.namespace != workload.ref.namespace or not service.selector:
+        return False
+    if any(workload.pod_labels.get(key) != value for key, value in service.selector.items()):
+        return False
+    target = service_port.target_port if service_port.target_port is not None else service_port.port
+    return target in (claim.container_port, claim.port_name)
+
+
+def service_capture_hits(workload: Workload, claim: HostClaim, service: Service, service_port, mode,
+                         allocation) -> Iterator[Hit]:
+    nodes = ""
+    if allocation is not None:
+        eligible = list(allocation.eligible(workload))
+        if not eligible:
+            return
+        nodes = f" on {node_list(eligible)}"
+    addresses = "its ClusterIP is a local address"
+    if service.external_ips or service.load_balancer_ips:
+        addresses = "its ClusterIP, external and load-balancer IPs are local addresses"
+    known = "kube-proxy runs in IPVS mode, so" if mode == "ipvs" else \
+        "kube-proxy's mode is unknown (pass --proxy-mode or lint its configuration); in IPVS mode"
+    message = (f"hostPort {claim.port}/{claim.protocol} (container '{claim.container}') equals port "
+               f"{service_port.port} of {service.ref}: {known} {addresses} of every node, and "
+               f"the portmap DNAT can send clients{nodes} that connect to {service.ref.name}:{service_port.port} to "
+               f"{workload.ref} instead. Use another hostPort, or none.")
+    variant = "ipvs" if mode == "ipvs" else "unknown"
+    service_related = Related(service, f"{service_port.field_path}.port", f"port {service_port.port} of {service.ref}")
+    if not workload.live:
+        yield Hit(workload, claim.field_path, message, (service_related,), variant=variant)
+    else:
+        yield Hit(service, f"{service_port.field_path}.port", message,
+                  (Related(workload, claim.field_path, f"hostPort {claim.port} of {workload.ref}"
+                                                       f"{where_running(workload)}"),), variant=variant)

@@ -1,0 +1,217 @@
+"""Per-node host port allocation: which pods need which host port on which nodes, and whether
+the scheduler can place them all.
+
+Claims are indexed by (protocol, port); only the pods inside one index entry are ever compared.
+With a node inventory, feasibility is a max-flow problem (replica slots -> eligible nodes, one
+pod per node and host port); without one, only what the manifests prove is used: pods pinned to
+the same node, and DaemonSets with no node constraint, which run on every node.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+from kubelint_ports.model import placement
+from kubelint_ports.model.objects import WILDCARD_HOST_IP, Cluster, HostClaim, Workload
+
+ANY_NODE = "*"  # without an inventory: a pod that may run anywhere
+
+
+@dataclass(frozen=True, slots=True)
+class Claimant:
+    workload: Workload
+    claim: HostClaim
+
+
+@dataclass(slots=True)
+class Conflict:
+    """Claimants of one host port that cannot all be placed; `pending` pods stay Pending."""
+
+    protocol: str
+    port: int
+    host_ip: str
+    claimants: list[Claimant]
+    nodes: list[str]  # the contested nodes (pinned names without an inventory)
+    pending: int
+    demand: int  # pods that need the port on these nodes
+    provable_without_inventory: bool = False
+
+
+@dataclass(slots=True)
+class Allocation:
+    cluster: Cluster
+    groups: dict[tuple[str, int], list[Claimant]] = field(default_factory=dict)
+    _eligible: dict[int, tuple[str, ...]] = field(default_factory=dict)
+
+    def eligible(self, workload: Workload) -> tuple[str, ...]:
+        """Names of the nodes the workload's pods can run on; needs an inventory."""
+        key = id(workload)
+        if key not in self._eligible:
+            nodes = self.cluster.nodes or []
+            if workload.live and workload.scheduling.node_name:
+                names = tuple(n.name for n in nodes if n.name == workload.scheduling.node_name)
+            else:
+                names = tuple(n.name for n in placement.eligible_nodes(
+                    workload.scheduling, nodes, daemonset=workload.is_daemonset))
+            self._eligible[key] = names
+        return self._eligible[key]
+
+    def may_share_node(self, a: Workload, b: Workload) -> bool:
+        if self.cluster.nodes is not None:
+            return not set(self.eligible(a)).isdisjoint(self.eligible(b))
+        return placement.may_share_node(a.scheduling, b.scheduling)
+
+    def shared_nodes(self, a: Workload, b: Workload) -> list[str]:
+        if self.cluster.nodes is None:
+            return []
+        names = set(self.eligible(b))
+        return [name for name in self.eligible(a) if name in names]
+
+
+def allocate(cluster: Cluster) -> Allocation:
+    """The cluster's allocation, built once and shared by every rule that needs it."""
+    if cluster.allocation is None:
+        allocation = Allocation(cluster)
+        for workload, claim in cluster.host_claims():
+            allocation.groups.setdefault((claim.protocol, claim.port), []).append(Claimant(workload, claim))
+        cluster.allocation = allocation
+    return cluster.allocation
+
+
+def cliques(claimants: list[Claimant]) -> Iterator[tuple[str, list[Claimant]]]:
+    """Sets of claimants that all overlap: one per specific hostIP (with the 0.0.0.0 claims), or
+    the wildcard claims alone. Each workload appears once per set."""
+    by_ip: dict[str, list[Claimant]] = defaultdict(list)
+    for claimant in claimants:
+        by_ip[claimant.claim.host_ip].append(claimant)
+    wildcard = by_ip.pop(WILDCARD_HOST_IP, [])
+    if not by_ip:
+        yield WILDCARD_HOST_IP, unique_workloads(wildcard)
+    for host_ip in sorted(by_ip):
+        yield host_ip, unique_workloads(by_ip[host_ip] + wildcard)
+
+
+def unique_workloads(claimants: list[Claimant]) -> list[Claimant]:
+    seen: set[int] = set()
+    unique = []
+    for claimant in claimants:
+        if id(claimant.workload) not in seen:
+            seen.add(id(claimant.workload))
+            unique.append(claimant)
+    return unique
+
+
+def pods_wanted(workload: Workload) -> int:
+    return 1 if workload.replicas is None else workload.replicas
+
+
+def conflicts(allocation: Allocation) -> Iterator[Conflict]:
+    cluster = allocation.cluster
+    for (protocol, port), claimants in sorted(allocation.groups.items(), key=lambda item: item[0]):
+        if len(claimants) == 1 and (claimants[0].workload.replicas or 0) <= 1:
+            continue  # one pod, or one DaemonSet: nothing to compete with
+        for host_ip, clique in cliques(claimants):
+            if cluster.nodes is None:
+                yield from conflicts_without_inventory(protocol, port, host_ip, clique)
+            else:
+                yield from conflicts_on_nodes(allocation, protocol, port, host_ip, clique)
+
+
+def unconstrained_daemonset(workload: Workload) -> bool:
+    scheduling = workload.scheduling
+    return (workload.is_daemonset and not scheduling.node_name and not scheduling.node_selector
+            and scheduling.required_terms is None)
+
+
+def conflicts_without_inventory(protocol: str, port: int, host_ip: str, clique: list[Claimant]) -> Iterator[Conflict]:
+    everywhere = [c for c in clique if unconstrained_daemonset(c.workload)]
+    pinned: dict[str, list[Claimant]] = defaultdict(list)
+    for claimant in clique:
+        if claimant not in everywhere:
+            node = placement.pinned_node(claimant.workload.scheduling)
+            if node:
+                pinned[node].append(claimant)
+    if everywhere and len(clique) > 1:
+        # A DaemonSet with no node constraint holds the port on every node: nobody else fits.
+        # Counted per node: every DaemonSet wants one pod there, the others want all theirs.
+        others = [c for c in clique if c not in everywhere]
+        demand = len(everywhere) + sum(pods_wanted(c.workload) for c in others)
+        yield Conflict(protocol, port, host_ip, clique, [ANY_NODE], demand - 1, demand, True)
+        return
+    for node, on_node in sorted(pinned.items()):
+        demand = sum(pods_wanted(c.workload) for c in on_node)
+        if demand > 1:
+            yield Conflict(protocol, port, host_ip, on_node, [node], demand - 1, demand, True)
+
+
+def conflicts_on_nodes(allocation: Allocation, protocol: str, port: int, host_ip: str,
+                       clique: list[Claimant]) -> Iterator[Conflict]:
+    """Max flow per connected group of claimants: DaemonSet and running pods are fixed to their
+    nodes; other workloads' replicas go to any eligible node left free."""
+    for component in connected(allocation, clique):
+        fixed_count: dict[str, int] = defaultdict(int)
+        flexible: list[Claimant] = []
+        for claimant in component:
+            workload = claimant.workload
+            if workload.is_daemonset or workload.live:
+                for name in allocation.eligible(workload):
+                    fixed_count[name] += 1
+            elif pods_wanted(workload) > 0 and allocation.eligible(workload):
+                # A workload with no eligible node is Pending whatever its ports: not counted here.
+                flexible.append(claimant)
+        fixed_pending = sum(count - 1 for count in fixed_count.values() if count > 1)
+        demand = sum(fixed_count.values()) + sum(pods_wanted(c.workload) for c in flexible)
+        placed = max_placement(allocation, flexible, set(fixed_count))
+        pending = fixed_pending + sum(pods_wanted(c.workload) for c in flexible) - placed
+        if pending > 0:
+            nodes = sorted({name for c in component for name in allocation.eligible(c.workload)})
+            yield Conflict(protocol, port, host_ip, component, nodes, pending, demand)
+
+
+def connected(allocation: Allocation, clique: list[Claimant]) -> list[list[Claimant]]:
+    """Claimants grouped by shared eligible nodes (union-find through the node names)."""
+    parent: dict[object, object] = {}
+
+    def find(item):
+        parent.setdefault(item, item)
+        while parent[item] is not item:
+            parent[item] = parent[parent[item]]
+            item = parent[item]
+        return item
+
+    for index, claimant in enumerate(clique):
+        for name in allocation.eligible(claimant.workload):
+            a, b = find(("w", index)), find(("n", name))
+            if a is not b:
+                parent[a] = b
+        find(("w", index))
+    groups: dict[object, list[Claimant]] = defaultdict(list)
+    for index, claimant in enumerate(clique):
+        groups[find(("w", index))].append(claimant)
+    return [group for group in groups.values() if len(group) > 1 or pods_wanted(group[0].workload) > 1]
+
+
+def max_placement(allocation: Allocation, flexible: list[Claimant], taken: set[str]) -> int:
+    """How many of the flexible workloads' pods fit, one per free eligible node."""
+    free = [[name for name in allocation.eligible(c.workload) if name not in taken] for c in flexible]
+    wanted = [pods_wanted(c.workload) for c in flexible]
+    if len(flexible) <= 1:
+        return min(wanted[0], len(free[0])) if flexible else 0
+    union = set().union(*free)
+    if all(w <= len(f) for w, f in zip(wanted, free)) and sum(wanted) <= len(union) and \
+            all(set(f) == union for f in free):
+        return sum(wanted)  # everyone may use every free node: enough nodes is enough
+    import networkx  # heavy: loaded only when a real assignment problem appears
+
+    graph = networkx.DiGraph()
+    for index, (names, count) in enumerate(zip(free, wanted)):
+        graph.add_edge("source", ("workload", index), capacity=count)
+        for name in names:
+            graph.add_edge(("workload", index), ("node", name), capacity=1)
+    for name in union:
+        graph.add_edge(("node", name), "sink", capacity=1)
+    if "sink" not in graph:
+        return 0
+    return int(networkx.maximum_flow_value(graph, "source", "sink"))
