@@ -146,5 +146,33 @@ def explain(rule: str = typer.Argument(..., help="A rule id (KP101) or name (hos
     typer.echo(rule_markdown(policy), nl=False)
 
 
+class PortsFormat(str, enum.Enum):
+    text = "text"
+    json = "json"
+
+
+@app.command()
+def ports(
+    paths: List[str] = typer.Argument(..., help="Manifest files, directories or - for standard input."),
+    nodes: List[str] = typer.Option([], "--nodes", metavar="FILE", help="Node inventory (`kubectl get nodes -o yaml`)."),
+    cluster: List[str] = typer.Option([], "--cluster", metavar="FILE", help="Objects already running."),
+    output_format: PortsFormat = typer.Option(PortsFormat.text, "--format", help="Table format."),
+    color: Optional[bool] = typer.Option(None, "--color/--no-color", help="Colour conflicts [default: on a terminal]."),
+) -> None:
+    """Show the host ports each node must give: hostPort, hostNetwork and nodePort claims, conflicts marked."""
+    from kubelint_ports.engine import LintOptions, load_cluster
+    from kubelint_ports.portmap import build_port_map, write_json, write_text
+
+    model, _, diagnostics = load_cluster(paths, LintOptions(node_files=tuple(nodes), cluster_files=tuple(cluster)))
+    for diagnostic in diagnostics:
+        typer.echo(f"{diagnostic.location}: input-error {diagnostic.message}", err=True)
+    port_map = build_port_map(model)
+    if output_format is PortsFormat.json:
+        write_json(port_map, sys.stdout)
+    else:
+        write_text(port_map, sys.stdout, color if color is not None else sys.stdout.isatty())
+    raise typer.Exit(EXIT_USAGE if diagnostics else EXIT_CLEAN)
+
+
 def main() -> None:
     app()

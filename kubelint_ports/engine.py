@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from kubelint_ports.checks import CHECKS, Hit
 from kubelint_ports.findings import Diagnostic, Finding, Location, Report
-from kubelint_ports.loading import display_path, load
+from kubelint_ports.loading import LoadResult, display_path, load
 from kubelint_ports.model import Cluster, ClusterFacts, build_cluster
 from kubelint_ports.policies import Policy, builtin_policies
 
@@ -24,6 +24,23 @@ class LintOptions:
 def lint_paths(paths: Sequence[str], options: LintOptions = LintOptions(), *, stdin=None,
                policies: Sequence[Policy] | None = None) -> Report:
     with collector_paused():
+        cluster, loaded, diagnostics = load_cluster(paths, options, stdin=stdin)
+        policies = tuple(policies if policies is not None else builtin_policies())
+        findings = run_checks(cluster, policies)
+    return Report(
+        findings=findings,
+        diagnostics=diagnostics,
+        rules=policies,
+        files=loaded.files,
+        objects=len(loaded.documents),
+        skipped=loaded.skipped,
+    )
+
+
+def load_cluster(paths: Sequence[str], options: LintOptions, *, stdin=None
+                 ) -> tuple[Cluster, LoadResult, list[Diagnostic]]:
+    """Every input read and modelled: linted manifests, running objects, the node inventory."""
+    with collector_paused():
         loaded = load(paths, stdin=stdin)
         live = load(options.cluster_files) if options.cluster_files else None
         inventory = load(options.node_files) if options.node_files else None
@@ -31,8 +48,6 @@ def lint_paths(paths: Sequence[str], options: LintOptions = LintOptions(), *, st
             loaded.documents, options.facts,
             live_documents=live.documents if live else (),
             node_documents=inventory.documents if inventory else None)
-        policies = tuple(policies if policies is not None else builtin_policies())
-        findings = run_checks(cluster, policies)
     diagnostics = loaded.diagnostics + model_diagnostics
     for extra in (live, inventory):
         if extra is not None:
@@ -40,14 +55,7 @@ def lint_paths(paths: Sequence[str], options: LintOptions = LintOptions(), *, st
     if inventory is not None and not cluster.nodes:
         diagnostics.append(Diagnostic(Location(display_path(options.node_files[0]), 0, 0),
                                       "the node inventory holds no Node objects (use `kubectl get nodes -o yaml`)"))
-    return Report(
-        findings=findings,
-        diagnostics=sorted(set(diagnostics)),
-        rules=policies,
-        files=loaded.files,
-        objects=len(loaded.documents),
-        skipped=loaded.skipped,
-    )
+    return cluster, loaded, sorted(set(diagnostics))
 
 
 @contextmanager

@@ -394,3 +394,22 @@ status:
     assert [(p.port, p.protocol, p.target_port, p.node_port) for p in service.ports] == [
         (80, "TCP", "http", 31080), (53, "UDP", 5353, None)]
     assert [c.label for c in service.node_port_claims] == ["nodePort", "healthCheckNodePort"]
+
+
+def test_lowercase_protocol_is_invalid():
+    text = ("apiVersion: v1\nkind: Service\nmetadata: {name: s}\n"
+            "spec: {type: NodePort, ports: [{port: 80, protocol: tcp, nodePort: 30600}]}\n")
+    cluster, _ = build_cluster(load_text(text).documents)
+    [invalid] = cluster.services[0].invalid_ports
+    assert invalid.field_path == "spec.ports[0].protocol" and "case-sensitive" in invalid.message
+
+
+def test_health_check_node_port_needs_local_traffic_policy():
+    base = ("apiVersion: v1\nkind: Service\nmetadata: {name: s}\n"
+            "spec: {type: LoadBalancer, healthCheckNodePort: 32000, ports: [{port: 80}]POLICY}\n")
+    cluster, _ = build_cluster(load_text(base.replace("POLICY", "")).documents)
+    service = cluster.services[0]
+    assert service.health_check_node_port is None
+    assert [i.field_path for i in service.invalid_ports] == ["spec.healthCheckNodePort"]
+    cluster, _ = build_cluster(load_text(base.replace("POLICY", ", externalTrafficPolicy: Local")).documents)
+    assert cluster.services[0].health_check_node_port == 32000 and not cluster.services[0].invalid_ports

@@ -30,7 +30,8 @@ def _host_claims_on_node_ports(cluster: Cluster, via: str, explain: str) -> Iter
         if claim.via != via or claim.port not in by_number:
             continue
         # portmap and kube-proxy rules match one protocol; a UDP nodePort leaves a TCP hostPort alone.
-        owners = [(service, np) for service, np in by_number[claim.port] if np.protocol == claim.protocol]
+        owners = one_per_service((service, np) for service, np in by_number[claim.port]
+                                 if np.protocol == claim.protocol)
         if not owners:
             continue
         first_service, first_claim = owners[0]
@@ -58,6 +59,16 @@ def host_network_node_port_collision(cluster: Cluster, params: Mapping[str, Any]
         "process to a port below the node-port range, or give the Service another nodePort."))
 
 
+def one_per_service(entries) -> list[tuple[Service, NodePortClaim]]:
+    """The same Service in two files (base and overlay) is one object: keep its first document."""
+    first_document: dict[tuple[str, str, str], object] = {}
+    kept = []
+    for service, claim in entries:
+        if first_document.setdefault(identity(service), service.document) is service.document:
+            kept.append((service, claim))
+    return kept
+
+
 def legal_share(a: NodePortClaim, b: NodePortClaim) -> bool:
     """The one share the allocator allows: one Service, one `port`, TCP and UDP (53/TCP + 53/UDP)."""
     return (a.label == b.label == "nodePort" and a.service_port == b.service_port
@@ -69,22 +80,19 @@ def node_port_collision(cluster: Cluster, params: Mapping[str, Any]) -> Iterator
     for number, entries in cluster.node_ports_by_number().items():
         if len(entries) < 2:
             continue
-        # The same Service in two files (base and overlay) is one object, not a collision.
-        first_document: dict[tuple[str, str, str], object] = {}
         owners: dict[tuple[str, str, str], list[tuple[Service, NodePortClaim]]] = {}
-        for service, claim in entries:
-            key = identity(service)
-            if first_document.setdefault(key, service.document) is service.document:
-                owners.setdefault(key, []).append((service, claim))
+        for service, claim in one_per_service(entries):
+            owners.setdefault(identity(service), []).append((service, claim))
         everyone = [entry for claims in owners.values() for entry in claims]
         for key, claims in owners.items():
             yield from _within_one_service(claims)
-            other_count = len(everyone) - len(claims)
-            if not other_count:
+            other_services = len(owners) - 1
+            if not other_services:
                 continue
             others = list(islice((e for e in everyone if identity(e[0]) != key), MAX_RELATED))
             other_service = others[0][0]
-            more = f" (and {other_count - 1} more)" if other_count > 1 else ""
+            more = f" (and {other_services - 1} more Service{'s' if other_services > 2 else ''})" \
+                if other_services > 1 else ""
             for service, claim in claims:
                 yield Hit(service, claim.field_path, (
                     f"{claim.label} {number} is also claimed by {other_service.ref}{more}: nodePorts are "

@@ -39,7 +39,8 @@ def format_report(report: Report, out: TextIO, options: FormatOptions) -> None:
 def summary_line(report: Report) -> str:
     counts = report.counts()
     parts = [f"{counts[name]} {name}{'s' if counts[name] != 1 else ''}" for name in counts]
-    text = f"{', '.join(parts)} in {report.objects} objects from {report.files} files"
+    text = (f"{', '.join(parts)} in {report.objects} object{'s' if report.objects != 1 else ''} "
+            f"from {report.files} file{'s' if report.files != 1 else ''}")
     extras = []
     if report.skipped:
         extras.append(f"{report.skipped} non-Kubernetes documents skipped")

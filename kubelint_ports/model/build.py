@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 
 from kubelint_ports.findings import Diagnostic, ObjectRef
@@ -178,9 +179,12 @@ class PortReader:
     def flag(self, field_path: str, message: str) -> None:
         self.invalid.append(InvalidPort(field_path, message))
 
-
-def protocol_of(entry: yt.Node) -> str:
-    return yt.as_str(yt.get(entry, "protocol"), "TCP") or "TCP"
+    def protocol(self, entry: yt.Node, path: str) -> str:
+        protocol = yt.as_str(yt.get(entry, "protocol"), "TCP") or "TCP"
+        if protocol not in PROTOCOLS:
+            self.flag(f"{path}.protocol", f"protocol {protocol!r} is not one of TCP, UDP, SCTP (the API is "
+                                          f"case-sensitive and rejects it)")
+        return protocol
 
 
 def read_workload(document: Document, ref: ObjectRef) -> Workload:
@@ -221,12 +225,13 @@ def read_container_ports(container: yt.Node, container_path: str, name: str, hos
         path = f"{container_path}.ports[{index}]"
         container_port = reader.port(entry, "containerPort", path)
         host_port = reader.port(entry, "hostPort", path, zero_means_unset=True)
-        protocol = protocol_of(entry)
+        protocol = reader.protocol(entry, path)
         port_name = yt.as_str(yt.get(entry, "name"))
         host_ip = yt.as_str(yt.get(entry, "hostIP"), WILDCARD_HOST_IP) or WILDCARD_HOST_IP
         if yt.get(entry, "containerPort") is None:
+            what = f"hostPort {host_port} has no containerPort" if host_port else "a container port needs a containerPort"
             reader.flag(f"{path}.hostPort" if host_port else path,
-                        "a container port needs a containerPort (the API server rejects the pod)")
+                        f"{what}: the API server rejects the pod; add the port the container listens on")
         if host_network:
             # The API defaults hostPort = containerPort on hostNetwork Pods, not on templates.
             if host_port and container_port and host_port != container_port:
@@ -258,9 +263,15 @@ def read_service(document: Document, ref: ObjectRef) -> Service:
             reader.flag(f"{path}.nodePort", f"nodePort {node_port} is set on a Service of type {service_type}; "
                                             "the API server rejects it (only NodePort and LoadBalancer take one)")
             node_port = None
-        ports.append(ServicePort(path, yt.as_str(yt.get(entry, "name")), protocol_of(entry), port,
+        ports.append(ServicePort(path, yt.as_str(yt.get(entry, "name")), reader.protocol(entry, path), port,
                                  read_target_port(entry, path, reader), node_port))
     health_check = reader.port(spec, "healthCheckNodePort", "spec", zero_means_unset=True)
+    local_traffic = yt.as_str(yt.get(spec, "externalTrafficPolicy")) == "Local"
+    if health_check and not (service_type == "LoadBalancer" and local_traffic):
+        reader.flag("spec.healthCheckNodePort", f"healthCheckNodePort {health_check} is only allowed on a "
+                                                "LoadBalancer Service with externalTrafficPolicy: Local; the API "
+                                                "server rejects it here")
+        health_check = None
     selector = yt.to_plain(yt.mapping(yt.get(spec, "selector"), "spec.selector")) or {}
     external_ips = tuple(yt.as_str(ip) for ip in yt.items(yt.get(spec, "externalIPs"), "spec.externalIPs"))
     ingress = at(document.root, "status.loadBalancer.ingress")
@@ -270,7 +281,7 @@ def read_service(document: Document, ref: ObjectRef) -> Service:
         document, ref, service_type, tuple(ports),
         cluster_ip=yt.as_str(yt.get(spec, "clusterIP")),
         selector={str(k): str(v) for k, v in selector.items()},
-        health_check_node_port=health_check if service_type == "LoadBalancer" else None,
+        health_check_node_port=health_check,
         allocate_load_balancer_node_ports=yt.as_bool(yt.get(spec, "allocateLoadBalancerNodePorts"), True),
         external_ips=external_ips,
         load_balancer_ips=lb_ips,
@@ -278,10 +289,20 @@ def read_service(document: Document, ref: ObjectRef) -> Service:
     )
 
 
+_PORT_NAME = re.compile(r"[a-z0-9]([a-z0-9-]*[a-z0-9])?")
+
+
 def read_target_port(entry: yt.Node, path: str, reader: PortReader) -> int | str | None:
     node = yt.get(entry, "targetPort")
     if node is None:
         return None
     if isinstance(node, yt.ScalarNode) and yt.scalar_type(node) == yt.STR:
-        return node.value  # a named port (IntOrString)
+        name = node.value  # a named port (IntOrString): an IANA service name, with at least one letter
+        if not (len(name) <= 15 and _PORT_NAME.fullmatch(name) and any(c.isalpha() for c in name)
+                and "--" not in name):
+            hint = "; a number must not be quoted" if name.isdigit() else ""
+            reader.flag(f"{path}.targetPort", f"targetPort {name!r} is neither a port number nor a valid port "
+                                              f"name (lowercase letters, digits and '-', at most 15){hint}")
+            return None
+        return name
     return reader.port(entry, "targetPort", path)

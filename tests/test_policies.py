@@ -1,0 +1,378 @@
+"""Every policy in `policies/*.yaml`: valid data, documented examples that behave, and fixtures.
+
+Fixture folders, one per policy: `tests/policies/<ID>/`
+  fail-*.yaml   realistic manifests that must trigger the rule
+  pass-*.yaml   manifests that must not trigger it (other rules may fire: a hostPort always
+                fires KP101) and must produce no input diagnostics
+  expected.txt  golden output of the fail fixtures (see below)
+  options.json  optional options for every run of the folder, e.g.
+                {"node_port_range": [20000, 22767]} (what `--node-port-range 20000-22767` sets).
+                Keys naming a LintOptions field (`node_files`: a node inventory kept in the
+                folder) go to LintOptions, the others to its cluster facts; the CLI test passes
+                them as the matching flags.
+
+Scheme: all fail-*.yaml files of a folder are linted together in ONE run, so a collision
+between two files (a Deployment here, the Service there) is a fail fixture like any other.
+The pass-*.yaml files are likewise linted together in one run, so "the same Service declared in
+a base file and in an overlay" is a real pass case. Runs happen inside the folder, so paths
+in findings are bare file names.
+
+expected.txt holds, sorted as the linter sorts, one line per finding of the folder's rule:
+    fail-x.yaml:LINE:COL: severity ID (name) [ns/Kind/name]
+i.e. the text formatter's line without the message (so wording can improve without churn).
+Each line's position is the key the user edits (`hostPort:`, `nodePort:`, `containerPort:` of
+a hostNetwork pod, ...); `test_fail_findings_point_at_port_keys` re-reads the fixture at every
+position, and also asserts that the message names the port number written there.
+
+To rewrite the golden files after an intended change, run
+    KUBELINT_UPDATE_GOLDEN=1 python -m pytest tests/test_policies.py
+then read the diff: every new line must point at the offending key of its fixture.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import functools
+import io
+import json
+import os
+import re
+from pathlib import Path
+
+import pytest
+
+from kubelint_ports.checks import CHECKS
+from kubelint_ports.engine import LintOptions, lint_paths
+from kubelint_ports.findings import Finding, Report
+from kubelint_ports.formatters import FormatOptions, get_formatter
+from kubelint_ports.policies import Policy, load_policies, read_policy_file
+
+REPO = Path(__file__).resolve().parents[1]
+POLICY_DIR = REPO / "policies"
+FIXTURE_DIR = Path(__file__).resolve().parent / "policies"
+POLICY_FILES = sorted(POLICY_DIR.glob("*.yaml"))
+UPDATE_GOLDEN = os.environ.get("KUBELINT_UPDATE_GOLDEN") == "1"
+
+PORT_KEYS = ("containerPort", "hostPort", "port", "targetPort", "nodePort", "healthCheckNodePort")
+# `key: value` at a finding's position; the value may be quoted ("8080") or negative.
+PORT_AT = re.compile(r"(?P<key>[A-Za-z]+)\s*:\s*(?P<value>\"[^\"]*\"|'[^']*'|[^\s,}#]+)")
+INTEGER = re.compile(r"[-+]?\d[\d_]*")
+MESSAGE_HOLE = "\x00message\x00"
+# A text-format finding line: location, severity, rule, message, subject (related lines and the
+# summary do not match).
+TEXT_LINE = re.compile(r"^(?P<head>\S+:\d+:\d+: \w+ (?P<rule>KP\d{3}) \([a-z0-9-]+\)) .* (?P<subject>\[[^\[\]]*\])$")
+
+
+def policy_param(path: Path):
+    return pytest.param(path, id=path.stem.split("-", 1)[0])
+
+
+POLICY_PARAMS = [policy_param(path) for path in POLICY_FILES]
+
+
+@functools.cache
+def all_policies() -> tuple[Policy, ...]:
+    return tuple(load_policies(POLICY_DIR))
+
+
+def policy_for(path: Path) -> Policy:
+    for policy in all_policies():
+        if Path(policy.path).resolve() == path.resolve():
+            return policy
+    raise AssertionError(f"{path} was not loaded by load_policies")
+
+
+@contextlib.contextmanager
+def working_directory(path: Path):
+    previous = os.getcwd()
+    os.chdir(path)
+    try:
+        yield
+    finally:
+        os.chdir(previous)
+
+
+def folder_settings(folder: Path) -> dict:
+    """options.json as data: lists become tuples (`node_port_range`, `node_files`)."""
+    options_file = folder / "options.json"
+    if not options_file.is_file():
+        return {}
+    data = json.loads(options_file.read_text(encoding="utf-8"))
+    return {key: tuple(value) if isinstance(value, list) else value for key, value in data.items()}
+
+
+def folder_options(folder: Path) -> LintOptions:
+    """LintOptions for a folder. Keys naming a LintOptions field go there (`node_files`); the others
+    are cluster facts (`node_port_range`, `proxy_mode`, ...), as the CLI flags set them."""
+    settings = folder_settings(folder)
+    lint_fields = {field.name for field in dataclasses.fields(LintOptions)}
+    direct = {key: value for key, value in settings.items() if key in lint_fields}
+    facts = {key: value for key, value in settings.items() if key not in lint_fields}
+    if facts:
+        from kubelint_ports.model import ClusterFacts
+
+        direct["facts"] = ClusterFacts(**facts)
+    return LintOptions(**direct)
+
+
+def cli_flags(folder: Path) -> list[str]:
+    """options.json as `lint` flags: node_port_range [a, b] -> --node-port-range a-b, and so on."""
+    flags = []
+    for key, value in folder_settings(folder).items():
+        flag = "--" + key.replace("_", "-")
+        if key == "node_port_range":
+            flags += [flag, "{}-{}".format(*value)]
+        elif isinstance(value, tuple):
+            flag = {"node_files": "--nodes", "cluster_files": "--cluster"}.get(key, flag)
+            for item in value:
+                flags += [flag, str(item)]
+        else:
+            flags += [flag, str(value)]
+    return flags
+
+
+def support_files(folder: Path) -> set[str]:
+    """Files options.json names (a node inventory, say): allowed in the folder, never linted."""
+    names = set()
+    for value in folder_settings(folder).values():
+        for item in value if isinstance(value, tuple) else (value,):
+            if isinstance(item, str) and (folder / item).is_file():
+                names.add(item)
+    return names
+
+
+def fixture_files(folder: Path, kind: str) -> tuple[str, ...]:
+    return tuple(sorted(path.name for path in folder.glob(f"{kind}-*.yaml")))
+
+
+@functools.cache
+def lint_fixtures(folder: Path, kind: str, use_options: bool = True) -> Report:
+    """All `kind`-*.yaml files of a folder linted in one run, from inside the folder."""
+    files = fixture_files(folder, kind)
+    assert files, f"{folder} has no {kind}-*.yaml fixtures"
+    with working_directory(folder):
+        return lint_paths(list(files), folder_options(folder) if use_options else LintOptions(),
+                          policies=all_policies())
+
+
+def fixture_folder(policy: Policy) -> Path:
+    """The policy's folder; when it is missing, test_policy_has_fixtures is the one failure."""
+    folder = FIXTURE_DIR / policy.id
+    if not folder.is_dir():
+        pytest.skip(f"no fixture folder for {policy.id} (reported by test_policy_has_fixtures)")
+    return folder
+
+
+def lint_text(tmp_path: Path, name: str, text: str) -> Report:
+    (tmp_path / name).write_text(text, encoding="utf-8")
+    with working_directory(tmp_path):
+        return lint_paths([name], policies=all_policies())
+
+
+def of_rule(report: Report, rule_id: str) -> list[Finding]:
+    return [finding for finding in report.findings if finding.rule_id == rule_id]
+
+
+def golden_lines(report: Report, rule_id: str) -> list[str]:
+    """The text formatter's lines for one rule, messages and related locations left out."""
+    findings = [dataclasses.replace(f, message=MESSAGE_HOLE, related=()) for f in of_rule(report, rule_id)]
+    out = io.StringIO()
+    get_formatter("text")(dataclasses.replace(report, findings=findings, diagnostics=[]), out,
+                          FormatOptions(color=False))
+    lines = out.getvalue().splitlines()[:-1]  # the last line is the summary
+    assert len(lines) == len(findings), lines
+    return [line.replace(f" {MESSAGE_HOLE}", "") for line in lines]
+
+
+def show(findings) -> str:
+    return "\n".join(f"{f.location}: {f.rule_id} {f.message}" for f in findings) or "(none)"
+
+
+# (a) meta-tests: policies are valid data and every one of them is tested ------------------------
+
+def test_every_policy_validates_against_schema_and_registry():
+    validated = load_policies(POLICY_DIR, validate=True)  # raises PolicyError on the first bad file
+    assert [Path(p.path).name for p in validated] == [path.name for path in POLICY_FILES]
+
+
+def test_policy_ids_and_names_are_unique():
+    policies = all_policies()
+    ids = [p.id for p in policies]
+    names = [p.name for p in policies]
+    assert len(ids) == len(set(ids)), ids
+    assert len(names) == len(set(names)), names
+
+
+def test_fixture_folders_belong_to_policies():
+    ids = {p.id for p in all_policies()}
+    folders = {path.name for path in FIXTURE_DIR.iterdir() if path.is_dir() and not path.name.startswith((".", "_"))}
+    assert folders <= ids, f"fixture folders without a policy: {sorted(folders - ids)}"
+
+
+@pytest.mark.parametrize("path", POLICY_PARAMS)
+def test_policy_file_name_and_check(path: Path):
+    data = read_policy_file(path)
+    assert path.name == f"{data['id']}-{data['name']}.yaml"
+    assert data["check"] in CHECKS, f"check {data['check']!r} is not registered"
+
+
+@pytest.mark.parametrize("path", POLICY_PARAMS)
+def test_policy_has_fixtures(path: Path):
+    policy = policy_for(path)
+    folder = FIXTURE_DIR / policy.id
+    assert folder.is_dir(), f"missing fixture folder {folder}"
+    assert fixture_files(folder, "fail"), f"{folder} needs at least one fail-*.yaml"
+    assert fixture_files(folder, "pass"), f"{folder} needs at least one pass-*.yaml"
+    assert (folder / "expected.txt").is_file() or UPDATE_GOLDEN, f"{folder} needs an expected.txt"
+    unknown = sorted(p.name for p in folder.iterdir() if p.name not in support_files(folder)
+                     and not re.fullmatch(r"(fail|pass)-[a-z0-9-]+\.yaml|expected\.txt|options\.json", p.name))
+    assert not unknown, f"unexpected files in {folder} (fixtures are fail-*.yaml / pass-*.yaml): {unknown}"
+
+
+# (b) the documented examples behave as documented ------------------------------------------------
+
+@pytest.mark.parametrize("path", POLICY_PARAMS)
+def test_docs_example_fails(path: Path, tmp_path: Path):
+    policy = policy_for(path)
+    report = lint_text(tmp_path, "example.yaml", policy.docs["example"])
+    assert not report.diagnostics, report.diagnostics
+    assert of_rule(report, policy.id), f"docs.example of {policy.id} yields no {policy.id} finding"
+
+
+@pytest.mark.parametrize("path", POLICY_PARAMS)
+def test_docs_fix_passes(path: Path, tmp_path: Path):
+    policy = policy_for(path)
+    report = lint_text(tmp_path, "fix.yaml", policy.docs["fix"])
+    assert not report.diagnostics, report.diagnostics
+    assert not of_rule(report, policy.id), show(of_rule(report, policy.id))
+
+
+# (c) golden output of the fail fixtures ----------------------------------------------------------
+
+@pytest.mark.parametrize("path", POLICY_PARAMS)
+def test_fail_fixtures_match_golden(path: Path):
+    policy = policy_for(path)
+    folder = fixture_folder(policy)
+    report = lint_fixtures(folder, "fail")
+    assert not report.diagnostics, f"fail fixtures must be valid input: {report.diagnostics}"
+    actual = golden_lines(report, policy.id)
+    expected_file = folder / "expected.txt"
+    if UPDATE_GOLDEN:
+        expected_file.write_text("".join(line + "\n" for line in actual), encoding="utf-8")
+    expected = expected_file.read_text(encoding="utf-8").splitlines()
+    assert actual == expected
+
+
+@pytest.mark.parametrize("path", POLICY_PARAMS)
+def test_every_fail_fixture_triggers_the_rule(path: Path):
+    policy = policy_for(path)
+    folder = fixture_folder(policy)
+    findings = of_rule(lint_fixtures(folder, "fail"), policy.id)
+    # A fail file may hold only the Service half of a cross-file collision: the finding is then
+    # in its partner file, and this file must at least be one of the finding's related places.
+    involved = {f.location.path for f in findings} | {r.path for f in findings for r in f.related}
+    unused = [name for name in fixture_files(folder, "fail") if name not in involved]
+    assert not unused, f"fail fixtures that play no part in a {policy.id} finding: {unused}"
+
+
+@pytest.mark.parametrize("path", POLICY_PARAMS)
+def test_fail_findings_point_at_port_keys(path: Path):
+    """Each position is a port key (or, for an incomplete entry, the entry itself), and the
+    message names the number written there."""
+    policy = policy_for(path)
+    folder = fixture_folder(policy)
+    findings = of_rule(lint_fixtures(folder, "fail"), policy.id)
+    assert findings
+    for finding in findings:
+        location = finding.location
+        line = (folder / location.path).read_text(encoding="utf-8").splitlines()[location.line - 1]
+        before, at = line[:location.column - 1], line[location.column - 1:]
+        match = PORT_AT.match(at)
+        assert match, f"{location}: no `key: value` at the position: {line!r}"
+        key, value = match["key"], match["value"].strip("\"'")
+        if key in PORT_KEYS:
+            assert INTEGER.fullmatch(value), f"{location}: {key} has no number: {line!r}"
+            assert re.search(rf"(?<!\d){re.escape(value)}(?!\d)", finding.message), \
+                f"{location}: message does not name {key} {value}: {finding.message}"
+        else:
+            # KP001 on an entry that lacks its port: the position is the start of the list item.
+            assert policy.id == "KP001" and re.search(r"-\s*\{?\s*$", before), \
+                f"{location}: position is not at a port key: {line!r}"
+
+
+# (d) pass fixtures --------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("path", POLICY_PARAMS)
+def test_pass_fixtures_do_not_trigger_the_rule(path: Path):
+    policy = policy_for(path)
+    report = lint_fixtures(fixture_folder(policy), "pass")
+    assert not report.diagnostics, report.diagnostics
+    assert not of_rule(report, policy.id), show(of_rule(report, policy.id))
+
+
+@pytest.mark.parametrize("path", [param for param in POLICY_PARAMS
+                                  if (FIXTURE_DIR / param.id / "options.json").is_file()])
+def test_options_json_matters(path: Path):
+    """A folder's options.json must change the outcome, or the fixtures do not test the option.
+    (KP204's folder does both: its pass fixtures fail and its golden differs without it.)"""
+    policy = policy_for(path)
+    folder = fixture_folder(policy)
+    without_fail = golden_lines(lint_fixtures(folder, "fail", use_options=False), policy.id)
+    without_pass = of_rule(lint_fixtures(folder, "pass", use_options=False), policy.id)
+    with_fail = golden_lines(lint_fixtures(folder, "fail"), policy.id)
+    assert without_pass or without_fail != with_fail, "the fixtures give the same result without options.json"
+
+
+@pytest.mark.parametrize("path", POLICY_PARAMS)
+def test_cli_text_output_matches_golden(path: Path):
+    """The golden files are what `kubelint-ports lint` prints (options.json as CLI flags)."""
+    from typer.testing import CliRunner
+
+    from kubelint_ports.cli import app
+
+    policy = policy_for(path)
+    folder = fixture_folder(policy)
+    args = ["lint", "--no-color", *cli_flags(folder), *fixture_files(folder, "fail")]
+    with working_directory(folder):
+        result = CliRunner().invoke(app, args)
+    assert result.exit_code in (0, 1), result.output
+    lines = []
+    for line in result.stdout.splitlines():
+        match = TEXT_LINE.match(line)
+        if match and match["rule"] == policy.id:
+            lines.append(f"{match['head']} {match['subject']}")
+    assert lines == (folder / "expected.txt").read_text(encoding="utf-8").splitlines()
+
+
+# Known gaps: the package does not (yet) do what its docs say. Strict, so a fix turns them red
+# and the marker gets removed.
+
+def test_quoted_numeric_target_port_is_invalid(tmp_path: Path):
+    report = lint_text(tmp_path, "service.yaml", """\
+apiVersion: v1
+kind: Service
+metadata: {name: web, namespace: shop}
+spec:
+  selector: {app: web}
+  ports:
+    - {name: http, port: 80, targetPort: "8080"}
+""")
+    assert [str(f.location) for f in of_rule(report, "KP001")] == ["service.yaml:7:30"]
+
+
+def test_host_port_without_container_port_names_the_port(tmp_path: Path):
+    report = lint_text(tmp_path, "pod.yaml", """\
+apiVersion: v1
+kind: Pod
+metadata: {name: agent, namespace: monitoring}
+spec:
+  containers:
+    - name: agent
+      image: datadog/agent:7
+      ports:
+        - hostPort: 8126
+""")
+    findings = of_rule(report, "KP001")
+    assert [str(f.location) for f in findings] == ["pod.yaml:9:11"]
+    assert "8126" in findings[0].message
