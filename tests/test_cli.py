@@ -167,3 +167,17 @@ def test_examples_show_every_rule_firing():
     assert expected <= fired, f"rules not shown by examples/: {sorted(expected - fired)}"
     assert not [f for f in data["findings"] if f["file"].endswith("clean.yaml")]
     assert data["errors"] == []
+
+
+def test_installed_console_script_ships_the_policies(tmp_path):
+    """Run from outside the checkout, the installed tool must find its policies (wheel data)."""
+    import shutil
+
+    from kubelint_ports.policies import builtin_policies
+
+    script = shutil.which("kubelint-ports")
+    if script is None:
+        pytest.skip("kubelint-ports is not installed on PATH")
+    done = subprocess.run([script, "rules"], capture_output=True, text=True, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert len(done.stdout.splitlines()) == len(builtin_policies())
