@@ -49,3 +49,37 @@ def rule_markdown(policy: Policy) -> str:
     lines += [f"- {reference}" for reference in docs["references"]]
     lines.append("")
     return "\n".join(lines)
+
+
+def rule_docs(policies) -> dict[str, str]:
+    """File name -> Markdown for docs/rules: one page per rule and an index."""
+    pages = {f"{policy.slug}.md": rule_markdown(policy) for policy in policies}
+    index = ["# Rules", "", "Generated from `policies/` by `python -m kubelint_ports.docs`; do not edit.", "",
+             "| id | name | severity | summary |", "|---|---|---|---|"]
+    index += [f"| [{p.id}]({p.slug}.md) | {p.name} | {p.severity} | {p.summary} |" for p in policies]
+    pages["README.md"] = "\n".join(index) + "\n"
+    return pages
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Regenerate docs/rules (or the directory given); a test fails when the checked-in pages are stale."""
+    import sys
+    from pathlib import Path
+
+    from kubelint_ports.policies import builtin_policies
+
+    args = sys.argv[1:] if argv is None else argv
+    target = Path(args[0] if args else "docs/rules")
+    target.mkdir(parents=True, exist_ok=True)
+    pages = rule_docs(builtin_policies())
+    for stale in target.glob("*.md"):
+        if stale.name not in pages:
+            stale.unlink()
+    for name, text in pages.items():
+        (target / name).write_text(text, encoding="utf-8", newline="\n")
+    print(f"wrote {len(pages)} pages to {target}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -12,6 +12,7 @@ from kubelint_ports.findings import Diagnostic, Finding, Location, Report
 from kubelint_ports.loading import LoadResult, display_path, load
 from kubelint_ports.model import Cluster, ClusterFacts, build_cluster
 from kubelint_ports.policies import Policy, builtin_policies
+from kubelint_ports.suppressions import annotation_reason
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,6 +85,7 @@ def run_checks(cluster: Cluster, policies: Iterable[Policy]) -> list[Finding]:
 
 def to_finding(hit: Hit, policy: Policy) -> Finding:
     document = hit.subject.document
+    reason = annotation_reason(document, policy.id, policy.name)
     return Finding(
         location=document.location(hit.field_path),
         rule_id=policy.id,
@@ -94,5 +96,7 @@ def to_finding(hit: Hit, policy: Policy) -> Finding:
         field_path=hit.field_path,
         related=tuple(r.subject.document.location(r.field_path, r.message) for r in hit.related),
         template=document.origin,
+        port=hit.port,
+        suppressed=reason,
+        suppressed_by="inSource" if reason else "",
     )
-

@@ -64,10 +64,18 @@ class Finding:
     related: tuple[Location, ...] = ()
     suppressed: str = ""  # the reason; empty when the finding stands
     template: str = ""  # the Helm template the object came from (`# Source:`), if any
+    port: int | None = None  # the port the finding is about, when there is one
+    suppressed_by: str = ""  # "inSource" (an annotation) or "external" (config, baseline)
 
     @property
-    def is_suppressed(self) -> bool:
-        return bool(self.suppressed)
+    def fingerprint(self) -> str:
+        """Stable across line shifts and reformatting: rule, object, field, port, template."""
+        import hashlib
+
+        subject = self.subject
+        parts = (self.rule_id, subject.kind, subject.namespace, subject.name, self.field_path,
+                 "" if self.port is None else str(self.port), self.template)
+        return hashlib.sha256("\0".join(parts).encode("utf-8")).hexdigest()
 
 
 @dataclass(frozen=True, slots=True, order=True)

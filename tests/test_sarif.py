@@ -188,12 +188,13 @@ def test_uris_relative_encoded_absolute_and_stdin(manifests):
     assert uris == [{"uri": Path(absolute).as_uri()}, {"uri": "stdin"}]
 
 
-def test_suppressed_findings_are_kept_with_a_suppression():
-    report = Report([make_finding(2, suppressed="ports are fixed by the appliance")], [], builtin_policies())
-    log = json.loads(render(report))
+@pytest.mark.parametrize("kind", ["inSource", "external"])
+def test_suppressed_findings_are_kept_with_a_suppression(kind):
+    finding = dataclasses.replace(make_finding(2, suppressed="ports are fixed by the appliance"), suppressed_by=kind)
+    log = json.loads(render(Report([finding], [], builtin_policies())))
     validate(log)
     assert log["runs"][0]["results"][0]["suppressions"] == [
-        {"kind": "inSource", "justification": "ports are fixed by the appliance"}]
+        {"kind": kind, "justification": "ports are fixed by the appliance"}]
 
 
 def test_results_are_capped_with_a_notification():

@@ -35,6 +35,7 @@ class Hit:
     # Which case of the rule this is (e.g. the proxy mode); the policy's `variants` map a case to
     # its severity, so severity stays data even when it depends on facts.
     variant: str = ""
+    port: int | None = None  # the port at issue: part of the finding's fingerprint (baselines)
 
 
 CheckFunction = Callable[[Any, Mapping[str, Any]], Iterator[Hit]]
@@ -45,16 +46,21 @@ class Check:
     name: str
     function: CheckFunction
     params_schema: Mapping[str, Any] = field(default_factory=dict)
+    # Compares several objects (or an object with cluster facts): wrong on a subset of the files,
+    # so the per-file pre-commit hook (`--scope object`) leaves it out.
+    cross_object: bool = False
 
 
 CHECKS: dict[str, Check] = {}
 
 
-def register(name: str, params_schema: Mapping[str, Any] | None = None) -> Callable[[CheckFunction], CheckFunction]:
+def register(name: str, params_schema: Mapping[str, Any] | None = None, *,
+             cross_object: bool = False) -> Callable[[CheckFunction], CheckFunction]:
     def decorate(function: CheckFunction) -> CheckFunction:
         if name in CHECKS:
             raise ValueError(f"check {name!r} registered twice")
-        CHECKS[name] = Check(name, function, params_schema or {"type": "object", "additionalProperties": False})
+        CHECKS[name] = Check(name, function, params_schema or {"type": "object", "additionalProperties": False},
+                             cross_object)
         return function
 
     return decorate

@@ -19,7 +19,7 @@ def host_port(cluster: Cluster, params: Mapping[str, Any]) -> Iterator[Hit]:
             f"container '{claim.container}' claims hostPort {claim.port}/{claim.protocol}: the CNI portmap plugin "
             f"DNATs that port {where} (in IPVS mode also Service IPs and NodePorts), with no listening socket "
             f"that netstat or ss would show, and only one such pod fits per node. Expose it through a Service "
-            f"instead, or keep the hostPort and document which traffic it takes."))
+            f"instead, or keep the hostPort and document which traffic it takes."), port=claim.port)
 
 
 def _in_range(cluster: Cluster, via: str, noun: str) -> Iterator[Hit]:
@@ -29,7 +29,7 @@ def _in_range(cluster: Cluster, via: str, noun: str) -> Iterator[Hit]:
                 f"{noun} {claim.port}/{claim.protocol} (container '{claim.container}') lies inside the node-port "
                 f"range {cluster.node_port_range_text}: a Service that gets nodePort {claim.port} later, even one "
                 f"allocated at random, collides with it on every node this pod runs on. Use a port below "
-                f"{cluster.node_port_range[0]}."))
+                f"{cluster.node_port_range[0]}."), port=claim.port)
 
 
 @register("host-port-in-node-port-range")

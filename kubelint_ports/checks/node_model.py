@@ -46,13 +46,13 @@ def claimant_related(claimant: Claimant) -> Related:
 
 # --- host-port-conflict ------------------------------------------------------------------------
 
-@register("host-port-conflict")
+@register("host-port-conflict", cross_object=True)
 def host_port_conflict(cluster: Cluster, params: Mapping[str, Any]) -> Iterator[Hit]:
     for conflict in conflicts(allocate(cluster)):
         for claimant in conflict.claimants:
             others = [c for c in conflict.claimants if c is not claimant]
             yield Hit(claimant.workload, claimant.claim.field_path, conflict_message(conflict, claimant, others),
-                      tuple(claimant_related(c) for c in others[:MAX_RELATED]))
+                      tuple(claimant_related(c) for c in others[:MAX_RELATED]), port=conflict.port)
 
 
 def conflict_message(conflict: Conflict, claimant: Claimant, others: list[Claimant]) -> str:
@@ -87,7 +87,7 @@ def others_text(others: list[Claimant]) -> str:
 
 # --- host-port-host-network-capture --------------------------------------------------------------
 
-@register("host-port-host-network-capture")
+@register("host-port-host-network-capture", cross_object=True)
 def host_port_host_network_capture(cluster: Cluster, params: Mapping[str, Any]) -> Iterator[Hit]:
     allocation = allocate(cluster)
     for (protocol, port), claimants in allocation.groups.items():
@@ -114,10 +114,11 @@ def capture_hits(allocation, dnat: Claimant, victims: list[Claimant]) -> Iterato
                f"can run on the same nodes{where}: where both run, the portmap DNAT sends the port's traffic to "
                f"{dnat.workload.ref}, not to the host process. Use another hostPort, or keep them on different nodes.")
     if not dnat.workload.live:
-        yield Hit(dnat.workload, dnat.claim.field_path, message, tuple(claimant_related(v) for v in victims[:MAX_RELATED]))
+        yield Hit(dnat.workload, dnat.claim.field_path, message,
+                  tuple(claimant_related(v) for v in victims[:MAX_RELATED]), port=dnat.claim.port)
     else:
         for v in victims:
-            yield Hit(v.workload, v.claim.field_path, message, (claimant_related(dnat),))
+            yield Hit(v.workload, v.claim.field_path, message, (claimant_related(dnat),), port=v.claim.port)
 
 
 # --- node-reserved-port ---------------------------------------------------------------------------
@@ -156,7 +157,7 @@ def node_reserved_port(cluster: Cluster, params: Mapping[str, Any]) -> Iterator[
             effect = f"the pod cannot bind it on nodes where {daemon} runs, or {daemon} cannot"
         yield Hit(workload, claim.field_path, (
             f"{port_text(claim)} (container '{claim.container}') is the port {daemon} uses on the node: {effect}. "
-            f"Pick a port no node daemon uses."))
+            f"Pick a port no node daemon uses."), port=claim.port)
 
 
 def is_the_daemon(workload: Workload, claim: HostClaim, daemon: str) -> bool:
@@ -167,7 +168,7 @@ def is_the_daemon(workload: Workload, claim: HostClaim, daemon: str) -> bool:
 
 # --- host-port-service-port-capture -----------------------------------------------------------------
 
-@register("host-port-service-port-capture")
+@register("host-port-service-port-capture", cross_object=True)
 def host_port_service_port_capture(cluster: Cluster, params: Mapping[str, Any]) -> Iterator[Hit]:
     mode = cluster.proxy_mode
     if mode in ("iptables", "nftables"):
@@ -219,8 +220,9 @@ def service_capture_hits(workload: Workload, claim: HostClaim, service: Service,
     variant = "ipvs" if mode == "ipvs" else "unknown"
     service_related = Related(service, f"{service_port.field_path}.port", f"port {service_port.port} of {service.ref}")
     if not workload.live:
-        yield Hit(workload, claim.field_path, message, (service_related,), variant=variant)
+        yield Hit(workload, claim.field_path, message, (service_related,), variant=variant, port=claim.port)
     else:
         yield Hit(service, f"{service_port.field_path}.port", message,
                   (Related(workload, claim.field_path, f"hostPort {claim.port} of {workload.ref}"
-                                                       f"{where_running(workload)}"),), variant=variant)
+                                                       f"{where_running(workload)}"),), variant=variant,
+                  port=claim.port)

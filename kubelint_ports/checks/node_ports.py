@@ -40,10 +40,10 @@ def _host_claims_on_node_ports(cluster: Cluster, via: str, explain: str) -> Iter
         yield Hit(workload, claim.field_path, (
             f"{noun} {claim.port}/{claim.protocol} (container '{claim.container}') equals {first_claim.label} "
             f"{claim.port} of {first_service.ref}{others}: {explain}"),
-            tuple(node_port_related(service, np) for service, np in owners[:MAX_RELATED]))
+            tuple(node_port_related(service, np) for service, np in owners[:MAX_RELATED]), port=claim.port)
 
 
-@register("host-port-node-port-collision")
+@register("host-port-node-port-collision", cross_object=True)
 def host_port_node_port_collision(cluster: Cluster, params: Mapping[str, Any]) -> Iterator[Hit]:
     return _host_claims_on_node_ports(cluster, "hostPort", (
         "on every node this pod runs on, the portmap DNAT answers that NodePort before kube-proxy, so the "
@@ -51,7 +51,7 @@ def host_port_node_port_collision(cluster: Cluster, params: Mapping[str, Any]) -
         "or the nodePort."))
 
 
-@register("host-network-node-port-collision")
+@register("host-network-node-port-collision", cross_object=True)
 def host_network_node_port_collision(cluster: Cluster, params: Mapping[str, Any]) -> Iterator[Hit]:
     return _host_claims_on_node_ports(cluster, "hostNetwork", (
         "kube-proxy DNATs that port to the Service's endpoints (or REJECTs it when there are none) before the "
@@ -75,7 +75,7 @@ def legal_share(a: NodePortClaim, b: NodePortClaim) -> bool:
             and a.protocol != b.protocol)
 
 
-@register("node-port-collision")
+@register("node-port-collision", cross_object=True)
 def node_port_collision(cluster: Cluster, params: Mapping[str, Any]) -> Iterator[Hit]:
     for number, entries in cluster.node_ports_by_number().items():
         if len(entries) < 2:
@@ -99,7 +99,7 @@ def node_port_collision(cluster: Cluster, params: Mapping[str, Any]) -> Iterator
                     f"allocated cluster-wide by number, whatever the protocol, so the API server rejects whichever "
                     f"is applied second ('provided port is already allocated'). Pick a free nodePort, or leave it "
                     f"out and let the API server choose."),
-                    tuple(node_port_related(s, c) for s, c in others))
+                    tuple(node_port_related(s, c) for s, c in others), port=number)
 
 
 def _within_one_service(claims: list[tuple[Service, NodePortClaim]]) -> Iterator[Hit]:
@@ -109,7 +109,7 @@ def _within_one_service(claims: list[tuple[Service, NodePortClaim]]) -> Iterator
                 yield Hit(service, claim.field_path, (
                     f"{claim.label} {claim.port} is used twice in this Service ({earlier.field_path}): one Service "
                     f"may reuse a nodePort only for TCP and UDP of the same port, so the API server rejects it. "
-                    f"Use another nodePort."), (node_port_related(service, earlier),))
+                    f"Use another nodePort."), (node_port_related(service, earlier),), port=claim.port)
                 break
 
 
@@ -124,4 +124,4 @@ def node_port_out_of_range(cluster: Cluster, params: Mapping[str, Any]) -> Itera
                 yield Hit(service, claim.field_path, (
                     f"{claim.label} {claim.port} is outside the node-port range {low}-{high}: the API server "
                     f"rejects the Service ('provided port is not in the valid range'). Use a port in the range, "
-                    f"or pass the cluster's real range with --node-port-range."))
+                    f"or pass the cluster's real range with --node-port-range."), port=claim.port)

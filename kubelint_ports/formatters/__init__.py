@@ -15,6 +15,7 @@ class FormatOptions:
     color: bool = False
     show_suppressed: bool = False
     sarif_category: str = ""
+    link_base: str = ""  # markdown: prefix that turns a relative path into a link (a blob URL)
 
 
 Formatter = Callable[[Report, TextIO, FormatOptions], None]
@@ -24,6 +25,7 @@ FORMATTERS: dict[str, str] = {
     "json": "kubelint_ports.formatters.json_format",
     "sarif": "kubelint_ports.formatters.sarif",
     "github": "kubelint_ports.formatters.github",
+    "markdown": "kubelint_ports.formatters.markdown",
 }
 
 

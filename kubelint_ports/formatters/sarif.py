@@ -7,7 +7,6 @@ rule's level; it also prints sets as `"{'a'}"`. `to_sarif_dict` below is our own
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 from pathlib import Path
@@ -92,13 +91,6 @@ def sarif_location(location: Location, location_id: int | None = None) -> om.Loc
     )
 
 
-def fingerprint(finding: Finding) -> str:
-    """Stable while lines shift: what is wrong (rule) and where in which object, not the line."""
-    subject = finding.subject
-    parts = (finding.rule_id, subject.kind, subject.namespace, subject.name, finding.field_path, finding.template)
-    return hashlib.sha256("\0".join(parts).encode("utf-8")).hexdigest()
-
-
 def plain_help(policy: Policy) -> str:
     docs = policy.docs
     return "\n\n".join([policy.summary, docs["what"].strip(), docs["why"].strip(), "Fix:\n" + docs["fix"].rstrip()])
@@ -136,8 +128,8 @@ def result(finding: Finding, rule_index: dict[str, int]) -> om.Result:
         )],
         related_locations=[sarif_location(related, number)
                            for number, related in enumerate(finding.related, start=1)] or None,
-        partial_fingerprints={FINGERPRINT_KEY: fingerprint(finding)},
-        suppressions=[om.Suppression(kind="inSource", justification=finding.suppressed)]
+        partial_fingerprints={FINGERPRINT_KEY: finding.fingerprint},
+        suppressions=[om.Suppression(kind=finding.suppressed_by or "external", justification=finding.suppressed)]
         if finding.suppressed else None,
     )
 

@@ -1,0 +1,243 @@
+"""`.kubelint-ports.yaml` (or `[tool.kubelint-ports]` in pyproject.toml): the repository's own
+settings, validated with a JSON Schema shipped in the package. Precedence: command line > this
+file > policy defaults."""
+
+from __future__ import annotations
+
+import dataclasses
+import fnmatch
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kubelint_ports.findings import ObjectRef, Severity
+
+CONFIG_NAME = ".kubelint-ports.yaml"
+PYPROJECT = "pyproject.toml"
+SCHEMA_PATH = Path(__file__).resolve().parent / "schemas" / "config.schema.json"
+
+
+class ConfigError(ValueError):
+    def __init__(self, path: str, line: int, message: str):
+        super().__init__(f"{path}:{line}: {message}")
+        self.path, self.line, self.message = path, line, message
+
+
+@dataclass(frozen=True, slots=True)
+class Exemption:
+    rule: str
+    reason: str
+    namespace: str = "*"
+    kind: str = "*"
+    name: str = "*"
+
+    def matches(self, rule_id: str, rule_name: str, subject: ObjectRef) -> bool:
+        return (self.rule in ("*", rule_id, rule_name) and fnmatch.fnmatchcase(subject.namespace, self.namespace)
+                and fnmatch.fnmatchcase(subject.kind, self.kind) and fnmatch.fnmatchcase(subject.name, self.name))
+
+
+@dataclass(frozen=True)
+class Config:
+    path: str = ""  # the file it came from; "" when there is none
+    data: dict[str, Any] = field(default_factory=dict)
+    locate: Any = field(default=lambda keys: 0, compare=False, repr=False)  # keys -> line, for errors
+
+    def error(self, keys: list, message: str) -> ConfigError:
+        return ConfigError(self.path, self.locate(keys), f"{'.'.join(map(str, keys))}: {message}")
+
+    @property
+    def base_dir(self) -> Path:
+        return Path(self.path).parent if self.path else Path(".")
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self.data.get(key, default)
+
+    def paths(self, key: str) -> list[str]:
+        """A list of paths from the file, relative to the file's own directory."""
+        return [self.resolve(p) for p in self.data.get(key, [])]
+
+    def resolve(self, path: str) -> str:
+        if not self.path or os.path.isabs(path):
+            return path
+        return os.path.normpath(os.path.join(self.base_dir, path))
+
+    @property
+    def exemptions(self) -> tuple[Exemption, ...]:
+        return tuple(Exemption(**{k: v for k, v in e.items()}) for e in self.data.get("exemptions", []))
+
+    def excluded(self, path: str) -> bool:
+        """Exclude globs match the path relative to the config's directory, or any of its parts."""
+        patterns = self.data.get("exclude", [])
+        if not patterns:
+            return False
+        relative = os.path.relpath(path, self.base_dir).replace(os.sep, "/")
+        parts = relative.split("/")
+        return any(fnmatch.fnmatchcase(relative, pattern) or fnmatch.fnmatchcase(relative, pattern.rstrip("/") + "/*")
+                   or any(fnmatch.fnmatchcase(part, pattern.strip("/")) for part in parts)
+                   for pattern in patterns)
+
+
+def find_config(start: Path) -> Path | None:
+    """The nearest `.kubelint-ports.yaml`, or pyproject.toml with a [tool.kubelint-ports] table."""
+    for directory in (start.resolve(), *start.resolve().parents):
+        candidate = directory / CONFIG_NAME
+        if candidate.is_file():
+            return candidate
+        pyproject = directory / PYPROJECT
+        if pyproject.is_file() and "[tool.kubelint-ports]" in pyproject.read_text(encoding="utf-8", errors="replace"):
+            return pyproject
+    return None
+
+
+def load_config(explicit: str | None = None, start: Path | None = None) -> Config:
+    if explicit:
+        path = Path(explicit)
+        if not path.is_file():
+            raise ConfigError(explicit, 0, "configuration file not found")
+    else:
+        path = find_config(start or Path.cwd())
+        if path is None:
+            return Config()
+    shown = display(path)
+    if path.name == PYPROJECT or path.suffix == ".toml":
+        data, locate = read_toml(path, shown)
+    else:
+        data, locate = read_yaml(path, shown)
+    validate(data, shown, locate)
+    return Config(shown, data, locate)
+
+
+def display(path: Path) -> str:
+    relative = os.path.relpath(path)
+    return (str(path) if relative.startswith("..") else relative).replace(os.sep, "/")
+
+
+def read_yaml(path: Path, shown: str):
+    import yaml
+
+    from kubelint_ports.loading import ManifestLoader
+    from kubelint_ports.loading import yamltree as yt
+
+    try:
+        root = yaml.compose(path.read_bytes(), Loader=ManifestLoader)
+    except yaml.MarkedYAMLError as error:
+        mark = error.problem_mark
+        raise ConfigError(shown, mark.line + 1 if mark else 1, f"invalid YAML: {error.problem}") from None
+    if root is None or yt.is_null(root):
+        return {}, lambda keys: 1
+    if not isinstance(root, yt.MappingNode):
+        raise ConfigError(shown, root.start_mark.line + 1, "the configuration must be a mapping")
+
+    def locate(keys) -> int:
+        dotted = "".join(f"[{k}]" if isinstance(k, int) else f'."{k}"' for k in keys).lstrip(".")
+        key_node, value_node = yt.resolve(root, dotted)
+        return (key_node or value_node).start_mark.line + 1
+
+    try:
+        return typed(root), locate
+    except yt.FieldTypeError as error:
+        raise ConfigError(shown, error.node.start_mark.line + 1, str(error)) from None
+
+
+def typed(node):
+    """Composed YAML as Python data, typed with YAML 1.1 rules (what a config author expects)."""
+    from kubelint_ports.loading import yamltree as yt
+
+    if isinstance(node, yt.MappingNode):
+        return {str(typed(key)): typed(value) for key, value in yt.pairs(node)}
+    if isinstance(node, yt.SequenceNode):
+        return [typed(item) for item in node.value]
+    yt.check_tag(node)
+    kind = yt.scalar_type(node)
+    if kind == yt.NULL:
+        return None
+    if kind == yt.BOOL:
+        return yt.as_bool(node)
+    if kind == yt.INT:
+        return yt.as_int(node)
+    if kind == yt.FLOAT and node.tag == yt.PLAIN:
+        try:
+            return float(node.value)
+        except ValueError:
+            return node.value
+    return node.value
+
+
+def read_toml(path: Path, shown: str):
+    try:
+        import tomllib
+    except ModuleNotFoundError:  # Python 3.10
+        import tomli as tomllib
+    text = path.read_text(encoding="utf-8")
+    try:
+        document = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as error:
+        raise ConfigError(shown, getattr(error, "lineno", 1) or 1, f"invalid TOML: {error}") from None
+    data = document.get("tool", {}).get("kubelint-ports", {})
+    lines = text.splitlines()
+    header = next((i + 1 for i, line in enumerate(lines) if line.strip().startswith("[tool.kubelint-ports")), 1)
+
+    def locate(keys) -> int:
+        # TOML parsers keep no positions: find the first key's line below the table header.
+        for key in (k for k in keys if isinstance(k, str)):
+            for number in range(header, len(lines) + 1):
+                stripped = lines[number - 1].strip().strip("[]")
+                if stripped.startswith((f"{key} ", f"{key}=", f'"{key}"', f"tool.kubelint-ports.{key}")):
+                    return number
+        return header
+
+    return data, locate
+
+
+def validate(data: dict[str, Any], shown: str, locate) -> None:
+    import jsonschema
+
+    schema = json.loads(SCHEMA_PATH.read_text(encoding="utf-8"))
+    errors = sorted(jsonschema.Draft202012Validator(schema).iter_errors(data), key=lambda e: list(map(str, e.path)))
+    if errors:
+        error = errors[0]
+        where = ".".join(str(part) for part in error.absolute_path) or "(top level)"
+        message = error.message
+        if error.validator == "additionalProperties":
+            message = message.replace("Additional properties are not allowed", "unknown key")
+        raise ConfigError(shown, locate(list(error.absolute_path)), f"{where}: {message}")
+
+
+def apply_rules(policies, config: Config) -> list:
+    """Policies with the config's per-rule settings: disabled, severity, params (validated)."""
+    import jsonschema
+
+    from kubelint_ports.checks import CHECKS
+    from kubelint_ports.policies import find_policy
+
+    settings = config.get("rules") or {}
+    changed = {policy.id: policy for policy in policies}
+    for reference, setting in settings.items():
+        policy = find_policy(reference, policies)
+        if policy is None:
+            raise config.error(["rules", reference], "unknown rule (see `kubelint-ports rules`)")
+        if setting in ("off", False):
+            changed.pop(policy.id, None)
+            continue
+        if isinstance(setting, str):
+            changed[policy.id] = dataclasses.replace(changed[policy.id], severity=Severity.parse(setting),
+                                                     variants={})
+            continue
+        params = {k: v for k, v in setting.items() if k != "severity"}
+        severity = setting.get("severity")
+        if severity == "off":
+            changed.pop(policy.id, None)
+            continue
+        updated = changed[policy.id]
+        if params:
+            merged = {**updated.params, **params}
+            errors = list(jsonschema.Draft202012Validator(CHECKS[updated.check].params_schema).iter_errors(merged))
+            if errors:
+                raise config.error(["rules", reference, *errors[0].absolute_path], errors[0].message)
+            updated = dataclasses.replace(updated, params=merged)
+        if severity:
+            updated = dataclasses.replace(updated, severity=Severity.parse(severity), variants={})
+        changed[policy.id] = updated
+    return [changed[p.id] for p in policies if p.id in changed]

@@ -1,0 +1,84 @@
+"""Accepted findings: annotations in manifests, exemptions in the config, and a baseline file.
+
+A suppressed finding is kept with its reason (JSON `suppressed`, SARIF `suppressions`) and hidden
+from text output; it never affects the exit code.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+from kubelint_ports.findings import Finding
+
+IGNORE_ANNOTATION = "kubelint-ports.io/ignore"
+REASON_ANNOTATION = "kubelint-ports.io/ignore-reason"
+EVERY_RULE = frozenset(("*", "all"))
+BASELINE_VERSION = 1
+
+
+def annotations(document) -> dict[str, str]:
+    from kubelint_ports.loading import yamltree as yt
+
+    node = yt.get(yt.get(document.root, "metadata"), "annotations")
+    if not isinstance(node, yt.MappingNode):
+        return {}
+    return {key.value: value.value for key, value in yt.pairs(node)
+            if isinstance(key, yt.ScalarNode) and isinstance(value, yt.ScalarNode)}
+
+
+def annotation_reason(document, rule_id: str, rule_name: str) -> str:
+    """The reason an object's `kubelint-ports.io/ignore` annotation gives for this rule, or ""."""
+    values = annotations(document)
+    listed = {token.strip() for token in values.get(IGNORE_ANNOTATION, "").split(",") if token.strip()}
+    if not listed or not (listed & EVERY_RULE or rule_name in listed or rule_id in {t.upper() for t in listed}):
+        return ""
+    return values.get(REASON_ANNOTATION, "").strip() or f"{IGNORE_ANNOTATION} annotation"
+
+
+def apply_exemptions(findings: Iterable[Finding], exemptions: Sequence, baseline: frozenset[str] = frozenset()
+                     ) -> list[Finding]:
+    """Mark findings matched by a config exemption or recorded in the baseline."""
+    result = []
+    for finding in findings:
+        if not finding.suppressed:
+            exemption = next((e for e in exemptions if e.matches(finding.rule_id, finding.rule_name, finding.subject)),
+                             None)
+            if exemption is not None:
+                finding = dataclasses.replace(finding, suppressed=exemption.reason, suppressed_by="external")
+            elif finding.fingerprint in baseline:
+                finding = dataclasses.replace(finding, suppressed="in the baseline", suppressed_by="external")
+        result.append(finding)
+    return result
+
+
+def write_baseline(findings: Iterable[Finding], path: str) -> int:
+    """Record today's standing findings; returns how many."""
+    entries = sorted(({"fingerprint": f.fingerprint, "rule": f.rule_id, "name": f.rule_name,
+                       "object": str(f.subject), "fieldPath": f.field_path, "port": f.port}
+                      for f in findings if not f.suppressed), key=lambda e: (e["rule"], e["object"], e["fieldPath"],
+                                                                             e["fingerprint"]))
+    unique = list({entry["fingerprint"]: entry for entry in entries}.values())
+    Path(path).write_text(json.dumps({"version": BASELINE_VERSION, "tool": "kubelint-ports", "findings": unique},
+                                     indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    return len(unique)
+
+
+class BaselineError(ValueError):
+    pass
+
+
+def read_baseline(path: str) -> frozenset[str]:
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+        if data.get("version") != BASELINE_VERSION:
+            raise BaselineError(f"{path}: unsupported baseline version {data.get('version')!r}")
+        return frozenset(entry["fingerprint"] for entry in data["findings"])
+    except OSError as error:
+        raise BaselineError(f"{path}: cannot read the baseline: {error.strerror}") from None
+    except (ValueError, KeyError, TypeError, AttributeError) as error:
+        if isinstance(error, BaselineError):
+            raise
+        raise BaselineError(f"{path}: not a kubelint-ports baseline ({error})") from None
