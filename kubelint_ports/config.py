@@ -198,11 +198,23 @@ def validate(data: dict[str, Any], shown: str, locate) -> None:
     errors = sorted(jsonschema.Draft202012Validator(schema).iter_errors(data), key=lambda e: list(map(str, e.path)))
     if errors:
         error = errors[0]
-        where = ".".join(str(part) for part in error.absolute_path) or "(top level)"
+        keys = error_keys(error)
+        where = ".".join(str(part) for part in keys) or "(top level)"
         message = error.message
         if error.validator == "additionalProperties":
             message = message.replace("Additional properties are not allowed", "unknown key")
-        raise ConfigError(shown, locate(list(error.absolute_path)), f"{where}: {message}")
+        raise ConfigError(shown, locate(keys), f"{where}: {message}")
+
+
+def error_keys(error) -> list:
+    """The path of a schema error, down to the offending key for an unknown one."""
+    keys = list(error.absolute_path)
+    if error.validator == "additionalProperties" and isinstance(error.instance, dict):
+        known = set(error.schema.get("properties", {}))
+        unknown = sorted(key for key in error.instance if key not in known)
+        if unknown:
+            keys.append(unknown[0])
+    return keys
 
 
 def apply_rules(policies, config: Config) -> list:

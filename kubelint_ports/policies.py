@@ -88,9 +88,11 @@ def validate_policy(data: dict[str, Any], path: Path) -> None:
 
     errors = sorted(jsonschema.Draft202012Validator(policy_schema()).iter_errors(data), key=lambda e: e.path)
     if errors:
-        error = errors[0]
-        where = ".".join(str(part) for part in error.absolute_path) or "(top level)"
-        raise PolicyError(str(path), line_of_key(path, error.absolute_path), f"{where}: {error.message}")
+        from kubelint_ports.config import error_keys
+
+        keys = error_keys(errors[0])
+        where = ".".join(str(part) for part in keys) or "(top level)"
+        raise PolicyError(str(path), line_of_key(path, keys), f"{where}: {errors[0].message}")
     from kubelint_ports.checks import CHECKS
 
     check = CHECKS.get(data["check"])
@@ -145,3 +147,21 @@ def find_policy(reference: str, policies=None) -> Policy | None:
         if wanted.upper() == policy.id or wanted == policy.name:
             return policy
     return None
+
+
+def policies_with(extra_directories) -> list[Policy]:
+    """Built-in policies plus the user's own (validated); an id or name used twice is an error."""
+    policies = list(builtin_policies())
+    seen = {p.id: p for p in policies} | {p.name: p for p in policies}
+    for directory in extra_directories:
+        path = Path(directory)
+        if not path.is_dir():
+            raise PolicyError(str(path), 0, "policy directory not found")
+        for policy in load_policies(path, validate=True):
+            for key in (policy.id, policy.name):
+                if key in seen:
+                    raise PolicyError(policy.path, line_of_key(Path(policy.path), ["id" if key == policy.id else "name"]),
+                                      f"{key} is already used by {seen[key].path or 'a built-in policy'}")
+                seen[key] = policy
+            policies.append(policy)
+    return policies

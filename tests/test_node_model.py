@@ -167,7 +167,9 @@ def test_unconstrained_daemonset_conflicts_with_any_other_claimant(lint):
     report = lint(workload("agent", 9000, kind="DaemonSet"), workload("web", 9000, replicas=2))
     findings = rule(report, "host-port-conflict")
     assert len(findings) == 2
-    assert "runs on every node" in findings[0].message
+    by_subject = {f.subject.name: f.message for f in findings}
+    assert "this DaemonSet (no node constraint) holds it on every node" in by_subject["agent"]
+    assert "runs on every node these pods may use" in by_subject["web"]
     constrained = workload("agent", 9000, kind="DaemonSet", spec="nodeSelector: {pool: a}\n")
     assert rule(lint(constrained, workload("web", 9000)), "host-port-conflict") == []
 
@@ -230,21 +232,57 @@ def test_running_services_count_for_node_port_collisions(lint):
 
 # --- host-port-host-network-capture -----------------------------------------------------------------
 
-def test_host_port_and_host_network_on_shared_nodes(lint):
-    report = lint(workload("exporter", 9100, kind="DaemonSet", host_network=True),
-                  workload("proxy", 9100, spec="nodeSelector: {pool: b}\n"), nodes=THREE_NODES)
+def silent_exporter(spec: str = "", declared: str = "") -> str:
+    return textwrap.dedent(f"""\
+        apiVersion: apps/v1
+        kind: DaemonSet
+        metadata: {{name: exporter, namespace: monitoring}}
+        spec:
+          template:
+            spec:
+              hostNetwork: true
+              {spec}
+              containers:
+                - name: exporter
+                  args: ["--web.listen-address=:9100", "--path.rootfs=/host"]
+                  livenessProbe: {{httpGet: {{port: 9100, path: /}}}}
+                  ports: [{declared}]
+        """)
+
+
+def test_host_port_captures_an_undeclared_host_network_port(lint):
+    report = lint(silent_exporter(), workload("proxy", 9100, spec="nodeSelector: {pool: b}\n"), nodes=THREE_NODES)
     [finding] = rule(report, "host-port-host-network-capture")
     assert finding.subject.name == "proxy" and "(n3)" in finding.message
-    assert finding.related[0].line == 9
+    assert "without declaring it" in finding.message and "--web.listen-address" in finding.message
+    assert [(r.line, r.column) for r in finding.related] == [(11, 18)]  # the args item
+    assert rule(report, "host-port-conflict") == [], "the scheduler cannot see an undeclared port"
 
 
-def test_host_port_and_host_network_kept_apart(lint):
-    report = lint(workload("exporter", 9100, kind="DaemonSet", host_network=True, spec="nodeSelector: {pool: a}\n"),
+def test_declared_host_network_port_is_left_to_the_scheduler(lint):
+    report = lint(silent_exporter(declared="{containerPort: 9100}"), workload("proxy", 9100))
+    assert rule(report, "host-port-host-network-capture") == []
+    assert len(rule(report, "host-port-conflict")) == 2
+
+
+def test_undeclared_port_kept_apart_by_placement(lint):
+    report = lint(silent_exporter(spec="nodeSelector: {pool: a}"),
                   workload("proxy", 9100, spec="nodeSelector: {pool: b}\n"), nodes=THREE_NODES)
     assert rule(report, "host-port-host-network-capture") == []
-    report = lint(workload("exporter", 9100, host_network=True, spec="nodeName: n1\n"),
-                  workload("proxy", 9100, spec="nodeName: n2\n"))
+    report = lint(silent_exporter(spec="nodeName: n1"), workload("proxy", 9100, spec="nodeName: n2\n"))
     assert rule(report, "host-port-host-network-capture") == []
+
+
+def test_probe_ports_count_as_listening():
+    from kubelint_ports.loading import LoadResult, load_bytes
+    from kubelint_ports.model import build_cluster
+
+    result = LoadResult()
+    load_bytes(silent_exporter().replace('args: ["--web.listen-address=:9100", "--path.rootfs=/host"]',
+                                         "args: [--port, '8080']").encode(), "m.yaml", result)
+    cluster, _ = build_cluster(result.documents)
+    assert [(p.port, p.source) for p in cluster.workloads[0].silent_ports] == [
+        (8080, "--port"), (9100, "its livenessProbe")]
 
 
 # --- node-reserved-port ----------------------------------------------------------------------------
@@ -338,3 +376,31 @@ def test_port_map_with_inventory_lists_each_eligible_node(tmp_path):
     nodes.write_text(THREE_NODES)
     cluster, _, _ = load_cluster([str(path)], LintOptions(node_files=(str(nodes),)))
     assert list(build_port_map(cluster)) == ["n1", "n2"]
+
+
+def test_service_capture_needs_a_wildcard_host_ip(lint):
+    pod = workload("mysql-b", 3306, namespace="db", host_ip="127.0.0.1")
+    assert rule(lint(MYSQL_A, pod, proxy_mode="ipvs"), "host-port-service-port-capture") == []
+
+
+@pytest.mark.parametrize("deployment_spec, conflict", [
+    ("nodeSelector: {pool: a}\n", True),
+    ("nodeSelector: {pool: a, zone: z1}\n", True),   # stricter than the DaemonSet: still covered
+    ("nodeSelector: {pool: b}\n", False),
+    ("", False),                                     # may use nodes outside pool a
+    ("nodeSelector: {pool: a}\ntolerations: [{key: gpu, operator: Exists}]\n", False),  # tainted nodes too
+])
+def test_daemonset_with_a_selector_covers_stricter_workloads_without_inventory(lint, deployment_spec, conflict):
+    report = lint(workload("agent", 9000, kind="DaemonSet", spec="nodeSelector: {pool: a}\n"),
+                  workload("web", 9000, replicas=2, spec=deployment_spec))
+    findings = rule(report, "host-port-conflict")
+    assert bool(findings) is conflict
+    if conflict:
+        assert all("on nodes with pool=a" in f.message for f in findings)
+
+
+def test_conflict_names_only_contested_nodes(lint):
+    report = lint(workload("a", 7000, replicas=2, spec="nodeSelector: {pool: a}\n"),
+                  workload("b", 7000, spec="nodeName: n1\n"), nodes=THREE_NODES)
+    for finding in rule(report, "host-port-conflict"):
+        assert "(n1)" in finding.message and "n2" not in finding.message

@@ -7,9 +7,20 @@ Fixture folders, one per policy: `tests/policies/<ID>/`
   expected.txt  golden output of the fail fixtures (see below)
   options.json  optional options for every run of the folder, e.g.
                 {"node_port_range": [20000, 22767]} (what `--node-port-range 20000-22767` sets).
-                Keys naming a LintOptions field (`node_files`: a node inventory kept in the
-                folder) go to LintOptions, the others to its cluster facts; the CLI test passes
-                them as the matching flags.
+                Keys naming a LintOptions field go to LintOptions, the others to its cluster
+                facts ({"proxy_mode": "ipvs"}); the CLI test passes them as the matching flags.
+                `node_files` (a node inventory, `--nodes`) and `cluster_files` (objects already
+                running, `--cluster`) list files kept in the folder, named so that the fail-*/
+                pass-* globs skip them: `nodes.inventory.yaml`, `running.cluster.yaml`.
+
+Cases: options.json applies to a whole folder, so a policy whose fixtures need different
+options (with and without a node inventory, two kube-proxy modes) splits them into case
+subfolders `tests/policies/<ID>/<case>/` (`[a-z0-9-]+`, one level deep). A case folder is a
+fixture folder like the one above: its own fail-*/pass-* runs, expected.txt (when it has fail
+fixtures) and options.json; it may hold only pass fixtures. Fixtures kept directly in the policy
+folder are one more case (the only one, for most policies). Across its cases a policy needs at
+least one fail and one pass fixture. The fixture tests run once per case (ids `KP301`,
+`KP301-inventory`), and paths in findings are relative to the case folder.
 
 Scheme: all fail-*.yaml files of a folder are linted together in ONE run, so a collision
 between two files (a Deployment here, the Service there) is a fail fixture like any other.
@@ -69,6 +80,8 @@ def policy_param(path: Path):
 
 
 POLICY_PARAMS = [policy_param(path) for path in POLICY_FILES]
+CASE_NAME = re.compile(r"[a-z0-9-]+")
+FIXTURE_NAME = re.compile(r"(fail|pass)-[a-z0-9-]+\.yaml|expected\.txt|options\.json")
 
 
 @functools.cache
@@ -146,6 +159,35 @@ def fixture_files(folder: Path, kind: str) -> tuple[str, ...]:
     return tuple(sorted(path.name for path in folder.glob(f"{kind}-*.yaml")))
 
 
+def fixture_cases(folder: Path) -> tuple[str, ...]:
+    """A policy folder's cases, relative to it: "" when fixtures sit in the folder itself, then
+    each case subfolder."""
+    if not folder.is_dir():
+        return ()
+    own = ("",) if fixture_files(folder, "fail") or fixture_files(folder, "pass") else ()
+    return own + tuple(sorted(path.name for path in folder.iterdir()
+                              if path.is_dir() and not path.name.startswith((".", "_"))))
+
+
+def case_params(kind: str | None = None, *, with_options: bool = False) -> list:
+    """(policy file, case) pairs; `kind`: only cases with such fixtures. A policy without fixtures
+    keeps one pair, skipped at run time (test_policy_has_fixtures reports it)."""
+    params = []
+    for path in POLICY_FILES:
+        policy_id = path.stem.split("-", 1)[0]
+        folder = FIXTURE_DIR / policy_id
+        cases = fixture_cases(folder)
+        if not cases and not with_options:
+            params.append(pytest.param(path, "", id=policy_id))
+        for case in cases:
+            if kind and not fixture_files(folder / case, kind):
+                continue
+            if with_options and not (folder / case / "options.json").is_file():
+                continue
+            params.append(pytest.param(path, case, id=f"{policy_id}-{case}" if case else policy_id))
+    return params
+
+
 @functools.cache
 def lint_fixtures(folder: Path, kind: str, use_options: bool = True) -> Report:
     """All `kind`-*.yaml files of a folder linted in one run, from inside the folder."""
@@ -156,12 +198,12 @@ def lint_fixtures(folder: Path, kind: str, use_options: bool = True) -> Report:
                           policies=all_policies())
 
 
-def fixture_folder(policy: Policy) -> Path:
-    """The policy's folder; when it is missing, test_policy_has_fixtures is the one failure."""
-    folder = FIXTURE_DIR / policy.id
-    if not folder.is_dir():
-        pytest.skip(f"no fixture folder for {policy.id} (reported by test_policy_has_fixtures)")
-    return folder
+def fixture_folder(policy: Policy, case: str = "") -> Path:
+    """A case folder of the policy; when the policy has none, test_policy_has_fixtures is the one
+    failure."""
+    if case not in fixture_cases(FIXTURE_DIR / policy.id):
+        pytest.skip(f"no fixtures for {policy.id} (reported by test_policy_has_fixtures)")
+    return FIXTURE_DIR / policy.id / case
 
 
 def lint_text(tmp_path: Path, name: str, text: str) -> Report:
@@ -222,12 +264,19 @@ def test_policy_has_fixtures(path: Path):
     policy = policy_for(path)
     folder = FIXTURE_DIR / policy.id
     assert folder.is_dir(), f"missing fixture folder {folder}"
-    assert fixture_files(folder, "fail"), f"{folder} needs at least one fail-*.yaml"
-    assert fixture_files(folder, "pass"), f"{folder} needs at least one pass-*.yaml"
-    assert (folder / "expected.txt").is_file() or UPDATE_GOLDEN, f"{folder} needs an expected.txt"
-    unknown = sorted(p.name for p in folder.iterdir() if p.name not in support_files(folder)
-                     and not re.fullmatch(r"(fail|pass)-[a-z0-9-]+\.yaml|expected\.txt|options\.json", p.name))
-    assert not unknown, f"unexpected files in {folder} (fixtures are fail-*.yaml / pass-*.yaml): {unknown}"
+    cases = [folder / case for case in fixture_cases(folder)]
+    assert any(fixture_files(case, "fail") for case in cases), f"{folder} needs at least one fail-*.yaml"
+    assert any(fixture_files(case, "pass") for case in cases), f"{folder} needs at least one pass-*.yaml"
+    for case in dict.fromkeys([folder, *cases]):
+        has_fail = bool(fixture_files(case, "fail"))
+        assert has_fail or fixture_files(case, "pass") or case == folder, f"case folder {case} holds no fixtures"
+        assert (case / "expected.txt").is_file() or not has_fail or UPDATE_GOLDEN, f"{case} needs an expected.txt"
+        assert has_fail or not (case / "expected.txt").is_file(), f"{case}: expected.txt without fail-*.yaml"
+        unknown = sorted(p.name for p in case.iterdir() if p.name not in support_files(case)
+                         and not (p.is_file() and FIXTURE_NAME.fullmatch(p.name))
+                         and not (p.is_dir() and case == folder and CASE_NAME.fullmatch(p.name)))
+        assert not unknown, (f"unexpected files in {case} (fixtures are fail-*.yaml / pass-*.yaml, "
+                             f"cases [a-z0-9-]+ subfolders of the policy folder): {unknown}")
 
 
 # (b) the documented examples behave as documented ------------------------------------------------
@@ -250,10 +299,10 @@ def test_docs_fix_passes(path: Path, tmp_path: Path):
 
 # (c) golden output of the fail fixtures ----------------------------------------------------------
 
-@pytest.mark.parametrize("path", POLICY_PARAMS)
-def test_fail_fixtures_match_golden(path: Path):
+@pytest.mark.parametrize("path, case", case_params("fail"))
+def test_fail_fixtures_match_golden(path: Path, case: str):
     policy = policy_for(path)
-    folder = fixture_folder(policy)
+    folder = fixture_folder(policy, case)
     report = lint_fixtures(folder, "fail")
     assert not report.diagnostics, f"fail fixtures must be valid input: {report.diagnostics}"
     actual = golden_lines(report, policy.id)
@@ -264,10 +313,10 @@ def test_fail_fixtures_match_golden(path: Path):
     assert actual == expected
 
 
-@pytest.mark.parametrize("path", POLICY_PARAMS)
-def test_every_fail_fixture_triggers_the_rule(path: Path):
+@pytest.mark.parametrize("path, case", case_params("fail"))
+def test_every_fail_fixture_triggers_the_rule(path: Path, case: str):
     policy = policy_for(path)
-    folder = fixture_folder(policy)
+    folder = fixture_folder(policy, case)
     findings = of_rule(lint_fixtures(folder, "fail"), policy.id)
     # A fail file may hold only the Service half of a cross-file collision: the finding is then
     # in its partner file, and this file must at least be one of the finding's related places.
@@ -276,12 +325,14 @@ def test_every_fail_fixture_triggers_the_rule(path: Path):
     assert not unused, f"fail fixtures that play no part in a {policy.id} finding: {unused}"
 
 
-@pytest.mark.parametrize("path", POLICY_PARAMS)
-def test_fail_findings_point_at_port_keys(path: Path):
+@pytest.mark.parametrize("path, case", case_params("fail"))
+def test_fail_findings_point_at_port_keys(path: Path, case: str):
     """Each position is a port key (or, for an incomplete entry, the entry itself), and the
     message names the number written there."""
     policy = policy_for(path)
-    folder = fixture_folder(policy)
+    if CHECKS[policy.check].function.__module__.endswith(".network"):
+        pytest.skip("CIDR rules point at CIDR settings: tests/test_network.py checks those positions")
+    folder = fixture_folder(policy, case)
     findings = of_rule(lint_fixtures(folder, "fail"), policy.id)
     assert findings
     for finding in findings:
@@ -303,36 +354,36 @@ def test_fail_findings_point_at_port_keys(path: Path):
 
 # (d) pass fixtures --------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("path", POLICY_PARAMS)
-def test_pass_fixtures_do_not_trigger_the_rule(path: Path):
+@pytest.mark.parametrize("path, case", case_params("pass"))
+def test_pass_fixtures_do_not_trigger_the_rule(path: Path, case: str):
     policy = policy_for(path)
-    report = lint_fixtures(fixture_folder(policy), "pass")
+    report = lint_fixtures(fixture_folder(policy, case), "pass")
     assert not report.diagnostics, report.diagnostics
     assert not of_rule(report, policy.id), show(of_rule(report, policy.id))
 
 
-@pytest.mark.parametrize("path", [param for param in POLICY_PARAMS
-                                  if (FIXTURE_DIR / param.id / "options.json").is_file()])
-def test_options_json_matters(path: Path):
+@pytest.mark.parametrize("path, case", case_params(with_options=True))
+def test_options_json_matters(path: Path, case: str):
     """A folder's options.json must change the outcome, or the fixtures do not test the option.
     (KP204's folder does both: its pass fixtures fail and its golden differs without it.)"""
     policy = policy_for(path)
-    folder = fixture_folder(policy)
-    without_fail = golden_lines(lint_fixtures(folder, "fail", use_options=False), policy.id)
-    without_pass = of_rule(lint_fixtures(folder, "pass", use_options=False), policy.id)
-    with_fail = golden_lines(lint_fixtures(folder, "fail"), policy.id)
+    folder = fixture_folder(policy, case)
+    has_fail, has_pass = fixture_files(folder, "fail"), fixture_files(folder, "pass")  # a case may lack one
+    without_fail = has_fail and golden_lines(lint_fixtures(folder, "fail", use_options=False), policy.id)
+    without_pass = has_pass and of_rule(lint_fixtures(folder, "pass", use_options=False), policy.id)
+    with_fail = has_fail and golden_lines(lint_fixtures(folder, "fail"), policy.id)
     assert without_pass or without_fail != with_fail, "the fixtures give the same result without options.json"
 
 
-@pytest.mark.parametrize("path", POLICY_PARAMS)
-def test_cli_text_output_matches_golden(path: Path):
+@pytest.mark.parametrize("path, case", case_params("fail"))
+def test_cli_text_output_matches_golden(path: Path, case: str):
     """The golden files are what `kubelint-ports lint` prints (options.json as CLI flags)."""
     from typer.testing import CliRunner
 
     from kubelint_ports.cli import app
 
     policy = policy_for(path)
-    folder = fixture_folder(policy)
+    folder = fixture_folder(policy, case)
     args = ["lint", "--no-color", *cli_flags(folder), *fixture_files(folder, "fail")]
     with working_directory(folder):
         result = CliRunner().invoke(app, args)

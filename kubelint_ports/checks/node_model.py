@@ -10,7 +10,7 @@ from typing import Any
 from kubelint_ports.checks import Hit, Related, register
 from kubelint_ports.model import Cluster, Service, Workload
 from kubelint_ports.model.allocation import ANY_NODE, Claimant, Conflict, allocate, cliques, conflicts
-from kubelint_ports.model.objects import HostClaim
+from kubelint_ports.model.objects import HostClaim, SilentPort
 
 MAX_RELATED = 10
 SCHEDULER_MESSAGE = "node(s) didn't have free ports for the requested pod ports"
@@ -62,11 +62,17 @@ def conflict_message(conflict: Conflict, claimant: Claimant, others: list[Claima
     outcome = (f"{pending} stay{'s' if conflict.pending == 1 else ''} Pending with '{SCHEDULER_MESSAGE}'. "
                f"Give them distinct host ports, or keep them on different nodes.")
     if conflict.nodes == [ANY_NODE]:
-        daemonsets = [c.workload for c in conflict.claimants if c.workload.is_daemonset]
-        names = ", ".join(str(d.ref) for d in daemonsets)
-        return (f"{port} is also needed by {others_text(others)}, but {names} run{'s' if len(daemonsets) == 1 else ''} "
-                f"on every node with no node constraint and hold{'s' if len(daemonsets) == 1 else ''} it there: "
-                f"{outcome}")
+        holders = [c.workload for c in conflict.claimants if c.workload.is_daemonset and c.workload is not workload]
+        if all(c.workload.is_daemonset for c in conflict.claimants):
+            return (f"{port} is also needed by {others_text(others)}: these DaemonSets run on the same nodes "
+                    f"and only one pod per node can hold the port, so on every such node {outcome}")
+        if workload.is_daemonset:
+            return (f"{port}: this DaemonSet{selector_text(workload)} holds it on every node that "
+                    f"{others_text(others)} may use: {outcome}")
+        names = ", ".join(f"{d.ref}{selector_text(d)}" for d in holders)
+        verb = "runs" if len(holders) == 1 else "run"
+        return (f"{port} is also needed by {others_text(others)}, but {names} {verb} on every node these pods may "
+                f"use and hold{'s' if len(holders) == 1 else ''} it there: {outcome}")
     where = node_list(conflict.nodes)
     if not others:
         return (f"{port}: this {workload.ref.kind} wants {workload.pods}, but only "
@@ -76,6 +82,13 @@ def conflict_message(conflict: Conflict, claimant: Claimant, others: list[Claima
     return (f"{port} ({workload.pods}) is also needed by {others_text(others)} on the same "
             f"{'node' if len(conflict.nodes) == 1 else 'nodes'} ({where}){pinned}; one pod per node fits, so "
             f"{outcome}")
+
+
+def selector_text(workload: Workload) -> str:
+    selector = workload.scheduling.node_selector
+    if not selector:
+        return " (no node constraint)"
+    return " (on nodes with " + ", ".join(f"{k}={v}" for k, v in sorted(selector.items())) + ")"
 
 
 def others_text(others: list[Claimant]) -> str:
@@ -89,36 +102,44 @@ def others_text(others: list[Claimant]) -> str:
 
 @register("host-port-host-network-capture", cross_object=True)
 def host_port_host_network_capture(cluster: Cluster, params: Mapping[str, Any]) -> Iterator[Hit]:
+    """A hostNetwork pod's declared ports are host ports: the scheduler keeps hostPort pods off
+    its node (host-port-conflict reports what cannot fit). Ports it listens on *without* declaring
+    them are invisible to the scheduler, and there the hostPort's DNAT wins."""
+    silent: dict[int, list[tuple[Workload, SilentPort]]] = defaultdict(list)
+    for workload in cluster.workloads:
+        for port in workload.silent_ports:
+            silent[port.port].append((workload, port))
+    if not silent:
+        return
     allocation = allocate(cluster)
-    for (protocol, port), claimants in allocation.groups.items():
-        if len(claimants) < 2:
+    for workload, claim in cluster.host_claims():
+        if claim.via != "hostPort" or claim.protocol != "TCP" or claim.port not in silent:
             continue
-        for _, clique in cliques(claimants):
-            host_network = [c for c in clique if c.claim.via == "hostNetwork"]
-            if not host_network:
-                continue
-            for dnat in (c for c in clique if c.claim.via == "hostPort"):
-                victims = [v for v in host_network if v.workload is not dnat.workload
-                           and allocation.may_share_node(dnat.workload, v.workload)]
-                if victims:
-                    yield from capture_hits(allocation, dnat, victims)
+        victims = [(host, port) for host, port in silent[claim.port]
+                   if host is not workload and allocation.may_share_node(workload, host)]
+        if victims:
+            yield from capture_hits(allocation, Claimant(workload, claim), victims)
 
 
-def capture_hits(allocation, dnat: Claimant, victims: list[Claimant]) -> Iterator[Hit]:
-    victim = victims[0]
-    shared = allocation.shared_nodes(dnat.workload, victim.workload)
+def capture_hits(allocation, dnat: Claimant, victims: list[tuple[Workload, SilentPort]]) -> Iterator[Hit]:
+    host, silent = victims[0]
+    shared = allocation.shared_nodes(dnat.workload, host)
     where = f" ({node_list(shared)})" if shared else ""
     more = f" (and {len(victims) - 1} more)" if len(victims) > 1 else ""
-    message = (f"{port_text(dnat.claim)} (container '{dnat.claim.container}') and the hostNetwork pod "
-               f"{victim.workload.ref}{where_running(victim.workload)}{more}, which listens on port {victim.claim.port}, "
-               f"can run on the same nodes{where}: where both run, the portmap DNAT sends the port's traffic to "
-               f"{dnat.workload.ref}, not to the host process. Use another hostPort, or keep them on different nodes.")
+    message = (f"{port_text(dnat.claim)} (container '{dnat.claim.container}'): the hostNetwork pod "
+               f"{host.ref}{where_running(host)}{more} listens on port {silent.port} ({silent.source}) without "
+               f"declaring it, so the scheduler cannot keep the two apart; on the nodes both can run on{where}, the "
+               f"portmap DNAT sends that port's traffic to {dnat.workload.ref} instead of the host process. Declare "
+               f"containerPort {silent.port} on {host.ref.name} (then the scheduler keeps them apart), or use "
+               f"another hostPort.")
+    related = tuple(Related(h, p.field_path, f"port {p.port} of hostNetwork {h.ref} ({p.source})")
+                    for h, p in victims[:MAX_RELATED])
     if not dnat.workload.live:
-        yield Hit(dnat.workload, dnat.claim.field_path, message,
-                  tuple(claimant_related(v) for v in victims[:MAX_RELATED]), port=dnat.claim.port)
+        yield Hit(dnat.workload, dnat.claim.field_path, message, related, port=dnat.claim.port)
     else:
-        for v in victims:
-            yield Hit(v.workload, v.claim.field_path, message, (claimant_related(dnat),), port=v.claim.port)
+        for h, p in victims:
+            if not h.live:
+                yield Hit(h, p.field_path, message, (claimant_related(dnat),), port=p.port)
 
 
 # --- node-reserved-port ---------------------------------------------------------------------------
@@ -182,7 +203,8 @@ def host_port_service_port_capture(cluster: Cluster, params: Mapping[str, Any]) 
                 by_port[(service_port.protocol, service_port.port)].append((service, service_port))
     allocation = allocate(cluster) if cluster.nodes is not None else None
     for workload, claim in cluster.host_claims():
-        if claim.via != "hostPort":
+        # portmap adds `-d hostIP` to the DNAT rule of a hostPort with a hostIP: no Service IP matches.
+        if claim.via != "hostPort" or claim.host_ip != "0.0.0.0":
             continue
         for service, service_port in by_port.get((claim.protocol, claim.port), ()):
             if selects_itself(service, service_port, workload, claim):

@@ -125,21 +125,40 @@ def unconstrained_daemonset(workload: Workload) -> bool:
             and scheduling.required_terms is None)
 
 
+def covers(daemonset: Workload, other: Workload) -> bool:
+    """Without an inventory: the DaemonSet provably runs on every node `other` may use.
+
+    True when the DaemonSet is limited only by a nodeSelector that `other`'s nodeSelector repeats
+    (or is stricter than), and `other` tolerates nothing the DaemonSet does not (so no tainted
+    node is open to `other` alone)."""
+    ds, scheduling = daemonset.scheduling, other.scheduling
+    if not daemonset.is_daemonset or ds.node_name or ds.required_terms is not None:
+        return False
+    if any(scheduling.node_selector.get(key) != value for key, value in ds.node_selector.items()):
+        return False
+    ds_tolerations = set(ds.tolerations) | set(placement.DAEMONSET_TOLERATIONS)
+    return all(toleration in ds_tolerations for toleration in scheduling.tolerations)
+
+
 def conflicts_without_inventory(protocol: str, port: int, host_ip: str, clique: list[Claimant]) -> Iterator[Conflict]:
-    everywhere = [c for c in clique if unconstrained_daemonset(c.workload)]
+    covered: dict[int, list[Claimant]] = {}  # claimant index -> the DaemonSets that cover it
+    for index, claimant in enumerate(clique):
+        daemonsets = [d for d in clique if d is not claimant and covers(d.workload, claimant.workload)]
+        if daemonsets:
+            covered[index] = daemonsets
+    if covered:
+        involved = unique_workloads([c for i in sorted(covered) for c in (clique[i], *covered[i])])
+        # Counted per node: each DaemonSet wants one pod there, each covered workload all of its
+        # pods, and only one of them can hold the port.
+        demand = sum(1 if c.workload.is_daemonset else pods_wanted(c.workload) for c in involved)
+        pending = demand - 1
+        yield Conflict(protocol, port, host_ip, involved, [ANY_NODE], pending, demand, True)
+        return
     pinned: dict[str, list[Claimant]] = defaultdict(list)
     for claimant in clique:
-        if claimant not in everywhere:
-            node = placement.pinned_node(claimant.workload.scheduling)
-            if node:
-                pinned[node].append(claimant)
-    if everywhere and len(clique) > 1:
-        # A DaemonSet with no node constraint holds the port on every node: nobody else fits.
-        # Counted per node: every DaemonSet wants one pod there, the others want all theirs.
-        others = [c for c in clique if c not in everywhere]
-        demand = len(everywhere) + sum(pods_wanted(c.workload) for c in others)
-        yield Conflict(protocol, port, host_ip, clique, [ANY_NODE], demand - 1, demand, True)
-        return
+        node = placement.pinned_node(claimant.workload.scheduling)
+        if node:
+            pinned[node].append(claimant)
     for node, on_node in sorted(pinned.items()):
         demand = sum(pods_wanted(c.workload) for c in on_node)
         if demand > 1:
@@ -166,8 +185,18 @@ def conflicts_on_nodes(allocation: Allocation, protocol: str, port: int, host_ip
         placed = max_placement(allocation, flexible, set(fixed_count))
         pending = fixed_pending + sum(pods_wanted(c.workload) for c in flexible) - placed
         if pending > 0:
-            nodes = sorted({name for c in component for name in allocation.eligible(c.workload)})
-            yield Conflict(protocol, port, host_ip, component, nodes, pending, demand)
+            yield Conflict(protocol, port, host_ip, component, contested_nodes(allocation, component), pending, demand)
+
+
+def contested_nodes(allocation: Allocation, component: list[Claimant]) -> list[str]:
+    """Nodes more than one claimant may use (for a lone workload, all of its nodes)."""
+    counts: dict[str, int] = defaultdict(int)
+    for claimant in component:
+        for name in allocation.eligible(claimant.workload):
+            counts[name] += 1
+    if len(component) == 1:
+        return sorted(counts)
+    return sorted(name for name, count in counts.items() if count > 1) or sorted(counts)
 
 
 def connected(allocation: Allocation, clique: list[Claimant]) -> list[list[Claimant]]:

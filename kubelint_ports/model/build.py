@@ -9,11 +9,14 @@ from kubelint_ports.findings import Diagnostic, ObjectRef
 from kubelint_ports.loading import Document, node_location
 from kubelint_ports.loading import yamltree as yt
 from kubelint_ports.model import placement
+from kubelint_ports.model.network import read_network
 from kubelint_ports.model.objects import (
     DEFAULT_NODE_PORT_RANGE,
     WILDCARD_HOST_IP,
     Cluster,
     ClusterFacts,
+    ContainerPort,
+    SilentPort,
     HostClaim,
     InvalidPort,
     Service,
@@ -58,6 +61,12 @@ def build_cluster(documents: Iterable[Document], facts: ClusterFacts = ClusterFa
         cluster.nodes = []
         for document in node_documents:
             guarded(add_node, document, cluster, diagnostics)
+    cluster.network, network_diagnostics = read_network(documents + live_documents, cluster, facts,
+                                                        live=live_documents)
+    diagnostics += network_diagnostics
+    cluster.proxy_mode = facts.proxy_mode or cluster.network.proxy_mode
+    if facts.node_port_range is None and cluster.network.node_port_range is not None:
+        cluster.node_port_range = cluster.network.node_port_range
     return cluster, diagnostics
 
 
@@ -199,6 +208,8 @@ def read_workload(document: Document, ref: ObjectRef) -> Workload:
     host_network = yt.as_bool(yt.get(pod_spec, "hostNetwork"))
     reader = PortReader()
     claims: list[HostClaim] = []
+    declared: list[ContainerPort] = []
+    silent: list[SilentPort] = []
     for containers_key in ("containers", "initContainers"):
         containers = yt.items(yt.get(pod_spec, containers_key), containers_key)
         for index, container in enumerate(containers):
@@ -208,17 +219,63 @@ def read_workload(document: Document, ref: ObjectRef) -> Workload:
                 continue
             container_path = f"{pod_spec_path}.{containers_key}[{index}]"
             name = yt.as_str(yt.get(container, "name"))
-            claims.extend(read_container_ports(container, container_path, name, host_network, reader))
+            claims.extend(read_container_ports(container, container_path, name, host_network, reader, declared))
+            if host_network:
+                silent.extend(listening_ports(container, container_path, name))
     template_metadata = "metadata" if ref.kind == "Pod" else pod_spec_path.rpartition(".")[0] + ".metadata"
     labels = yt.to_plain(yt.mapping(at(root, template_metadata + ".labels"), "labels")) or {}
     scheduling = placement.scheduling_from_pod_spec(
         {key: yt.to_plain(yt.get(pod_spec, key)) for key in SCHEDULING_FIELDS})
     return Workload(document, ref, pod_spec_path, replicas, host_network, tuple(claims),
-                    {str(k): str(v) for k, v in labels.items()}, scheduling, tuple(reader.invalid))
+                    {str(k): str(v) for k, v in labels.items()}, scheduling, tuple(reader.invalid),
+                    container_ports=tuple(declared), silent_ports=undeclared(silent, declared))
+
+
+PROBES = ("livenessProbe", "readinessProbe", "startupProbe")
+# `--port=8080`, `--metrics-bind-address=0.0.0.0:8080`, `--listen :9100`, `--web.listen-address=:9100`
+_LISTEN_FLAG = re.compile(r"--?[a-z0-9._-]*(port|address|addr|listen|bind)[a-z0-9._-]*", re.IGNORECASE)
+_LISTEN_VALUE = re.compile(r"(?:\[?[0-9a-zA-Z.:_-]*\]?:)?([0-9]{1,5})")
+
+
+def listening_ports(container: yt.Node, container_path: str, name: str) -> list[SilentPort]:
+    """Ports a hostNetwork container shows it listens on: listen flags first (they name the
+    listener), then probe ports."""
+    found = []
+    for key in ("command", "args"):
+        node = yt.get(container, key)
+        words = node.value if isinstance(node, yt.SequenceNode) else []
+        for index, word in enumerate(words):
+            if not isinstance(word, yt.ScalarNode):
+                continue
+            flag, equals, value = word.value.partition("=")
+            if not equals and index + 1 < len(words) and isinstance(words[index + 1], yt.ScalarNode):
+                value = words[index + 1].value  # `--port 8080`
+            if _LISTEN_FLAG.fullmatch(flag) and (match := _LISTEN_VALUE.fullmatch(value.strip())):
+                port = int(match.group(1))
+                if 1 <= port <= 65535:
+                    found.append(SilentPort(port, flag, name, f"{container_path}.{key}[{index}]"))
+    for probe in PROBES:
+        for handler in ("httpGet", "tcpSocket", "grpc"):
+            node = at(container, f"{probe}.{handler}.port")
+            if node is not None and yt.scalar_type(node) == yt.INT:
+                port = yt.parse_int(node.value)
+                if port and 1 <= port <= 65535:
+                    found.append(SilentPort(port, f"its {probe}", name, f"{container_path}.{probe}.{handler}.port"))
+    return found
+
+
+def undeclared(silent: list[SilentPort], declared: list[ContainerPort]) -> tuple[SilentPort, ...]:
+    """Only the ports the scheduler does not see: declared ones are host ports already."""
+    seen = {p.container_port for p in declared if p.protocol == "TCP"}
+    unique: dict[int, SilentPort] = {}
+    for port in silent:
+        if port.port not in seen:
+            unique.setdefault(port.port, port)
+    return tuple(unique.values())
 
 
 def read_container_ports(container: yt.Node, container_path: str, name: str, host_network: bool,
-                         reader: PortReader) -> list[HostClaim]:
+                         reader: PortReader, declared: list[ContainerPort]) -> list[HostClaim]:
     claims = []
     for index, entry in enumerate(yt.items(yt.get(container, "ports"), f"{container_path}.ports")):
         entry = yt.mapping(entry, "a container port")
@@ -228,6 +285,8 @@ def read_container_ports(container: yt.Node, container_path: str, name: str, hos
         protocol = reader.protocol(entry, path)
         port_name = yt.as_str(yt.get(entry, "name"))
         host_ip = yt.as_str(yt.get(entry, "hostIP"), WILDCARD_HOST_IP) or WILDCARD_HOST_IP
+        declared.append(ContainerPort(name, path, port_name, container_port,
+                                      container_port if host_network else host_port, protocol, host_ip))
         if yt.get(entry, "containerPort") is None:
             what = f"hostPort {host_port} has no containerPort" if host_port else "a container port needs a containerPort"
             reader.flag(f"{path}.hostPort" if host_port else path,

@@ -43,6 +43,30 @@ class HostClaim:
 
 
 @dataclass(frozen=True, slots=True)
+class ContainerPort:
+    """A declared container port, host port or not (what declarative policies see)."""
+
+    container: str
+    field_path: str  # the port entry
+    name: str
+    container_port: int | None
+    host_port: int | None
+    protocol: str
+    host_ip: str
+
+
+@dataclass(frozen=True, slots=True)
+class SilentPort:
+    """A port a hostNetwork pod listens on without declaring it (a probe port, a listen flag):
+    the scheduler cannot see it, so nothing keeps hostPort pods off its nodes."""
+
+    port: int
+    source: str  # "its livenessProbe", "--metrics-bind-address"
+    container: str
+    field_path: str
+
+
+@dataclass(frozen=True, slots=True)
 class InvalidPort:
     field_path: str
     message: str
@@ -62,6 +86,8 @@ class Workload:
     scheduling: Scheduling
     invalid_ports: tuple[InvalidPort, ...] = ()
     live: bool = False  # read from --cluster: already running, never the subject of a finding
+    container_ports: tuple[ContainerPort, ...] = ()
+    silent_ports: tuple[SilentPort, ...] = ()  # hostNetwork pods only
 
     @property
     def is_daemonset(self) -> bool:

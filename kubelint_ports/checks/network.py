@@ -1,0 +1,269 @@
+"""kube-proxy and CIDR rules: the cluster's own configuration (DOMAIN.md D and E, incident 002).
+
+Every rule reads `cluster.network` (model.network): kube-proxy configurations, Service and pod
+ranges with the place that states them, and values that are not CIDRs. Ranges are compared per
+IP family, so a dual-stack pair is two ranges and an IPv4 range never meets an IPv6 one.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from kubelint_ports.checks import Hit, Related, register
+from kubelint_ports.model import Cluster
+from kubelint_ports.model.network import CidrSource, NetworkConfig, ProxyConfig, cidr_text, family_name
+
+MAX_RELATED = 10
+KNOWN_MODES = ("ipvs", "iptables", "nftables")
+
+
+def network_of(cluster: Cluster) -> NetworkConfig | None:
+    return getattr(cluster, "network", None)
+
+
+def source_related(source: CidrSource, message: str = "") -> Related | None:
+    """A related place for a range; None for a command-line option (no file to point at)."""
+    if source.owner is None:
+        return None
+    return Related(source.owner, source.field_path, message or f"{source.label}: {source.text}")
+
+
+def related_places(entries) -> tuple[Related, ...]:
+    places = [entry for entry in entries if entry is not None]
+    return tuple(places[:MAX_RELATED])
+
+
+def more(count: int) -> str:
+    return f" (and {count} more)" if count > 0 else ""
+
+
+def pod_cidr_advice(network: NetworkConfig, proxy: ProxyConfig) -> str:
+    """`--cluster-cidr=10.244.0.0/16 (the pod CIDR, from ...)`, when other inputs know the pod CIDR."""
+    found = [(version, source) for version in (4, 6) if (source := network.cluster_pod_range(version)) is not None]
+    if not found:
+        return ""
+    first = found[0][1]
+    if all(source is first for _, source in found):
+        value = cidr_text(first.networks)  # one source for both families: keep its order
+    else:
+        value = ",".join(str(source.of_family(version)[0]) for version, source in found)
+    labels = " and ".join(dict.fromkeys(source.label for _, source in found))
+    setting = f"--cluster-cidr={value}" if proxy.from_flags else f"clusterCIDR: {value}"
+    return f"{setting} (the pod CIDR, from {labels})"
+
+
+# --- KP400 -----------------------------------------------------------------------------------
+
+@register("invalid-cidr")
+def invalid_cidr(cluster: Cluster, params: Mapping[str, Any]) -> Iterator[Hit]:
+    network = network_of(cluster)
+    if network is None:
+        return
+    for invalid in network.invalid:
+        if invalid.owner.live:
+            continue
+        yield Hit(invalid.owner, invalid.field_path, (
+            f"{invalid.label} {invalid.text!r} is not a valid CIDR: {invalid.problem}; {invalid.effect}. "
+            f"Write one range like 10.244.0.0/16, or a dual-stack pair like 10.244.0.0/16,fd00:10:244::/56."))
+
+
+# --- KP401 -----------------------------------------------------------------------------------
+
+@register("kube-proxy-cluster-cidr-missing")
+def kube_proxy_cluster_cidr_missing(cluster: Cluster, params: Mapping[str, Any]) -> Iterator[Hit]:
+    network = network_of(cluster)
+    if network is None:
+        return
+    for proxy in network.proxies:
+        if proxy.owner.live or not proxy.missing_cluster_cidr:
+            continue
+        if not proxy.uses_cluster_cidr or proxy.masquerade_all:
+            continue  # local traffic is told apart another way, or everything is masqueraded anyway
+        mode = proxy.effective_mode
+        variant = mode if mode in KNOWN_MODES else "unknown"
+        if mode == "ipvs":
+            harm = ("kube-proxy in ipvs mode writes no masquerade rule for ClusterIP traffic, so node processes "
+                    "and hostNetwork pods on these nodes reach no Service at all: their packets leave with the "
+                    "ClusterIP as source and the reply never comes back (incident 002)")
+        else:
+            harm = (f"kube-proxy ({mode} mode) cannot tell pod traffic from other traffic, so Service traffic "
+                    f"from node processes and hostNetwork pods is not masqueraded and replies may take another "
+                    f"path [INFERRED]")
+        advice = pod_cidr_advice(network, proxy)
+        fix = f"Set {advice}" if advice else (
+            f"Set {proxy.cluster_cidr_setting} to the cluster's pod CIDR (not the Service CIDR)")
+        ignored = [flag for flag in proxy.ignored_flags if flag.name == "cluster-cidr"]
+        note = ""
+        if ignored:
+            note = (f" The {ignored[0].text} flag of {proxy.launcher.ref if proxy.launcher else 'the DaemonSet'} "
+                    f"does not count: kube-proxy ignores it because --config is set.")
+        field_path = proxy.cluster_cidr_path or proxy.anchor_path
+        related = [Related(proxy.launcher, flag.field_path, f"ignored because of --config: {flag.text}")
+                   for flag in ignored if proxy.launcher is not None]
+        yield Hit(proxy.owner, field_path,
+                  f"{proxy.cluster_cidr_setting} is {'empty' if proxy.cluster_cidr_path else 'not set'} in "
+                  f"{proxy.label}: {harm}. {fix}.{note}",
+                  related_places(related), variant=variant)
+
+
+# --- KP402 -----------------------------------------------------------------------------------
+
+def checked_cluster_cidrs(proxy: ProxyConfig):
+    """The clusterCIDR ranges a rule may judge: written (not derived from podSubnet), valid, used."""
+    if proxy.owner.live or proxy.derived_from is not None or not proxy.cluster_cidr_known:
+        return ()
+    if not proxy.uses_cluster_cidr:
+        return ()
+    return proxy.cluster_cidrs
+
+
+@register("kube-proxy-cluster-cidr-overlaps-service-cidr", cross_object=True)
+def kube_proxy_cluster_cidr_overlaps_service_cidr(cluster: Cluster, params: Mapping[str, Any]) -> Iterator[Hit]:
+    network = network_of(cluster)
+    if network is None:
+        return
+    for proxy in network.proxies:
+        for cluster_range in checked_cluster_cidrs(proxy):
+            overlapping = [(source, service_range) for source in network.service_ranges
+                           for service_range in source.of_family(cluster_range.version)
+                           if cluster_range.overlaps(service_range)]
+            if not overlapping:
+                continue
+            first, first_range = overlapping[0]
+            if proxy.effective_mode == "ipvs":
+                harm = ("node processes and hostNetwork pods send to a ClusterIP from that ClusterIP, which lies in "
+                        "this range, so they are still not masqueraded and no Service answers them (the detour of "
+                        "incident 002)")
+            else:
+                harm = ("kube-proxy takes Service addresses for pod addresses and real pods for outside clients, so "
+                        "their Service traffic is masqueraded and backends see node IPs instead of pod IPs "
+                        "[INFERRED]")
+            advice = pod_cidr_advice(network, proxy)
+            yield Hit(proxy.owner, proxy.cluster_cidr_path or proxy.anchor_path, (
+                f"{proxy.cluster_cidr_setting} {cluster_range} in {proxy.label} overlaps the Service CIDR "
+                f"{first_range} ({first.label}){more(len(overlapping) - 1)}: {harm}. "
+                f"{'Set ' + advice if advice else 'Set it to the pod CIDR, not the Service CIDR'}."),
+                related_places(source_related(source, f"{source.label}: {r}") for source, r in overlapping))
+
+
+# --- KP403 -----------------------------------------------------------------------------------
+
+@register("kube-proxy-cluster-cidr-excludes-pod-cidr", cross_object=True)
+def kube_proxy_cluster_cidr_excludes_pod_cidr(cluster: Cluster, params: Mapping[str, Any]) -> Iterator[Hit]:
+    network = network_of(cluster)
+    if network is None:
+        return
+    for proxy in network.proxies:
+        cluster_ranges = checked_cluster_cidrs(proxy)
+        if not cluster_ranges:
+            continue
+        for version in (4, 6):
+            mine = [r for r in cluster_ranges if r.version == version]
+            outside = [(source, pod_range) for source in network.pod_ranges for pod_range in source.of_family(version)
+                       if not any(pod_range.subnet_of(r) for r in mine)]
+            if not outside:
+                continue
+            source, pod_range = outside[0]
+            others = f" (and {len(outside) - 1} more pod ranges)" if len(outside) > 1 else ""
+            if mine:
+                problem = (f"{source.label} {pod_range}{others} is not inside {proxy.cluster_cidr_setting} "
+                           f"{mine[0]} of {proxy.label}")
+            else:
+                problem = (f"{proxy.cluster_cidr_setting} {cidr_text(cluster_ranges)} of {proxy.label} has no "
+                           f"{family_name(version)} range, but {source.label} is {pod_range}{others}")
+            advice = pod_cidr_advice(network, proxy)
+            yield Hit(proxy.owner, proxy.cluster_cidr_path or proxy.anchor_path, (
+                f"{problem}: kube-proxy takes those pods for outside "
+                f"clients, so their Service traffic is masqueraded (backends and NetworkPolicies see the node's IP) "
+                f"and their traffic to LoadBalancer IPs of externalTrafficPolicy: Local Services is dropped on "
+                f"nodes without a local endpoint [INFERRED]. "
+                f"{'Set ' + advice if advice else 'Set it to the pod CIDR that holds every node podCIDR'}."),
+                related_places(source_related(s, f"{s.label}: {r}") for s, r in outside))
+
+
+# --- KP404 -----------------------------------------------------------------------------------
+
+@register("service-cidr-overlaps-pod-cidr", cross_object=True)
+def service_cidr_overlaps_pod_cidr(cluster: Cluster, params: Mapping[str, Any]) -> Iterator[Hit]:
+    """Reported at the Service range; at the pod range when the Service range is not in a linted file."""
+    network = network_of(cluster)
+    if network is None:
+        return
+    reported: dict[tuple[int, int], list] = {}  # (id of subject source, family) -> overlapping ranges
+    order: list[tuple[CidrSource, int]] = []
+    for service in network.service_ranges:
+        for service_range in service.networks:
+            for pod in network.pod_ranges:
+                for pod_range in pod.of_family(service_range.version):
+                    if not service_range.overlaps(pod_range):
+                        continue
+                    if service.reportable:
+                        subject, other, subject_range, other_range = service, pod, service_range, pod_range
+                    elif pod.reportable:
+                        subject, other, subject_range, other_range = pod, service, pod_range, service_range
+                    else:
+                        continue
+                    key = (id(subject), subject_range.version)
+                    if key not in reported:
+                        reported[key] = []
+                        order.append((subject, subject_range.version))
+                    reported[key].append((subject_range, other, other_range))
+    for subject, version in order:
+        overlaps = reported[(id(subject), version)]
+        subject_range, other, other_range = overlaps[0]
+        if subject.role == "service":
+            text = (f"Service CIDR {subject_range} ({subject.label}) overlaps the pod range {other_range} "
+                    f"({other.label})")
+        else:
+            text = (f"pod range {subject_range} ({subject.label}) overlaps the Service CIDR {other_range} "
+                    f"({other.label})")
+        yield Hit(subject.owner, subject.field_path, (
+            f"{text}{more(len(overlaps) - 1)}: a pod that gets an address a Service also uses is unreachable "
+            f"wherever kube-proxy handles that address (on every node in ipvs mode, where ClusterIPs are local), "
+            f"and routes to the two ranges conflict. Choose ranges that do not overlap."),
+            related_places(source_related(o, f"{o.label}: {r}") for _, o, r in overlaps))
+
+
+# --- KP405 -----------------------------------------------------------------------------------
+
+def proxy_setting(proxy: ProxyConfig) -> tuple[str, frozenset]:
+    return proxy.effective_mode, frozenset(proxy.cluster_cidrs)
+
+
+def describe_setting(proxy: ProxyConfig) -> str:
+    cidr = cidr_text(proxy.cluster_cidrs) if proxy.cluster_cidrs else "no clusterCIDR"
+    if proxy.cluster_cidrs:
+        cidr = f"clusterCIDR {cidr}"
+    return f"{proxy.effective_mode} mode with {cidr}"
+
+
+@register("kube-proxy-config-inconsistent", cross_object=True)
+def kube_proxy_config_inconsistent(cluster: Cluster, params: Mapping[str, Any]) -> Iterator[Hit]:
+    """Configurations that differ from the most common setting; on a tie, every configuration."""
+    network = network_of(cluster)
+    if network is None:
+        return
+    proxies = [proxy for proxy in network.proxies if proxy.cluster_cidr_known]
+    counts = Counter(proxy_setting(proxy) for proxy in proxies)
+    if len(counts) < 2:
+        return
+    ranked = counts.most_common()
+    majority = ranked[0][0] if ranked[0][1] > ranked[1][1] else None
+    for proxy in proxies:
+        setting = proxy_setting(proxy)
+        if proxy.owner.live or setting == majority:
+            continue
+        others = [other for other in proxies if proxy_setting(other) != setting]
+        first = others[0]
+        mode_differs = any(other.effective_mode != proxy.effective_mode for other in others)
+        field_path = (proxy.mode_path if mode_differs else proxy.cluster_cidr_path) or proxy.anchor_path
+        yield Hit(proxy.owner, field_path, (
+            f"kube-proxy configurations disagree: {proxy.label} runs {describe_setting(proxy)}, but {first.label} "
+            f"runs {describe_setting(first)}{more(len(others) - 1)}. Service traffic then behaves differently "
+            f"depending on the node a client is on (host-network clients may reach Services on some nodes only); "
+            f"make them agree, unless the node pools are meant to differ."),
+            related_places(Related(other.owner, (other.mode_path if mode_differs else other.cluster_cidr_path)
+                                   or other.anchor_path, f"{other.label}: {describe_setting(other)}")
+                           for other in others))

@@ -1,0 +1,263 @@
+"""Configuration files, exemptions, annotations, baselines and user policies."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from kubelint_ports.config import ConfigError, apply_rules, find_config, load_config
+from kubelint_ports.engine import lint_paths
+from kubelint_ports.findings import Severity
+from kubelint_ports.policies import PolicyError, builtin_policies, policies_with
+from kubelint_ports.suppressions import BaselineError, apply_exemptions, read_baseline, write_baseline
+
+ROOT = Path(__file__).resolve().parents[1]
+
+HOSTPORT = """\
+apiVersion: apps/v1
+kind: DaemonSet
+metadata:
+  name: node-exporter
+  namespace: monitoring
+  annotations: ANNOTATIONS
+spec:
+  template:
+    spec:
+      containers:
+        - name: exporter
+          ports:
+            - containerPort: 9100
+              hostPort: 31100
+"""
+
+
+def write(path: Path, text: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(textwrap.dedent(text))
+    return path
+
+
+# --- finding and validating the file -------------------------------------------------------------
+
+def test_config_is_found_from_a_subdirectory_upward(tmp_path):
+    config = write(tmp_path / ".kubelint-ports.yaml", "fail-on: warning\n")
+    (tmp_path / "a" / "b").mkdir(parents=True)
+    assert find_config(tmp_path / "a" / "b") == config.resolve()
+    assert load_config(start=tmp_path / "a" / "b").get("fail-on") == "warning"
+
+
+def test_pyproject_table_is_a_config(tmp_path):
+    write(tmp_path / "pyproject.toml", """\
+        [project]
+        name = "x"
+
+        [tool.kubelint-ports]
+        fail-on = "note"
+        paths = ["k8s"]
+        """)
+    config = load_config(start=tmp_path)
+    assert config.get("fail-on") == "note"
+    assert config.paths("paths") == [str(Path(config.path).parent / "k8s")]
+
+
+def test_no_config_is_an_empty_config(tmp_path):
+    assert load_config(start=tmp_path).data == {}
+
+
+@pytest.mark.parametrize("text, line, words", [
+    ("fail-on: warning\nunknown-key: 1\n", 2, "unknown key"),
+    ("fail-on: sometimes\n", 1, "fail-on"),
+    ("paths: k8s\n", 1, "paths"),
+    ("exemptions:\n  - rule: host-port\n    name: x\n", 2, "reason"),
+    ("charts:\n  - path: c\n    valuez: [a]\n", 3, "unknown key"),
+    ("rules: [\n", 2, "invalid YAML"),
+])
+def test_bad_config_is_a_clear_error_with_line(tmp_path, text, line, words):
+    path = write(tmp_path / ".kubelint-ports.yaml", text)
+    with pytest.raises(ConfigError) as raised:
+        load_config(str(path))
+    assert raised.value.line == line, raised.value
+    assert words in str(raised.value)
+
+
+def test_bad_pyproject_key_points_at_its_line(tmp_path):
+    write(tmp_path / "pyproject.toml", '[tool.kubelint-ports]\nfail-on = "error"\nbogus = 1\n')
+    with pytest.raises(ConfigError) as raised:
+        load_config(start=tmp_path)
+    assert raised.value.line == 3
+
+
+def test_missing_explicit_config_is_an_error(tmp_path):
+    with pytest.raises(ConfigError):
+        load_config(str(tmp_path / "nope.yaml"))
+
+
+# --- per-rule settings --------------------------------------------------------------------------
+
+def test_rules_off_severity_and_params(tmp_path):
+    path = write(tmp_path / ".kubelint-ports.yaml", """\
+        rules:
+          host-port: off
+          KP102: error
+          node-reserved-port:
+            severity: error
+            extra_ports: [{port: 4240, daemon: cilium-health}]
+        """)
+    policies = apply_rules(list(builtin_policies()), load_config(str(path)))
+    by_name = {p.name: p for p in policies}
+    assert "host-port" not in by_name
+    assert by_name["host-port-in-node-port-range"].severity is Severity.ERROR
+    reserved = by_name["node-reserved-port"]
+    assert reserved.severity is Severity.ERROR
+    assert reserved.params["extra_ports"] == [{"port": 4240, "daemon": "cilium-health"}]
+    assert reserved.params["ports"], "defaults kept"
+
+
+@pytest.mark.parametrize("rules, line, words", [
+    ("rules:\n  no-such-rule: off\n", 2, "unknown rule"),
+    ("rules:\n  node-reserved-port:\n    extra_ports: [{port: 70000, daemon: x}]\n", 3, "70000"),
+])
+def test_bad_rule_settings_are_errors(tmp_path, rules, line, words):
+    path = write(tmp_path / ".kubelint-ports.yaml", rules)
+    with pytest.raises(ConfigError) as raised:
+        apply_rules(list(builtin_policies()), load_config(str(path)))
+    assert raised.value.line == line and words in str(raised.value)
+
+
+def test_exclude_globs(tmp_path):
+    path = write(tmp_path / ".kubelint-ports.yaml", "exclude: ['testdata', '*.generated.yaml']\n")
+    config = load_config(str(path))
+    assert config.excluded(str(tmp_path / "k8s" / "testdata" / "x.yaml"))
+    assert config.excluded(str(tmp_path / "k8s" / "app.generated.yaml"))
+    assert not config.excluded(str(tmp_path / "k8s" / "app.yaml"))
+
+
+# --- suppressions -------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("annotations, suppressed", [
+    ('{kubelint-ports.io/ignore: "host-port,KP102"}', {"KP101", "KP102"}),
+    ('{kubelint-ports.io/ignore: "kp101"}', {"KP101"}),
+    ('{kubelint-ports.io/ignore: "all"}', {"KP101", "KP102"}),
+    ("{}", set()),
+])
+def test_ignore_annotation(tmp_path, annotations, suppressed):
+    path = write(tmp_path / "m.yaml", HOSTPORT.replace("ANNOTATIONS", annotations))
+    report = lint_paths([str(path)])
+    assert {f.rule_id for f in report.findings if f.suppressed} == suppressed
+    for finding in report.findings:
+        assert finding.suppressed_by == ("inSource" if finding.suppressed else "")
+
+
+def test_ignore_reason_annotation(tmp_path):
+    annotations = '{kubelint-ports.io/ignore: host-port, kubelint-ports.io/ignore-reason: "node agent, reviewed"}'
+    path = write(tmp_path / "m.yaml", HOSTPORT.replace("ANNOTATIONS", annotations))
+    [finding] = [f for f in lint_paths([str(path)]).findings if f.rule_id == "KP101"]
+    assert finding.suppressed == "node agent, reviewed"
+
+
+def test_config_exemptions_by_glob(tmp_path):
+    path = write(tmp_path / ".kubelint-ports.yaml", """\
+        exemptions:
+          - rule: host-port
+            namespace: monitor*
+            name: node-*
+            reason: node agents need the host port
+        """)
+    manifest = write(tmp_path / "m.yaml", HOSTPORT.replace("ANNOTATIONS", "{}"))
+    findings = apply_exemptions(lint_paths([str(manifest)]).findings, load_config(str(path)).exemptions)
+    [exempt] = [f for f in findings if f.suppressed]
+    assert exempt.rule_id == "KP101" and exempt.suppressed_by == "external"
+    assert exempt.suppressed == "node agents need the host port"
+
+
+def test_baseline_survives_line_shifts_and_reports_only_new_findings(tmp_path):
+    manifest = write(tmp_path / "m.yaml", HOSTPORT.replace("ANNOTATIONS", "{}"))
+    baseline = tmp_path / "baseline.json"
+    assert write_baseline(lint_paths([str(manifest)]).findings, str(baseline)) == 2
+    manifest.write_text("# a comment\n\n" + manifest.read_text().replace(
+        "              hostPort: 31100\n",
+        "              hostPort: 31100\n            - containerPort: 9101\n              hostPort: 9101\n"))
+    findings = apply_exemptions(lint_paths([str(manifest)]).findings, (), read_baseline(str(baseline)))
+    assert {(f.rule_id, f.port) for f in findings if not f.suppressed} == {("KP101", 9101)}
+    assert all(f.suppressed == "in the baseline" for f in findings if f.port == 31100)
+
+
+def test_bad_baseline_is_an_error(tmp_path):
+    (tmp_path / "b.json").write_text("[1, 2]")
+    with pytest.raises(BaselineError):
+        read_baseline(str(tmp_path / "b.json"))
+    with pytest.raises(BaselineError):
+        read_baseline(str(tmp_path / "missing.json"))
+
+
+# --- user policies ------------------------------------------------------------------------------
+
+def test_example_user_policies_load_and_fire(tmp_path):
+    policies = policies_with([ROOT / "examples" / "policies"])
+    declarative = next(p for p in policies if p.id == "KP901")
+    path = write(tmp_path / "m.yaml", HOSTPORT.replace("ANNOTATIONS", "{}"))
+    [finding] = [f for f in lint_paths([str(path)], policies=[declarative]).findings]
+    assert "ingress" in finding.message and finding.location.line == 14
+    allowed = HOSTPORT.replace("ANNOTATIONS", "{}").replace("monitoring", "ingress").replace("31100", "8080")
+    assert lint_paths([str(write(tmp_path / "ok.yaml", allowed))], policies=[declarative]).findings == []
+
+
+def test_service_port_declarative_policy(tmp_path):
+    policy_dir = tmp_path / "policies"
+    write(policy_dir / "KP950-no-nodeports-for-tenants.yaml", """\
+        id: KP950
+        name: no-nodeports-for-tenants
+        severity: error
+        summary: Tenant namespaces may not expose NodePorts (incident 003's advice)
+        check: port-schema
+        params:
+          target: service-port
+          message: tenants get no nodePorts; use an Ingress
+          schema:
+            if: {properties: {namespace: {pattern: "^tenant-"}}}
+            then: {properties: {nodePort: {type: "null"}, type: {enum: [ClusterIP]}}}
+        docs:
+          what: Flags Services with nodePorts in tenant namespaces.
+          why: A tenant's nodePort can take a host process's traffic on every node.
+          example: "apiVersion: v1"
+          fix: "apiVersion: v1"
+          references: [https://kubernetes.io/docs/concepts/policy/resource-quotas/]
+        """)
+    [policy] = [p for p in policies_with([policy_dir]) if p.id == "KP950"]
+    manifest = write(tmp_path / "svc.yaml", """\
+        apiVersion: v1
+        kind: Service
+        metadata: {name: web, namespace: tenant-a}
+        spec:
+          type: NodePort
+          ports: [{port: 80, nodePort: 30080}]
+        """)
+    [finding] = lint_paths([str(manifest)], policies=[policy]).findings
+    assert finding.rule_id == "KP950" and finding.location.line == 6
+
+
+@pytest.mark.parametrize("text, line, words", [
+    ("id: KP101\nname: mine\n", 1, "already used"),
+    ("check: nope\n", 5, "unknown check"),
+    ("params: {target: pods}\n", 6, "params"),
+    ("severity: fatal\n", 3, "severity"),
+])
+def test_broken_user_policy_is_a_clear_error(tmp_path, text, line, words):
+    base = {"id": "KP960", "name": "mine", "severity": "error", "summary": "A user policy for tests",
+            "check": "port-schema", "params": {"target": "container-port", "schema": {}, "message": "a message"},
+            "docs": {"what": "what it does", "why": "why it matters", "example": "apiVersion: v1",
+                     "fix": "apiVersion: v1", "references": ["https://example.com"]}}
+    import yaml
+
+    data = {**base, **yaml.safe_load(text)}
+    ordered = {key: data[key] for key in ("id", "name", "severity", "summary", "check", "params", "docs")}
+    path = tmp_path / "p" / "KP960-mine.yaml"
+    path.parent.mkdir()
+    path.write_text(yaml.safe_dump(ordered, sort_keys=False))
+    with pytest.raises(PolicyError) as raised:
+        policies_with([path.parent])
+    assert words in str(raised.value)
+    assert raised.value.line == line, raised.value
