@@ -404,3 +404,33 @@ def test_conflict_names_only_contested_nodes(lint):
                   workload("b", 7000, spec="nodeName: n1\n"), nodes=THREE_NODES)
     for finding in rule(report, "host-port-conflict"):
         assert "(n1)" in finding.message and "n2" not in finding.message
+
+
+@pytest.mark.parametrize("flag, listener", [
+    ("--port", True), ("--healthz-port", True), ("--web.listen-address", True),
+    ("--metrics-bind-address", True), ("--statsd.listen-tcp", True), ("-listen", True),
+    ("--report-interval", False), ("--kubelet-port", False), ("--redis-port", False),
+    ("--statsd.listen-udp", False), ("--config-dir", False), ("--support-email", False),
+])
+def test_listener_flags(flag, listener):
+    from kubelint_ports.model.build import listener_flag
+
+    assert listener_flag(flag) is listener
+
+
+def test_listener_bound_to_another_ip_is_left_alone(lint):
+    exporter = silent_exporter().replace('"--web.listen-address=:9100"', '"--web.listen-address=10.0.0.7:9100"')
+    exporter = exporter.replace("livenessProbe: {httpGet: {port: 9100, path: /}}", "livenessProbe: null")
+    assert rule(lint(exporter, workload("proxy", 9100, host_ip="10.0.0.9")), "host-port-host-network-capture") == []
+    assert len(rule(lint(exporter, workload("proxy", 9100, host_ip="10.0.0.7")), "host-port-host-network-capture")) == 1
+
+
+def test_two_word_flag_points_at_the_value():
+    from kubelint_ports.loading import LoadResult, load_bytes
+    from kubelint_ports.model import build_cluster
+
+    result = LoadResult()
+    load_bytes(silent_exporter().replace('args: ["--web.listen-address=:9100", "--path.rootfs=/host"]',
+                                         'args: ["--port", "4240"]').encode(), "m.yaml", result)
+    cluster, _ = build_cluster(result.documents)
+    assert cluster.workloads[0].silent_ports[0].field_path.endswith("args[1]")

@@ -116,9 +116,15 @@ def host_port_host_network_capture(cluster: Cluster, params: Mapping[str, Any]) 
         if claim.via != "hostPort" or claim.protocol != "TCP" or claim.port not in silent:
             continue
         victims = [(host, port) for host, port in silent[claim.port]
-                   if host is not workload and allocation.may_share_node(workload, host)]
+                   if host is not workload and bound_together(claim, port)
+                   and allocation.may_share_node(workload, host)]
         if victims:
             yield from capture_hits(allocation, Claimant(workload, claim), victims)
+
+
+def bound_together(claim: HostClaim, silent: SilentPort) -> bool:
+    """A hostPort on one IP leaves a listener bound to another IP alone."""
+    return claim.host_ip == "0.0.0.0" or not silent.address or silent.address == claim.host_ip
 
 
 def capture_hits(allocation, dnat: Claimant, victims: list[tuple[Workload, SilentPort]]) -> Iterator[Hit]:
@@ -128,7 +134,7 @@ def capture_hits(allocation, dnat: Claimant, victims: list[tuple[Workload, Silen
     more = f" (and {len(victims) - 1} more)" if len(victims) > 1 else ""
     message = (f"{port_text(dnat.claim)} (container '{dnat.claim.container}'): the hostNetwork pod "
                f"{host.ref}{where_running(host)}{more} listens on port {silent.port} ({silent.source}) without "
-               f"declaring it, so the scheduler cannot keep the two apart; on the nodes both can run on{where}, the "
+               f"declaring it, so the scheduler cannot keep the two apart: wherever both run{where}, the "
                f"portmap DNAT sends that port's traffic to {dnat.workload.ref} instead of the host process. Declare "
                f"containerPort {silent.port} on {host.ref.name} (then the scheduler keeps them apart), or use "
                f"another hostPort.")

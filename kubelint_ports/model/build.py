@@ -232,9 +232,21 @@ def read_workload(document: Document, ref: ObjectRef) -> Workload:
 
 
 PROBES = ("livenessProbe", "readinessProbe", "startupProbe")
-# `--port=8080`, `--metrics-bind-address=0.0.0.0:8080`, `--listen :9100`, `--web.listen-address=:9100`
-_LISTEN_FLAG = re.compile(r"--?[a-z0-9._-]*(port|address|addr|listen|bind)[a-z0-9._-]*", re.IGNORECASE)
-_LISTEN_VALUE = re.compile(r"(?:\[?[0-9a-zA-Z.:_-]*\]?:)?([0-9]{1,5})")
+# Listener flags name what they open: `--port`, `--healthz-port`, `--web.listen-address`,
+# `--metrics-bind-address`, `--statsd.listen-tcp`. Flags about a port the process connects to
+# (`--kubelet-port`, `--redis-port`) or a UDP listener are not TCP listeners.
+_LISTENER_ENDINGS = frozenset(("port", "address", "addr", "listen"))
+_CLIENT_WORDS = frozenset(("kubelet", "redis", "db", "database", "remote", "upstream", "target", "backend",
+                           "apiserver", "etcd", "master", "peer", "proxy", "dns", "service", "cluster", "api",
+                           "server", "endpoint", "url", "connect", "dial", "udp", "report", "support"))
+_LISTEN_VALUE = re.compile(r"(?:\[?([0-9a-fA-F.:]*)\]?:)?([0-9]{1,5})")
+
+
+def listener_flag(flag: str) -> bool:
+    words = [w for w in re.split(r"[-._]", flag.lstrip("-").lower()) if w]
+    if words and words[-1] == "tcp":
+        words = words[:-1]
+    return bool(words) and words[-1] in _LISTENER_ENDINGS and not _CLIENT_WORDS.intersection(words)
 
 
 def listening_ports(container: yt.Node, container_path: str, name: str) -> list[SilentPort]:
@@ -245,15 +257,18 @@ def listening_ports(container: yt.Node, container_path: str, name: str) -> list[
         node = yt.get(container, key)
         words = node.value if isinstance(node, yt.SequenceNode) else []
         for index, word in enumerate(words):
-            if not isinstance(word, yt.ScalarNode):
+            if not isinstance(word, yt.ScalarNode) or not word.value.startswith("-"):
                 continue
             flag, equals, value = word.value.partition("=")
+            value_index = index
             if not equals and index + 1 < len(words) and isinstance(words[index + 1], yt.ScalarNode):
-                value = words[index + 1].value  # `--port 8080`
-            if _LISTEN_FLAG.fullmatch(flag) and (match := _LISTEN_VALUE.fullmatch(value.strip())):
-                port = int(match.group(1))
+                value, value_index = words[index + 1].value, index + 1  # `--port 8080`
+            if listener_flag(flag) and (match := _LISTEN_VALUE.fullmatch(value.strip())):
+                port = int(match.group(2))
+                address = match.group(1) or ""
                 if 1 <= port <= 65535:
-                    found.append(SilentPort(port, flag, name, f"{container_path}.{key}[{index}]"))
+                    found.append(SilentPort(port, flag, name, f"{container_path}.{key}[{value_index}]",
+                                            "" if address in ("", "0.0.0.0", "::") else address))
     for probe in PROBES:
         for handler in ("httpGet", "tcpSocket", "grpc"):
             node = at(container, f"{probe}.{handler}.port")
@@ -297,8 +312,10 @@ def read_container_ports(container: yt.Node, container_path: str, name: str, hos
                 reader.flag(f"{path}.hostPort", f"hostPort {host_port} must equal containerPort "
                                                 f"{container_port} when hostNetwork is true")
             if container_port:
+                # An explicit hostPort is the number as the node sees it: point there when written.
+                key = "hostPort" if host_port == container_port else "containerPort"
                 claims.append(HostClaim(container_port, protocol, host_ip, "hostNetwork", name,
-                                        f"{path}.containerPort", container_port, port_name))
+                                        f"{path}.{key}", container_port, port_name))
         elif host_port:
             claims.append(HostClaim(host_port, protocol, host_ip, "hostPort", name, f"{path}.hostPort",
                                     container_port, port_name))

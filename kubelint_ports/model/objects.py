@@ -64,6 +64,7 @@ class SilentPort:
     source: str  # "its livenessProbe", "--metrics-bind-address"
     container: str
     field_path: str
+    address: str = ""  # the IP it is bound to, when a flag names one; "" = every address
 
 
 @dataclass(frozen=True, slots=True)
