@@ -56,6 +56,21 @@ def main_callback(
     """Keeps subcommands subcommands (typer would otherwise treat a lone command's name as a path)."""
 
 
+def helm_options(values: List[str], set_values: List[str], set_strings: List[str], release_name: Optional[str],
+                 namespace: Optional[str], kube_version: Optional[str], helm_binary: Optional[str],
+                 chart_root: Optional[str]):
+    """The Helm options, or None when none is given (the Helm module is then never imported)."""
+    if not any((values, set_values, set_strings, release_name, namespace, kube_version, helm_binary, chart_root)):
+        return None
+    if chart_root is not None and not Path(chart_root, "Chart.yaml").is_file():
+        raise typer.BadParameter(f"{chart_root!r} is not a chart directory (no Chart.yaml)", param_hint="--chart-root")
+    from kubelint_ports.loading.helm import HelmOptions
+
+    return HelmOptions(values=tuple(values), set=tuple(set_values), set_string=tuple(set_strings),
+                       release_name=release_name, namespace=namespace, kube_version=kube_version,
+                       helm_binary=helm_binary, chart_root=chart_root)
+
+
 def parse_port_range(text: str) -> tuple[int, int]:
     try:
         low_text, high_text = text.split("-")
@@ -69,7 +84,8 @@ def parse_port_range(text: str) -> tuple[int, int]:
 
 @app.command()
 def lint(
-    paths: List[str] = typer.Argument(..., help="Manifest files, directories (recursive: *.yaml, *.yml, *.json) "
+    paths: List[str] = typer.Argument(..., help="Manifest files, directories (recursive: *.yaml, *.yml, *.json; "
+                                                 "a directory with Chart.yaml is rendered as a Helm chart) "
                                                  "or - for standard input."),
     output_format: OutputFormat = typer.Option(OutputFormat.text, "--format", help="Report format."),
     output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write the report to this file."),
@@ -92,8 +108,26 @@ def lint(
                                            help="The cluster's pod CIDR, when the inputs do not say."),
     show_suppressed: bool = typer.Option(False, "--show-suppressed", help="Show suppressed findings in text output."),
     sarif_category: str = typer.Option("", "--sarif-category", help="SARIF automationDetails.id (a category)."),
+    values: List[str] = typer.Option([], "--values", "-f", metavar="FILE", rich_help_panel="Helm charts",
+                                     help="Values file for the charts linted (repeatable; later files win)."),
+    set_values: List[str] = typer.Option([], "--set", metavar="KEY=VALUE", rich_help_panel="Helm charts",
+                                         help="Set chart values like `helm --set` (repeatable)."),
+    set_strings: List[str] = typer.Option([], "--set-string", metavar="KEY=VALUE", rich_help_panel="Helm charts",
+                                          help="Set chart values as strings like `helm --set-string` (repeatable)."),
+    release_name: Optional[str] = typer.Option(None, "--release-name", rich_help_panel="Helm charts",
+                                               help="Release name for the charts (default: the chart's name)."),
+    namespace: Optional[str] = typer.Option(None, "--namespace", rich_help_panel="Helm charts",
+                                            help="Release namespace for the charts (default: Helm's, `default`)."),
+    kube_version: Optional[str] = typer.Option(None, "--kube-version", metavar="VERSION", rich_help_panel="Helm charts",
+                                               help="Kubernetes version the charts see (.Capabilities.KubeVersion)."),
+    helm_binary: Optional[str] = typer.Option(None, "--helm-binary", metavar="PATH", rich_help_panel="Helm charts",
+                                              help="Render charts with `PATH template` instead of the embedded engine."),
+    chart_root: Optional[str] = typer.Option(None, "--chart-root", metavar="DIR", rich_help_panel="Helm charts",
+                                             help="The chart that `helm template` output (on stdin or in a file) "
+                                                  "came from, to report template lines (default: the current "
+                                                  "directory or ./CHART_NAME)."),
 ) -> None:
-    """Lint Kubernetes manifests for port-allocation mistakes."""
+    """Lint Kubernetes manifests and Helm charts for port-allocation mistakes."""
     from kubelint_ports.engine import LintOptions, lint_paths
     from kubelint_ports.findings import Severity
     from kubelint_ports.formatters import FormatOptions, get_formatter
@@ -102,7 +136,9 @@ def lint(
     facts = ClusterFacts(node_port_range=parse_port_range(node_port_range) if node_port_range else None,
                          proxy_mode=proxy_mode.value if proxy_mode else None,
                          service_cidr=service_cidr, pod_cidr=pod_cidr)
-    options = LintOptions(facts=facts, node_files=tuple(nodes), cluster_files=tuple(cluster))
+    options = LintOptions(facts=facts, node_files=tuple(nodes), cluster_files=tuple(cluster),
+                          helm=helm_options(values, set_values, set_strings, release_name, namespace, kube_version,
+                                            helm_binary, chart_root))
     report = lint_paths(paths, options)
     stream = open(output, "w", encoding="utf-8", newline="\n") if output else sys.stdout
     try:
@@ -158,12 +194,33 @@ def ports(
     cluster: List[str] = typer.Option([], "--cluster", metavar="FILE", help="Objects already running."),
     output_format: PortsFormat = typer.Option(PortsFormat.text, "--format", help="Table format."),
     color: Optional[bool] = typer.Option(None, "--color/--no-color", help="Colour conflicts [default: on a terminal]."),
+    values: List[str] = typer.Option([], "--values", "-f", metavar="FILE", rich_help_panel="Helm charts",
+                                     help="Values file for the charts linted (repeatable; later files win)."),
+    set_values: List[str] = typer.Option([], "--set", metavar="KEY=VALUE", rich_help_panel="Helm charts",
+                                         help="Set chart values like `helm --set` (repeatable)."),
+    set_strings: List[str] = typer.Option([], "--set-string", metavar="KEY=VALUE", rich_help_panel="Helm charts",
+                                          help="Set chart values as strings like `helm --set-string` (repeatable)."),
+    release_name: Optional[str] = typer.Option(None, "--release-name", rich_help_panel="Helm charts",
+                                               help="Release name for the charts (default: the chart's name)."),
+    namespace: Optional[str] = typer.Option(None, "--namespace", rich_help_panel="Helm charts",
+                                            help="Release namespace for the charts (default: Helm's, `default`)."),
+    kube_version: Optional[str] = typer.Option(None, "--kube-version", metavar="VERSION", rich_help_panel="Helm charts",
+                                               help="Kubernetes version the charts see (.Capabilities.KubeVersion)."),
+    helm_binary: Optional[str] = typer.Option(None, "--helm-binary", metavar="PATH", rich_help_panel="Helm charts",
+                                              help="Render charts with `PATH template` instead of the embedded engine."),
+    chart_root: Optional[str] = typer.Option(None, "--chart-root", metavar="DIR", rich_help_panel="Helm charts",
+                                             help="The chart that `helm template` output (on stdin or in a file) "
+                                                  "came from, to report template lines (default: the current "
+                                                  "directory or ./CHART_NAME)."),
 ) -> None:
     """Show the host ports each node must give: hostPort, hostNetwork and nodePort claims, conflicts marked."""
     from kubelint_ports.engine import LintOptions, load_cluster
     from kubelint_ports.portmap import build_port_map, write_json, write_text
 
-    model, _, diagnostics = load_cluster(paths, LintOptions(node_files=tuple(nodes), cluster_files=tuple(cluster)))
+    options = LintOptions(node_files=tuple(nodes), cluster_files=tuple(cluster),
+                          helm=helm_options(values, set_values, set_strings, release_name, namespace, kube_version,
+                                            helm_binary, chart_root))
+    model, _, diagnostics = load_cluster(paths, options)
     for diagnostic in diagnostics:
         typer.echo(f"{diagnostic.location}: input-error {diagnostic.message}", err=True)
     port_map = build_port_map(model)

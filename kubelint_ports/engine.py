@@ -6,6 +6,7 @@ import gc
 from collections.abc import Iterable, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from kubelint_ports.checks import CHECKS, Hit
 from kubelint_ports.findings import Diagnostic, Finding, Location, Report
@@ -14,12 +15,16 @@ from kubelint_ports.model import Cluster, ClusterFacts, build_cluster
 from kubelint_ports.policies import Policy, builtin_policies
 from kubelint_ports.suppressions import annotation_reason
 
+if TYPE_CHECKING:  # not imported at run time: plain manifests never load the Helm module
+    from kubelint_ports.loading.helm import HelmOptions
+
 
 @dataclass(frozen=True, slots=True)
 class LintOptions:
     facts: ClusterFacts = ClusterFacts()
     node_files: tuple[str, ...] = ()  # --nodes: the inventory (`kubectl get nodes -o yaml`)
     cluster_files: tuple[str, ...] = ()  # --cluster: what already runs
+    helm: HelmOptions | None = None  # how charts render (--values, --set, ...); None: Helm's defaults
 
 
 def lint_paths(paths: Sequence[str], options: LintOptions = LintOptions(), *, stdin=None,
@@ -42,7 +47,7 @@ def load_cluster(paths: Sequence[str], options: LintOptions, *, stdin=None
                  ) -> tuple[Cluster, LoadResult, list[Diagnostic]]:
     """Every input read and modelled: linted manifests, running objects, the node inventory."""
     with collector_paused():
-        loaded = load(paths, stdin=stdin)
+        loaded = load(paths, stdin=stdin, helm=options.helm)
         live = load(options.cluster_files) if options.cluster_files else None
         inventory = load(options.node_files) if options.node_files else None
         cluster, model_diagnostics = build_cluster(
@@ -83,6 +88,13 @@ def run_checks(cluster: Cluster, policies: Iterable[Policy]) -> list[Finding]:
     return sorted(findings)
 
 
+def value_locations(document, field_path: str) -> tuple[Location, ...]:
+    """The values-file lines that set a rendered Helm object's field (none for plain manifests;
+    documents that are not `loading.Document`s, such as embedded configs, have no such method)."""
+    locate = getattr(document, "value_locations", None)
+    return locate(field_path) if locate is not None else ()
+
+
 def to_finding(hit: Hit, policy: Policy) -> Finding:
     document = hit.subject.document
     reason = annotation_reason(document, policy.id, policy.name)
@@ -94,7 +106,8 @@ def to_finding(hit: Hit, policy: Policy) -> Finding:
         message=hit.message,
         subject=hit.subject.ref,
         field_path=hit.field_path,
-        related=tuple(r.subject.document.location(r.field_path, r.message) for r in hit.related),
+        related=tuple(r.subject.document.location(r.field_path, r.message) for r in hit.related)
+        + value_locations(document, hit.field_path),
         template=document.origin,
         port=hit.port,
         suppressed=reason,

@@ -1,9 +1,12 @@
-"""Files, directories and standard input -> Kubernetes object documents with positions.
+"""Files, directories, standard input and Helm charts -> Kubernetes object documents with positions.
 
 libyaml's C composer (PyYAML `CSafeLoader`) builds the node tree: it keeps line/column marks,
 constructs no Python objects (so no tag can run code) and is the fastest marked path measured
 here (see README, design notes). Aliases are shared nodes, never copied, and a document whose
 aliases would expand past a budget is rejected before anything walks it.
+
+A directory holding `Chart.yaml` is a Helm chart: it is rendered (`loading.helm`, imported only
+then) and its raw `templates/` are never read as YAML.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ import os
 import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import yaml
 
@@ -20,11 +24,15 @@ from kubelint_ports.findings import Diagnostic, Location
 from kubelint_ports.loading import yamltree
 from kubelint_ports.loading.yamltree import MappingNode, Node, ScalarNode, SequenceNode
 
+if TYPE_CHECKING:
+    from kubelint_ports.loading.helm import HelmOptions
+
 MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
 MAX_FILE_BYTES = 64 * 1024 * 1024
 MAX_EXPANDED_NODES = 1_000_000
 STDIN = "-"
 STDIN_NAME = "<stdin>"
+CHART_FILE = "Chart.yaml"  # a directory holding it is a Helm chart
 
 _SOURCE_COMMENT = re.compile(rb"^# Source: ([^\r\n]+?)[ \t]*\r?$", re.MULTILINE)
 
@@ -57,6 +65,15 @@ class Document:
             end = key_node.end_mark  # a whole block would span many lines; the key is the place
         return Location(self.path, start.line + 1, start.column + 1, end.line + 1, end.column + 1, message)
 
+    def node_location(self, node: Node) -> Location:
+        """Where a node of this document is (a rendered Helm object maps it to its template)."""
+        return node_location(self.path, node)
+
+    def value_locations(self, field_path: str) -> tuple[Location, ...]:
+        """Where the value at `field_path` is set when not in this file: the values-file lines of a
+        rendered Helm object. Plain manifests hold their values themselves."""
+        return ()
+
 
 @dataclass(slots=True)
 class LoadResult:
@@ -76,21 +93,61 @@ def display_path(path: str) -> str:
 
 
 def discover(paths: Iterable[str]) -> Iterator[str]:
-    """Files named directly, and manifest files below directories (sorted, hidden ones skipped)."""
+    """Files named directly, and manifest files below directories (sorted, hidden ones skipped).
+
+    A Helm chart (a directory with `Chart.yaml`) is yielded as its directory, once, and not
+    walked; a raw template file given directly yields its chart instead.
+    """
+    charts: set[str] = set()
+
+    def chart_once(directory: str) -> Iterator[str]:
+        key = os.path.abspath(directory)
+        if key not in charts:
+            charts.add(key)
+            yield directory
+
     for path in paths:
-        if path == STDIN or not os.path.isdir(path):
+        if path == STDIN:
             yield path
             continue
+        if not os.path.isdir(path):
+            chart = _chart_of_template(path)
+            yield from chart_once(chart) if chart else (path,)
+            continue
         for directory, subdirs, files in os.walk(path):
+            if CHART_FILE in files:
+                subdirs[:] = []
+                yield from chart_once(directory)
+                continue
             subdirs[:] = sorted(d for d in subdirs if not d.startswith("."))
             for name in sorted(files):
                 if name.endswith(MANIFEST_SUFFIXES) and not name.startswith("."):
                     yield os.path.join(directory, name)
 
 
-def load(paths: Iterable[str], stdin=None) -> LoadResult:
+
+def _chart_of_template(path: str) -> str | None:
+    """The chart of a raw template file (`chart/templates/...`): cheap unless inside `templates/`."""
+    directory = os.path.dirname(os.path.abspath(path))
+    while os.path.dirname(directory) != directory:
+        if os.path.basename(directory) == "templates" and os.path.isfile(
+                os.path.join(os.path.dirname(directory), CHART_FILE)):
+            from kubelint_ports.loading.helm import chart_of_template
+
+            return chart_of_template(path)
+        directory = os.path.dirname(directory)
+    return None
+
+
+def load(paths: Iterable[str], stdin=None, helm: HelmOptions | None = None) -> LoadResult:
+    """Read every input; `helm` renders charts and maps `helm template` output to its templates."""
     result = LoadResult()
     for path in discover(paths):
+        if path != STDIN and os.path.isdir(path):
+            from kubelint_ports.loading.helm import load_chart
+
+            load_chart(path, helm, result)
+            continue
         shown = display_path(path)
         result.files += 1
         try:
@@ -103,7 +160,12 @@ def load(paths: Iterable[str], stdin=None) -> LoadResult:
                 Location(shown, 0, 0),
                 f"file is {len(data) / 2**20:.0f} MiB, over the {MAX_FILE_BYTES // 2**20} MiB limit; not linted"))
             continue
+        first = len(result.documents)
         load_bytes(data, shown, result)
+        if any(document.origin for document in result.documents[first:]):
+            from kubelint_ports.loading.helm import map_template_output
+
+            result.documents[first:] = map_template_output(result.documents[first:], helm)
     return result
 
 

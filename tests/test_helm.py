@@ -1,0 +1,549 @@
+"""Helm charts: rendering, position mapping to template and values lines, failures, stdin input.
+
+The fixture charts in tests/charts/ were written for these tests (see its README). Positions
+are checked to the line and column, relative to the repository root like a user would run it.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import shutil
+import stat
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from kubelint_ports.cli import app
+from kubelint_ports.engine import LintOptions, lint_paths
+from kubelint_ports.loading import LoadResult, discover, load, load_bytes
+from kubelint_ports.loading import helm as helm_module
+from kubelint_ports.loading.helm import (
+    HelmOptions, helm_template_command, in_process_engine, merge_set, set_keys, split_template_output)
+from kubelint_ports.loading.templatemap import TemplateDocument, TemplateSource, ValuesFile, ValuesSource
+
+ROOT = Path(__file__).resolve().parents[1]
+CHARTS = "tests/charts"
+WEB = f"{CHARTS}/web"
+HOSTPORTS = f"{WEB}/values-hostports.yaml"
+RENDERED = ROOT / CHARTS / "web-rendered.yaml"
+
+needs_engine = pytest.mark.skipif(in_process_engine() is None,
+                                  reason="helm-python-sdk is not installed for this platform")
+needs_helm_binary = pytest.mark.skipif(shutil.which("helm") is None, reason="no `helm` binary on PATH")
+
+
+@pytest.fixture(autouse=True)
+def at_repository_root(monkeypatch):
+    monkeypatch.chdir(ROOT)
+
+
+def lint(*paths: str, stdin: bytes | None = None, **helm):
+    return lint_paths(list(paths), LintOptions(helm=HelmOptions(**helm) if helm else None),
+                      stdin=io.BytesIO(stdin) if stdin is not None else None)
+
+
+def where(location) -> tuple[str, int, int]:
+    return location.path, location.line, location.column
+
+
+def findings_of(report, rule_id: str) -> list:
+    return [finding for finding in report.findings if finding.rule_id == rule_id]
+
+
+def one(report, rule_id: str, name: str):
+    found = [f for f in findings_of(report, rule_id) if f.subject.name == name]
+    assert len(found) == 1, [str(f.location) + " " + f.rule_id for f in report.findings]
+    return found[0]
+
+
+# --- rendering and positions ------------------------------------------------------------------
+
+
+@needs_engine
+def test_defaults_render_quietly_and_skip_notes_and_test_hooks():
+    report = lint(WEB)
+    assert report.diagnostics == []
+    assert report.findings == []  # the tests/ hook's hostPort 31999 is not linted
+    assert (report.objects, report.files) == (5, 4)  # NOTES.txt and tests/ are not files either
+
+
+@needs_engine
+def test_test_hooks_are_linted_when_asked():
+    report = lint(WEB, include_tests=True)
+    hook = one(report, "KP101", "web-test-connection")
+    assert where(hook.location) == (f"{WEB}/templates/tests/test-connection.yaml", 15, 11)
+
+
+@needs_engine
+def test_values_override_lands_on_template_and_values_lines():
+    report = lint(WEB, values=(HOSTPORTS,))
+    assert report.diagnostics == []
+    host_port = one(report, "KP101", "web-web")
+    assert where(host_port.location) == (f"{WEB}/templates/deployment.yaml", 31, 15)
+    assert (host_port.location.end_line, host_port.location.end_column) == (31, 51)
+    assert host_port.template == "web/templates/deployment.yaml"
+    assert [where(r) for r in host_port.related] == [(HOSTPORTS, 3, 3)]
+    assert host_port.related[0].message == ".Values.web.hostPort, used at tests/charts/web/templates/deployment.yaml:31"
+
+    collision = one(report, "KP201", "web-web")
+    assert [where(r) for r in collision.related] == [(f"{WEB}/templates/service.yaml", 14, 7), (HOSTPORTS, 3, 3)]
+
+    reserved = one(report, "KP303", "web-agent")  # hostNetwork on, port 9100 from the defaults
+    assert where(reserved.location) == (f"{WEB}/templates/daemonset.yaml", 21, 15)
+    assert [where(r) for r in reserved.related] == [(f"{WEB}/values.yaml", 26, 3)]
+
+
+@needs_engine
+def test_host_network_line_and_its_values_line():
+    loaded = load([WEB], helm=HelmOptions(values=(HOSTPORTS,)))
+    agent = next(d for d in loaded.documents if d.origin.endswith("daemonset.yaml"))
+    assert where(agent.location("spec.template.spec.hostNetwork")) == (f"{WEB}/templates/daemonset.yaml", 16, 7)
+    assert [where(r) for r in agent.value_locations("spec.template.spec.hostNetwork")] == [(HOSTPORTS, 9, 3)]
+    # A field no template line writes: the deepest line that does, never line 1.
+    assert where(agent.location("spec.template.spec.nodeSelector.zone")) == (f"{WEB}/templates/daemonset.yaml", 14, 5)
+    assert where(agent.location("")) == (f"{WEB}/templates/daemonset.yaml", 2, 1)  # the object's first line
+
+
+@needs_engine
+def test_subchart_renders_with_parent_and_its_values_come_from_the_parent_files():
+    report = lint(WEB, values=(HOSTPORTS,))
+    database = one(report, "KP101", "web-db")
+    assert where(database.location) == (f"{WEB}/charts/db/templates/statefulset.yaml", 19, 15)
+    assert [where(r) for r in database.related] == [(HOSTPORTS, 12, 3)]
+    assert database.related[0].message.startswith("db.hostPort (.Values.hostPort of the subchart)")
+    loaded = load([WEB])
+    statefulset = next(d for d in loaded.documents if d.origin.endswith("statefulset.yaml"))
+    port = "spec.template.spec.containers[0].ports[0].containerPort"
+    assert [where(r) for r in statefulset.value_locations(port)] == [(f"{WEB}/charts/db/values.yaml", 1, 1)]
+
+
+@needs_engine
+def test_set_overrides_values_and_claims_no_values_file():
+    report = lint(WEB, set=("web.hostPort=8080", "sidecar.enabled=true"))
+    host_port = one(report, "KP101", "web-web")
+    assert "8080" in host_port.message
+    # The sidecar now comes first; the web container is still found by its name.
+    assert where(host_port.location) == (f"{WEB}/templates/deployment.yaml", 31, 15)
+    assert host_port.related == ()  # the value came from the command line
+
+
+@needs_engine
+def test_set_string_fails_the_values_schema():
+    report = lint(WEB, set_string=("web.hostPort=8080",))
+    assert len(report.diagnostics) == 1
+    assert "at '/web/hostPort': got string, want integer" in report.diagnostics[0].message
+
+
+@needs_engine
+def test_documents_matched_when_a_conditional_drops_one():
+    # Without metrics the template has three Services and renders two: the admin Service must
+    # still map to its own lines, not to the metrics one's.
+    loaded = load([WEB])
+    admin = next(d for d in loaded.documents if d.root and "admin" in str(d.root.value))
+    assert where(admin.location("spec.ports[0].nodePort")) == (f"{WEB}/templates/service.yaml", 41, 7)
+    with_metrics = load([WEB], helm=HelmOptions(set=("metrics.enabled=true",)))
+    services = [d for d in with_metrics.documents if d.origin.endswith("service.yaml")]
+    assert [d.location("spec.ports[0].port").line for d in services] == [11, 27, 40]
+
+
+@needs_engine
+def test_release_name_namespace_and_kube_version_reach_the_templates(tmp_path):
+    chart = tmp_path / "caps"
+    (chart / "templates").mkdir(parents=True)
+    (chart / "Chart.yaml").write_text("apiVersion: v2\nname: caps\nversion: 0.1.0\n")
+    (chart / "templates" / "cm.yaml").write_text(textwrap.dedent("""\
+        apiVersion: v1
+        kind: ConfigMap
+        metadata:
+          name: {{ .Release.Name }}
+          namespace: {{ .Release.Namespace }}
+        data:
+          kube: {{ .Capabilities.KubeVersion.Version | quote }}
+        """))
+    default = load([str(chart)]).documents[0]
+    assert "caps" in str(default.root.value)  # release name defaults to the chart's name
+    loaded = load([str(chart)], helm=HelmOptions(release_name="prod", namespace="shop", kube_version="1.29.3"))
+    text = str(loaded.documents[0].root.value)
+    assert "'prod'" in text and "'shop'" in text and "v1.29.3" in text
+    bad = load([str(chart)], helm=HelmOptions(kube_version="banana"))
+    assert len(bad.diagnostics) == 1 and "banana" in bad.diagnostics[0].message
+
+
+@needs_engine
+def test_non_yaml_outputs_are_skipped(tmp_path):
+    chart = tmp_path / "extras"
+    (chart / "templates").mkdir(parents=True)
+    (chart / "Chart.yaml").write_text("apiVersion: v2\nname: extras\nversion: 0.1.0\n")
+    (chart / "templates" / "banner.txt").write_text("Welcome to {{ .Release.Name }}: not YAML at all\n")
+    (chart / "templates" / "pod.yaml").write_text(
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec:\n  containers: [{name: c}]\n")
+    report = lint(str(chart))
+    assert report.diagnostics == [] and (report.files, report.objects) == (1, 1)
+
+
+# --- failures ---------------------------------------------------------------------------------
+
+
+@needs_engine
+def test_values_schema_failure_is_an_input_error_at_the_offending_value():
+    report = lint(WEB, f"{CHARTS}/web-rendered.yaml", values=(f"{CHARTS}/values-bad-schema.yaml",))
+    assert len(report.diagnostics) == 1
+    diagnostic = report.diagnostics[0]
+    assert where(diagnostic.location) == (f"{CHARTS}/values-bad-schema.yaml", 3, 3)
+    assert diagnostic.message.startswith(f"cannot render Helm chart {WEB}: values don't meet the specifications")
+    assert "got string, want integer" in diagnostic.message
+    assert report.findings  # the other input is still linted
+
+
+@needs_engine
+def test_template_error_names_the_chart_template_line_and_helm_message():
+    report = lint(f"{CHARTS}/broken-template", "examples/mysql-hostport.yaml")
+    assert len(report.diagnostics) == 1
+    diagnostic = report.diagnostics[0]
+    assert where(diagnostic.location) == (f"{CHARTS}/broken-template/templates/service.yaml", 8, 26)
+    assert f"cannot render Helm chart {CHARTS}/broken-template" in diagnostic.message
+    assert "nil pointer evaluating interface {}.http" in diagnostic.message
+    assert findings_of(report, "KP101")  # the manifest beside it is linted
+
+
+@needs_engine
+def test_missing_dependency_is_named_and_never_fetched():
+    report = lint(f"{CHARTS}/missing-dep")
+    assert len(report.diagnostics) == 1
+    diagnostic = report.diagnostics[0]
+    assert where(diagnostic.location) == (f"{CHARTS}/missing-dep", 0, 0)
+    assert "missing dependencies: redis (19.6.0 oci://registry.example.com/charts)" in diagnostic.message
+    assert "helm dependency build tests/charts/missing-dep" in diagnostic.message
+
+
+def test_remote_schema_reference_is_refused_before_helm_could_fetch_it(tmp_path):
+    chart = tmp_path / "remote"
+    (chart / "templates").mkdir(parents=True)
+    (chart / "Chart.yaml").write_text("apiVersion: v2\nname: remote\nversion: 0.1.0\n")
+    (chart / "values.schema.json").write_text(json.dumps(
+        {"$schema": "https://json-schema.org/draft-07/schema#",
+         "properties": {"port": {"$ref": "https://schemas.example.com/port.json"}}}))
+    report = lint(str(chart))
+    assert len(report.diagnostics) == 1
+    assert "remote schema https://schemas.example.com/port.json" in report.diagnostics[0].message
+    assert "never uses the network" in report.diagnostics[0].message
+
+
+def test_no_engine_and_no_binary_is_a_clear_input_error(monkeypatch):
+    monkeypatch.setattr(helm_module, "in_process_engine", lambda: None)
+    monkeypatch.setenv("PATH", "")
+    report = lint(WEB, "examples/mysql-hostport.yaml")
+    assert [d.location.path for d in report.diagnostics] == [WEB]
+    message = report.diagnostics[0].message
+    assert "no Helm engine" in message and "helm-python-sdk" in message and "--helm-binary" in message
+    assert findings_of(report, "KP101")
+
+
+def test_no_engine_exits_2_from_the_command_line(monkeypatch):
+    monkeypatch.setattr(helm_module, "in_process_engine", lambda: None)
+    monkeypatch.setenv("PATH", "")
+    result = CliRunner().invoke(app, ["lint", WEB])
+    assert result.exit_code == 2, result.output
+    assert "input-error cannot render Helm chart tests/charts/web: no Helm engine" in result.output
+
+
+# --- the `helm template` fallback ---------------------------------------------------------------
+
+
+def test_helm_template_command_building():
+    options = HelmOptions(values=("a.yaml", "b.yaml"), set=("x=1", "y.z=2"), set_string=("tag=010",),
+                          namespace="shop", kube_version="1.30.0", helm_binary="/opt/helm")
+    assert helm_template_command("/opt/helm", "charts/web", "web", options) == [
+        "/opt/helm", "template", "web", "charts/web", "--namespace", "shop", "--kube-version", "1.30.0",
+        "--values", "a.yaml", "--values", "b.yaml", "--set", "x=1", "--set", "y.z=2",
+        "--set-string", "tag=010", "--skip-tests"]
+    assert helm_template_command("helm", "-odd", "r", HelmOptions(include_tests=True)) == [
+        "helm", "template", "r", os.path.join(".", "-odd")]
+    assert "--dependency-update" not in helm_template_command("helm", "c", "r", options)
+
+
+def test_split_template_output():
+    text = RENDERED.read_text()
+    manifests = split_template_output(text)
+    assert sorted(manifests) == ["web/charts/db/templates/statefulset.yaml", "web/templates/daemonset.yaml",
+                                 "web/templates/deployment.yaml", "web/templates/service.yaml"]
+    assert manifests["web/templates/service.yaml"].count("kind: Service") == 2
+
+
+@pytest.fixture
+def fake_helm(tmp_path):
+    """A stand-in `helm` that records its arguments and prints `helm template` output."""
+    script = tmp_path / "helm"
+    script.write_text(textwrap.dedent(f"""\
+        #!{sys.executable}
+        import os, sys
+        with open({str(tmp_path / "args.txt")!r}, "w") as handle:
+            handle.write("\\n".join(sys.argv[1:]))
+        if os.environ.get("FAKE_HELM_FAIL"):
+            sys.stderr.write("Error: template: web/templates/service.yaml:14:20: executing boom\\n")
+            sys.exit(1)
+        sys.stdout.write(open({str(RENDERED)!r}).read())
+        """))
+    script.chmod(script.stat().st_mode | stat.S_IXUSR)
+    return script
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="a shebang script stands in for helm")
+def test_binary_fallback_runs_helm_template_and_maps_positions(fake_helm, tmp_path):
+    report = lint(WEB, values=(HOSTPORTS,), helm_binary=str(fake_helm))
+    assert (tmp_path / "args.txt").read_text().split("\n") == [
+        "template", "web", WEB, "--values", HOSTPORTS, "--skip-tests"]
+    assert report.diagnostics == []
+    host_port = one(report, "KP101", "web-web")
+    assert where(host_port.location) == (f"{WEB}/templates/deployment.yaml", 31, 15)
+    assert [where(r) for r in host_port.related] == [(HOSTPORTS, 3, 3)]
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="a shebang script stands in for helm")
+def test_binary_failure_is_an_input_error_at_the_template_line(fake_helm, monkeypatch):
+    monkeypatch.setenv("FAKE_HELM_FAIL", "1")
+    report = lint(WEB, helm_binary=str(fake_helm))
+    assert len(report.diagnostics) == 1
+    assert where(report.diagnostics[0].location) == (f"{WEB}/templates/service.yaml", 14, 20)
+    assert report.diagnostics[0].message.endswith("template: web/templates/service.yaml:14:20: executing boom")
+
+
+def test_binary_that_cannot_run_is_an_input_error(tmp_path):
+    report = lint(WEB, helm_binary=str(tmp_path / "no-such-helm"))
+    assert len(report.diagnostics) == 1 and "cannot run" in report.diagnostics[0].message
+
+
+@needs_helm_binary
+def test_real_helm_binary_agrees_with_the_embedded_engine():
+    binary = lint(WEB, values=(HOSTPORTS,), helm_binary=shutil.which("helm"))
+    assert binary.diagnostics == []
+    rendered = [(f.rule_id, where(f.location), [where(r) for r in f.related]) for f in binary.findings]
+    assert ("KP101", (f"{WEB}/templates/deployment.yaml", 31, 15), [(HOSTPORTS, 3, 3)]) in rendered
+    if in_process_engine() is not None:
+        embedded = lint(WEB, values=(HOSTPORTS,))
+        assert rendered == [(f.rule_id, where(f.location), [where(r) for r in f.related]) for f in embedded.findings]
+
+
+# --- `helm template` output on stdin --------------------------------------------------------------
+
+
+def test_stdin_helm_template_output_maps_to_the_chart_root():
+    report = lint("-", stdin=RENDERED.read_bytes(), chart_root=WEB, values=(HOSTPORTS,))
+    host_port = one(report, "KP101", "web-web")
+    assert where(host_port.location) == (f"{WEB}/templates/deployment.yaml", 31, 15)
+    assert [where(r) for r in host_port.related] == [(HOSTPORTS, 3, 3)]
+    collision = one(report, "KP201", "web-web")
+    assert where(collision.related[0]) == (f"{WEB}/templates/service.yaml", 14, 7)
+    database = one(report, "KP101", "web-db")
+    assert where(database.location) == (f"{WEB}/charts/db/templates/statefulset.yaml", 19, 15)
+    assert report.files == 1
+
+
+def test_stdin_without_the_values_used_claims_no_values_line(monkeypatch):
+    monkeypatch.chdir(ROOT / CHARTS)  # ./web is the chart the output names
+    report = lint("-", stdin=RENDERED.read_bytes())
+    host_port = one(report, "KP101", "web-web")
+    assert where(host_port.location) == ("web/templates/deployment.yaml", 31, 15)
+    assert host_port.related == ()  # values.yaml says 0: the 30080 came from a file not given
+    reserved = one(report, "KP303", "web-agent")
+    assert [where(r) for r in reserved.related] == [("web/values.yaml", 26, 3)]  # 9100 matches
+
+
+def test_stdin_with_no_chart_found_keeps_stdin_positions(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    report = lint("-", stdin=RENDERED.read_bytes())
+    host_port = one(report, "KP101", "web-web")
+    assert where(host_port.location) == ("<stdin>", 77, 15)
+    assert host_port.template == "web/templates/deployment.yaml"
+
+
+def test_cli_reads_helm_template_output_from_stdin_with_chart_root():
+    result = CliRunner().invoke(app, ["lint", "-", "--chart-root", WEB, "-f", HOSTPORTS, "--format", "json"],
+                                input=RENDERED.read_text())
+    assert result.exit_code == 1, result.output
+    findings = json.loads(result.output)["findings"]
+    host_port = next(f for f in findings if f["rule"] == "KP101" and f["object"]["name"] == "web-web")
+    assert (host_port["file"], host_port["line"], host_port["column"]) == (f"{WEB}/templates/deployment.yaml", 31, 15)
+    assert [(r["file"], r["line"]) for r in host_port["related"]] == [(HOSTPORTS, 3)]
+
+
+def test_cli_rejects_a_chart_root_without_chart_yaml():
+    result = CliRunner().invoke(app, ["lint", "-", "--chart-root", CHARTS], input="")
+    assert result.exit_code == 2
+    assert "not a chart directory" in result.output
+
+
+# --- discovery ----------------------------------------------------------------------------------
+
+
+def test_charts_found_while_walking_are_rendered_once_and_templates_never_read_as_yaml():
+    found = list(discover([CHARTS, WEB, f"{WEB}/templates/deployment.yaml",
+                           f"{WEB}/charts/db/templates/statefulset.yaml"]))
+    assert found == [f"{CHARTS}/values-bad-schema.yaml", f"{CHARTS}/web-rendered.yaml",
+                     f"{CHARTS}/broken-template", f"{CHARTS}/missing-dep", f"{CHARTS}/web"]
+
+
+@needs_engine
+def test_a_raw_template_given_directly_lints_its_chart():
+    report = lint(f"{WEB}/templates/deployment.yaml", values=(HOSTPORTS,))
+    assert report.diagnostics == []
+    assert where(one(report, "KP101", "web-web").location) == (f"{WEB}/templates/deployment.yaml", 31, 15)
+
+
+def test_plain_manifests_never_import_helm():
+    code = ("import sys; from kubelint_ports.cli import app; from typer.testing import CliRunner; "
+            "CliRunner().invoke(app, ['lint', 'examples/']); "
+            "print(sorted(m for m in sys.modules if 'helm' in m))")
+    completed = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
+    assert completed.stdout.strip() == "[]"
+
+
+# --- the mapping on its own ------------------------------------------------------------------------
+
+TEMPLATE = """\
+{{- $ports := .Values.ports }}
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: {{ .Release.Name }}
+  annotations:
+    note: |
+      hostPort: 1
+      containers: none
+spec:
+  template:
+    spec:
+      {{- if .Values.agent.hostNetwork }}
+      hostNetwork: true
+      {{- end }}
+      containers:
+      - name: app
+        ports:
+        {{- range .Values.ports }}
+        - containerPort: {{ .containerPort }}
+          hostPort: {{ .hostPort }}
+        {{- end }}
+        resources:
+          {{- toYaml .Values.resources | nindent 10 }}
+      - name: {{ index .Values "extra" "name" }}
+        ports:
+          - containerPort: {{ index .Values "extra" "port" }}
+            hostPort: {{ $ports | len }}
+"""
+RENDERED_TEMPLATE = """\
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: r
+  annotations:
+    note: |
+      hostPort: 1
+      containers: none
+spec:
+  template:
+    spec:
+      hostNetwork: true
+      containers:
+      - name: app
+        ports:
+        - containerPort: 80
+          hostPort: 80
+        - containerPort: 443
+          hostPort: 8443
+        resources:
+          limits:
+            cpu: 100m
+      - name: extra
+        ports:
+          - containerPort: 9000
+            hostPort: 2
+"""
+VALUES = """\
+agent:
+  hostNetwork: true
+ports:
+  - containerPort: 80
+    hostPort: 80
+  - containerPort: 443
+    hostPort: 8443
+resources:
+  limits:
+    cpu: 100m
+extra:
+  name: extra
+  port: 9000
+"""
+
+
+@pytest.fixture
+def mapped(tmp_path) -> TemplateDocument:
+    (tmp_path / "deployment.yaml").write_text(TEMPLATE)
+    (tmp_path / "values.yaml").write_text(VALUES)
+    values = ValuesSource([(ValuesFile(str(tmp_path / "values.yaml")), ())])
+    source = TemplateSource("t/deployment.yaml", str(tmp_path / "deployment.yaml"), values, rendered_count=1)
+    result = LoadResult()
+    load_bytes(RENDERED_TEMPLATE.encode(), "rendered", result)
+    document = result.documents[0]
+    return TemplateDocument("t/deployment.yaml", document.root, "c/templates/deployment.yaml", source=source)
+
+
+def test_range_items_map_to_the_ranged_item_and_its_values_index(mapped):
+    second = "spec.template.spec.containers[0].ports[1].hostPort"
+    assert (mapped.location(second).line, mapped.location(second).column) == (21, 11)
+    assert [(r.line, r.column) for r in mapped.value_locations(second)] == [(7, 5)]  # ports[1].hostPort
+
+
+def test_literal_lines_name_the_condition_that_enables_them(mapped):
+    assert mapped.location("metadata.annotations.note").line == 7
+    assert mapped.location("spec.template.spec.hostNetwork").line == 14
+    enabling = mapped.value_locations("spec.template.spec.hostNetwork")
+    assert [(r.line, r.column) for r in enabling] == [(2, 3)]
+    assert enabling[0].message.startswith(".Values.agent.hostNetwork enables this")
+
+
+def test_generated_blocks_point_at_the_generator_and_the_values_inside(mapped):
+    cpu = "spec.template.spec.containers[0].resources.limits.cpu"
+    assert (mapped.location(cpu).line, mapped.location(cpu).column) == (24, 11)
+    assert [(r.line, r.column) for r in mapped.value_locations(cpu)] == [(10, 5)]
+
+
+def test_index_calls_and_items_matched_by_name(mapped):
+    port = "spec.template.spec.containers[1].ports[0].containerPort"
+    assert (mapped.location(port).line, mapped.location(port).column) == (27, 13)
+    assert [r.line for r in mapped.value_locations(port)] == [13]
+    host_port = "spec.template.spec.containers[1].ports[0].hostPort"  # `$ports | len`, $ports := .Values.ports
+    assert mapped.location(host_port).line == 28
+    assert [(r.line, r.message) for r in mapped.value_locations(host_port)] == [
+        (3, ".Values.ports, used at t/deployment.yaml:28")]
+
+
+# --- values helpers ------------------------------------------------------------------------------
+
+
+def test_set_keys_and_merge_follow_helm():
+    assert set_keys(["a.b[0].c=1,d={x,y}", r"nodeSelector.kubernetes\.io/os=linux"]) == [
+        ["a", "b", 0, "c"], ["d"], ["nodeSelector", "kubernetes.io/os"]]
+    assert merge_set({"a": {"b": 1, "c": 2}, "l": [1, 2]}, {"a": {"b": 3}, "l": [None, 5]}) == {
+        "a": {"b": 3, "c": 2}, "l": [1, 5]}
+
+
+@needs_engine
+def test_packaged_subchart_findings_name_the_archive(tmp_path):
+    import helm_python
+
+    chart = tmp_path / "web"
+    shutil.copytree(ROOT / WEB, chart)
+    archive = helm_python.package(chart / "charts" / "db", destination=chart / "charts")
+    shutil.rmtree(chart / "charts" / "db")
+    report = lint_paths([str(chart)], LintOptions(helm=HelmOptions(values=(str(chart / "values-hostports.yaml"),))))
+    assert report.diagnostics == []
+    database = one(report, "KP101", "web-db")
+    assert database.location.path.endswith("web/charts/" + os.path.basename(archive))
+    assert (database.location.line, database.location.column) == (0, 0)
+    assert database.related[0].line == 12  # db.hostPort in the parent's values file still maps
