@@ -5,8 +5,9 @@ set -uo pipefail
 
 split() {  # a list input: items separated by spaces or new lines, never evaluated
   local text="${1:-}"
+  local items=()
   read -r -d '' -a items <<< "${text//$'\n'/ }" || true
-  printf '%s\0' "${items[@]+"${items[@]}"}"
+  if [ "${#items[@]}" -gt 0 ]; then printf '%s\0' "${items[@]}"; fi
 }
 
 args=(lint)

@@ -1,7 +1,8 @@
-"""The `kubelint-ports` command line: lint, rules, explain."""
+"""The `kubelint-ports` command line: lint, ports, rules, explain, config."""
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import sys
 from pathlib import Path
@@ -27,12 +28,18 @@ class OutputFormat(str, enum.Enum):
     json = "json"
     sarif = "sarif"
     github = "github"
+    markdown = "markdown"
 
 
 class ProxyMode(str, enum.Enum):
     ipvs = "ipvs"
     iptables = "iptables"
     nftables = "nftables"
+
+
+class Scope(str, enum.Enum):
+    all = "all"
+    object = "object"
 
 
 class FailOn(str, enum.Enum):
@@ -56,106 +63,149 @@ def main_callback(
     """Keeps subcommands subcommands (typer would otherwise treat a lone command's name as a path)."""
 
 
-def helm_options(values: List[str], set_values: List[str], set_strings: List[str], release_name: Optional[str],
-                 namespace: Optional[str], kube_version: Optional[str], helm_binary: Optional[str],
-                 chart_root: Optional[str]):
-    """The Helm options, or None when none is given (the Helm module is then never imported)."""
-    if not any((values, set_values, set_strings, release_name, namespace, kube_version, helm_binary, chart_root)):
-        return None
-    if chart_root is not None and not Path(chart_root, "Chart.yaml").is_file():
-        raise typer.BadParameter(f"{chart_root!r} is not a chart directory (no Chart.yaml)", param_hint="--chart-root")
-    from kubelint_ports.loading.helm import HelmOptions
+def run_settings(command):
+    """Resolve the command line and the config file, or exit 2 with the reason."""
+    from kubelint_ports.config import ConfigError
+    from kubelint_ports.policies import PolicyError
+    from kubelint_ports.settings import resolve
+    from kubelint_ports.suppressions import BaselineError
 
-    return HelmOptions(values=tuple(values), set=tuple(set_values), set_string=tuple(set_strings),
-                       release_name=release_name, namespace=namespace, kube_version=kube_version,
-                       helm_binary=helm_binary, chart_root=chart_root)
-
-
-def parse_port_range(text: str) -> tuple[int, int]:
     try:
-        low_text, high_text = text.split("-")
-        low, high = int(low_text), int(high_text)
-    except ValueError:
-        raise typer.BadParameter(f"{text!r} is not a range like 30000-32767") from None
-    if not 1 <= low <= high <= 65535:
-        raise typer.BadParameter(f"{text!r} is not a range of ports within 1-65535")
-    return low, high
+        return resolve(command)
+    except (ConfigError, PolicyError, BaselineError, ValueError) as error:
+        typer.echo(f"kubelint-ports: error: {error}", err=True)
+        raise typer.Exit(EXIT_USAGE) from None
+
+
+def parse_report(text: str) -> tuple[str, str]:
+    kind, colon, path = text.partition(":")
+    if not colon or not path or kind not in {f.value for f in OutputFormat}:
+        raise typer.BadParameter(f"{text!r} is not FORMAT:FILE with FORMAT one of "
+                                 f"{', '.join(f.value for f in OutputFormat)}", param_hint="--report")
+    return kind, path
+
+
+PATHS_HELP = ("Manifest files, directories (recursive: *.yaml, *.yml, *.json; a directory with Chart.yaml is rendered "
+              "as a Helm chart) or - for standard input [default: the config's `paths`, else .].")
+HELM = "Helm charts"
+CLUSTER = "Cluster facts"
+POLICY = "Configuration and policies"
 
 
 @app.command()
 def lint(
-    paths: List[str] = typer.Argument(..., help="Manifest files, directories (recursive: *.yaml, *.yml, *.json; "
-                                                 "a directory with Chart.yaml is rendered as a Helm chart) "
-                                                 "or - for standard input."),
+    paths: Optional[List[str]] = typer.Argument(None, help=PATHS_HELP, show_default=False),
     output_format: OutputFormat = typer.Option(OutputFormat.text, "--format", help="Report format."),
     output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write the report to this file."),
-    fail_on: FailOn = typer.Option(FailOn.error, "--fail-on",
-                                   help="Exit 1 when a finding has this severity or higher."),
-    node_port_range: Optional[str] = typer.Option(None, "--node-port-range", metavar="LOW-HIGH",
-                                                  help="The cluster's node-port range [default: 30000-32767]."),
+    reports: List[str] = typer.Option([], "--report", metavar="FORMAT:FILE",
+                                      help="Also write a report in another format (repeatable), e.g. sarif:out.sarif."),
+    fail_on: Optional[FailOn] = typer.Option(None, "--fail-on", show_default=False,
+                                             help="Exit 1 when a finding has this severity or higher [default: the "
+                                                  "config's, else error]."),
     color: Optional[bool] = typer.Option(None, "--color/--no-color",
                                          help="Colour text output [default: when writing to a terminal]."),
-    nodes: List[str] = typer.Option([], "--nodes", metavar="FILE",
-                                    help="Node inventory: the output of `kubectl get nodes -o yaml` (repeatable)."),
-    cluster: List[str] = typer.Option([], "--cluster", metavar="FILE",
-                                      help="Objects already running: `kubectl get pods,svc,ds,deploy -A -o yaml` "
-                                           "(repeatable)."),
-    proxy_mode: Optional[ProxyMode] = typer.Option(None, "--proxy-mode",
-                                                   help="kube-proxy mode, when the inputs do not say."),
-    service_cidr: Optional[str] = typer.Option(None, "--service-cidr", metavar="CIDR[,CIDR]",
-                                               help="The cluster's Service CIDR, when the inputs do not say."),
-    pod_cidr: Optional[str] = typer.Option(None, "--pod-cidr", metavar="CIDR[,CIDR]",
-                                           help="The cluster's pod CIDR, when the inputs do not say."),
     show_suppressed: bool = typer.Option(False, "--show-suppressed", help="Show suppressed findings in text output."),
     sarif_category: str = typer.Option("", "--sarif-category", help="SARIF automationDetails.id (a category)."),
-    values: List[str] = typer.Option([], "--values", "-f", metavar="FILE", rich_help_panel="Helm charts",
+    link_base: str = typer.Option("", "--link-base", metavar="URL",
+                                  help="Markdown reports: link locations under this URL (a blob URL of the commit)."),
+    config: Optional[str] = typer.Option(None, "--config", metavar="FILE", rich_help_panel=POLICY,
+                                         help="Configuration file [default: .kubelint-ports.yaml or pyproject.toml "
+                                              "found from the current directory upward]."),
+    policies: List[str] = typer.Option([], "--policies", metavar="DIR", rich_help_panel=POLICY,
+                                       help="A directory of your own policies (repeatable)."),
+    scope: Scope = typer.Option(Scope.all, "--scope", rich_help_panel=POLICY,
+                                help="object: only rules that need no other object (the per-file pre-commit hook)."),
+    baseline: Optional[str] = typer.Option(None, "--baseline", metavar="FILE", rich_help_panel=POLICY,
+                                           help="Report only findings not recorded in this baseline."),
+    write_baseline: Optional[str] = typer.Option(None, "--write-baseline", metavar="FILE", rich_help_panel=POLICY,
+                                                 help="Record today's findings as the baseline and exit 0."),
+    node_port_range: Optional[str] = typer.Option(None, "--node-port-range", metavar="LOW-HIGH", rich_help_panel=CLUSTER,
+                                                  help="The cluster's node-port range [default: 30000-32767]."),
+    nodes: List[str] = typer.Option([], "--nodes", metavar="FILE", rich_help_panel=CLUSTER,
+                                    help="Node inventory: the output of `kubectl get nodes -o yaml` (repeatable)."),
+    cluster: List[str] = typer.Option([], "--cluster", metavar="FILE", rich_help_panel=CLUSTER,
+                                      help="Objects already running: `kubectl get pods,svc,ds,deploy -A -o yaml` "
+                                           "(repeatable)."),
+    proxy_mode: Optional[ProxyMode] = typer.Option(None, "--proxy-mode", rich_help_panel=CLUSTER,
+                                                   help="kube-proxy mode, when the inputs do not say."),
+    service_cidr: Optional[str] = typer.Option(None, "--service-cidr", metavar="CIDR[,CIDR]", rich_help_panel=CLUSTER,
+                                               help="The cluster's Service CIDR, when the inputs do not say."),
+    pod_cidr: Optional[str] = typer.Option(None, "--pod-cidr", metavar="CIDR[,CIDR]", rich_help_panel=CLUSTER,
+                                           help="The cluster's pod CIDR, when the inputs do not say."),
+    values: List[str] = typer.Option([], "--values", "-f", metavar="FILE", rich_help_panel=HELM,
                                      help="Values file for the charts linted (repeatable; later files win)."),
-    set_values: List[str] = typer.Option([], "--set", metavar="KEY=VALUE", rich_help_panel="Helm charts",
+    set_values: List[str] = typer.Option([], "--set", metavar="KEY=VALUE", rich_help_panel=HELM,
                                          help="Set chart values like `helm --set` (repeatable)."),
-    set_strings: List[str] = typer.Option([], "--set-string", metavar="KEY=VALUE", rich_help_panel="Helm charts",
+    set_strings: List[str] = typer.Option([], "--set-string", metavar="KEY=VALUE", rich_help_panel=HELM,
                                           help="Set chart values as strings like `helm --set-string` (repeatable)."),
-    release_name: Optional[str] = typer.Option(None, "--release-name", rich_help_panel="Helm charts",
+    release_name: Optional[str] = typer.Option(None, "--release-name", rich_help_panel=HELM,
                                                help="Release name for the charts (default: the chart's name)."),
-    namespace: Optional[str] = typer.Option(None, "--namespace", rich_help_panel="Helm charts",
+    namespace: Optional[str] = typer.Option(None, "--namespace", rich_help_panel=HELM,
                                             help="Release namespace for the charts (default: Helm's, `default`)."),
-    kube_version: Optional[str] = typer.Option(None, "--kube-version", metavar="VERSION", rich_help_panel="Helm charts",
+    kube_version: Optional[str] = typer.Option(None, "--kube-version", metavar="VERSION", rich_help_panel=HELM,
                                                help="Kubernetes version the charts see (.Capabilities.KubeVersion)."),
-    helm_binary: Optional[str] = typer.Option(None, "--helm-binary", metavar="PATH", rich_help_panel="Helm charts",
+    helm_binary: Optional[str] = typer.Option(None, "--helm-binary", metavar="PATH", rich_help_panel=HELM,
                                               help="Render charts with `PATH template` instead of the embedded engine."),
-    chart_root: Optional[str] = typer.Option(None, "--chart-root", metavar="DIR", rich_help_panel="Helm charts",
+    chart_root: Optional[str] = typer.Option(None, "--chart-root", metavar="DIR", rich_help_panel=HELM,
                                              help="The chart that `helm template` output (on stdin or in a file) "
                                                   "came from, to report template lines (default: the current "
                                                   "directory or ./CHART_NAME)."),
 ) -> None:
     """Lint Kubernetes manifests and Helm charts for port-allocation mistakes."""
-    from kubelint_ports.engine import LintOptions, lint_paths
+    from kubelint_ports.engine import lint_paths
     from kubelint_ports.findings import Severity
     from kubelint_ports.formatters import FormatOptions, get_formatter
-    from kubelint_ports.model import ClusterFacts
+    from kubelint_ports.settings import CommandLine
 
-    facts = ClusterFacts(node_port_range=parse_port_range(node_port_range) if node_port_range else None,
-                         proxy_mode=proxy_mode.value if proxy_mode else None,
-                         service_cidr=service_cidr, pod_cidr=pod_cidr)
-    options = LintOptions(facts=facts, node_files=tuple(nodes), cluster_files=tuple(cluster),
-                          helm=helm_options(values, set_values, set_strings, release_name, namespace, kube_version,
-                                            helm_binary, chart_root))
-    report = lint_paths(paths, options)
+    extra_reports = [parse_report(text) for text in reports]
+    settings = run_settings(CommandLine(
+        paths=tuple(paths or ()), config=config, fail_on=fail_on.value if fail_on else None,
+        node_port_range=node_port_range, proxy_mode=proxy_mode.value if proxy_mode else None,
+        service_cidr=service_cidr, pod_cidr=pod_cidr, nodes=tuple(nodes), cluster=tuple(cluster),
+        policies=tuple(policies), baseline=baseline, scope=scope.value,
+        helm=dict(values=tuple(values), set=tuple(set_values), set_string=tuple(set_strings),
+                  release_name=release_name, namespace=namespace, kube_version=kube_version,
+                  helm_binary=helm_binary, chart_root=chart_root)))
+    report = lint_paths(settings.paths, settings.options, policies=settings.policies)
+    format_options = FormatOptions(show_suppressed=show_suppressed, sarif_category=sarif_category, link_base=link_base)
+    for kind, path in extra_reports:
+        with open(path, "w", encoding="utf-8", newline="\n") as stream:
+            get_formatter(kind)(report, stream, format_options)
     stream = open(output, "w", encoding="utf-8", newline="\n") if output else sys.stdout
     try:
         use_color = color if color is not None else (output is None and sys.stdout.isatty())
-        get_formatter(output_format.value)(
-            report, stream, FormatOptions(color=use_color and output_format is OutputFormat.text,
-                                          show_suppressed=show_suppressed, sarif_category=sarif_category))
+        get_formatter(output_format.value)(report, stream, dataclasses.replace(
+            format_options, color=use_color and output_format is OutputFormat.text))
     finally:
         if output:
             stream.close()
     if report.diagnostics:
         raise typer.Exit(EXIT_USAGE)
-    if fail_on is not FailOn.never:
-        threshold = Severity.parse(fail_on.value)
+    if write_baseline:
+        from kubelint_ports.suppressions import write_baseline as record
+
+        count = record(report.findings, write_baseline)
+        typer.echo(f"kubelint-ports: wrote {count} findings to the baseline {write_baseline}", err=True)
+        raise typer.Exit(EXIT_CLEAN)
+    if settings.fail_on != "never":
+        threshold = Severity.parse(settings.fail_on)
         if any(f.severity >= threshold and not f.suppressed for f in report.findings):
             raise typer.Exit(EXIT_FINDINGS)
     raise typer.Exit(EXIT_CLEAN)
+
+
+@app.command("config")
+def show_config(
+    config: Optional[str] = typer.Option(None, "--config", metavar="FILE", help="Configuration file."),
+    policies: List[str] = typer.Option([], "--policies", metavar="DIR", help="A directory of your own policies."),
+) -> None:
+    """Print the effective configuration: the config file over the policy defaults."""
+    import yaml
+
+    from kubelint_ports.settings import CommandLine, effective
+
+    settings = run_settings(CommandLine(config=config, policies=tuple(policies)))
+    typer.echo(yaml.safe_dump(effective(settings), sort_keys=False, default_flow_style=False), nl=False)
 
 
 @app.command()
@@ -189,38 +239,35 @@ class PortsFormat(str, enum.Enum):
 
 @app.command()
 def ports(
-    paths: List[str] = typer.Argument(..., help="Manifest files, directories or - for standard input."),
+    paths: Optional[List[str]] = typer.Argument(None, help=PATHS_HELP, show_default=False),
     nodes: List[str] = typer.Option([], "--nodes", metavar="FILE", help="Node inventory (`kubectl get nodes -o yaml`)."),
     cluster: List[str] = typer.Option([], "--cluster", metavar="FILE", help="Objects already running."),
+    config: Optional[str] = typer.Option(None, "--config", metavar="FILE", help="Configuration file."),
     output_format: PortsFormat = typer.Option(PortsFormat.text, "--format", help="Table format."),
     color: Optional[bool] = typer.Option(None, "--color/--no-color", help="Colour conflicts [default: on a terminal]."),
-    values: List[str] = typer.Option([], "--values", "-f", metavar="FILE", rich_help_panel="Helm charts",
+    values: List[str] = typer.Option([], "--values", "-f", metavar="FILE", rich_help_panel=HELM,
                                      help="Values file for the charts linted (repeatable; later files win)."),
-    set_values: List[str] = typer.Option([], "--set", metavar="KEY=VALUE", rich_help_panel="Helm charts",
+    set_values: List[str] = typer.Option([], "--set", metavar="KEY=VALUE", rich_help_panel=HELM,
                                          help="Set chart values like `helm --set` (repeatable)."),
-    set_strings: List[str] = typer.Option([], "--set-string", metavar="KEY=VALUE", rich_help_panel="Helm charts",
+    set_strings: List[str] = typer.Option([], "--set-string", metavar="KEY=VALUE", rich_help_panel=HELM,
                                           help="Set chart values as strings like `helm --set-string` (repeatable)."),
-    release_name: Optional[str] = typer.Option(None, "--release-name", rich_help_panel="Helm charts",
+    release_name: Optional[str] = typer.Option(None, "--release-name", rich_help_panel=HELM,
                                                help="Release name for the charts (default: the chart's name)."),
-    namespace: Optional[str] = typer.Option(None, "--namespace", rich_help_panel="Helm charts",
+    namespace: Optional[str] = typer.Option(None, "--namespace", rich_help_panel=HELM,
                                             help="Release namespace for the charts (default: Helm's, `default`)."),
-    kube_version: Optional[str] = typer.Option(None, "--kube-version", metavar="VERSION", rich_help_panel="Helm charts",
-                                               help="Kubernetes version the charts see (.Capabilities.KubeVersion)."),
-    helm_binary: Optional[str] = typer.Option(None, "--helm-binary", metavar="PATH", rich_help_panel="Helm charts",
+    helm_binary: Optional[str] = typer.Option(None, "--helm-binary", metavar="PATH", rich_help_panel=HELM,
                                               help="Render charts with `PATH template` instead of the embedded engine."),
-    chart_root: Optional[str] = typer.Option(None, "--chart-root", metavar="DIR", rich_help_panel="Helm charts",
-                                             help="The chart that `helm template` output (on stdin or in a file) "
-                                                  "came from, to report template lines (default: the current "
-                                                  "directory or ./CHART_NAME)."),
 ) -> None:
     """Show the host ports each node must give: hostPort, hostNetwork and nodePort claims, conflicts marked."""
-    from kubelint_ports.engine import LintOptions, load_cluster
+    from kubelint_ports.engine import load_cluster
     from kubelint_ports.portmap import build_port_map, write_json, write_text
+    from kubelint_ports.settings import CommandLine
 
-    options = LintOptions(node_files=tuple(nodes), cluster_files=tuple(cluster),
-                          helm=helm_options(values, set_values, set_strings, release_name, namespace, kube_version,
-                                            helm_binary, chart_root))
-    model, _, diagnostics = load_cluster(paths, options)
+    settings = run_settings(CommandLine(
+        paths=tuple(paths or ()), config=config, nodes=tuple(nodes), cluster=tuple(cluster),
+        helm=dict(values=tuple(values), set=tuple(set_values), set_string=tuple(set_strings),
+                  release_name=release_name, namespace=namespace, helm_binary=helm_binary)))
+    model, _, diagnostics = load_cluster(settings.paths, settings.options)
     for diagnostic in diagnostics:
         typer.echo(f"{diagnostic.location}: input-error {diagnostic.message}", err=True)
     port_map = build_port_map(model)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import gc
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -13,9 +13,10 @@ from kubelint_ports.findings import Diagnostic, Finding, Location, Report
 from kubelint_ports.loading import LoadResult, display_path, load
 from kubelint_ports.model import Cluster, ClusterFacts, build_cluster
 from kubelint_ports.policies import Policy, builtin_policies
-from kubelint_ports.suppressions import annotation_reason
+from kubelint_ports.suppressions import annotation_reason, apply_exemptions
 
 if TYPE_CHECKING:  # not imported at run time: plain manifests never load the Helm module
+    from kubelint_ports.config import Exemption
     from kubelint_ports.loading.helm import HelmOptions
 
 
@@ -25,6 +26,10 @@ class LintOptions:
     node_files: tuple[str, ...] = ()  # --nodes: the inventory (`kubectl get nodes -o yaml`)
     cluster_files: tuple[str, ...] = ()  # --cluster: what already runs
     helm: HelmOptions | None = None  # how charts render (--values, --set, ...); None: Helm's defaults
+    chart_helm: tuple[tuple[str, HelmOptions], ...] = ()  # per chart (absolute path), from the config
+    exclude: Callable[[str], bool] | None = None  # paths to skip (the config's `exclude` globs)
+    exemptions: tuple[Exemption, ...] = ()  # accepted findings, from the config
+    baseline: frozenset[str] = frozenset()  # fingerprints of findings accepted by --baseline
 
 
 def lint_paths(paths: Sequence[str], options: LintOptions = LintOptions(), *, stdin=None,
@@ -33,6 +38,8 @@ def lint_paths(paths: Sequence[str], options: LintOptions = LintOptions(), *, st
         cluster, loaded, diagnostics = load_cluster(paths, options, stdin=stdin)
         policies = tuple(policies if policies is not None else builtin_policies())
         findings = run_checks(cluster, policies)
+        if options.exemptions or options.baseline:
+            findings = apply_exemptions(findings, options.exemptions, options.baseline)
     return Report(
         findings=findings,
         diagnostics=diagnostics,
@@ -47,7 +54,8 @@ def load_cluster(paths: Sequence[str], options: LintOptions, *, stdin=None
                  ) -> tuple[Cluster, LoadResult, list[Diagnostic]]:
     """Every input read and modelled: linted manifests, running objects, the node inventory."""
     with collector_paused():
-        loaded = load(paths, stdin=stdin, helm=options.helm)
+        loaded = load(paths, stdin=stdin, helm=options.helm, chart_helm=dict(options.chart_helm),
+                      exclude=options.exclude)
         live = load(options.cluster_files) if options.cluster_files else None
         inventory = load(options.node_files) if options.node_files else None
         cluster, model_diagnostics = build_cluster(

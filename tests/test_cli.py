@@ -181,3 +181,90 @@ def test_installed_console_script_ships_the_policies(tmp_path):
     done = subprocess.run([script, "rules"], capture_output=True, text=True, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert len(done.stdout.splitlines()) == len(builtin_policies())
+
+
+# --- configuration, policies, baselines, scope, extra reports -----------------------------------
+
+def test_config_file_drives_a_run_without_arguments(tmp_path, monkeypatch):
+    (tmp_path / "k8s").mkdir()
+    (tmp_path / "k8s" / "app.yaml").write_text(HOSTPORT_ONLY)
+    (tmp_path / "k8s" / "skip.generated.yaml").write_text(COLLISION)
+    (tmp_path / ".kubelint-ports.yaml").write_text(
+        "paths: [k8s]\nexclude: ['*.generated.yaml']\nfail-on: warning\nrules:\n  host-port: error\n")
+    monkeypatch.chdir(tmp_path / "k8s")  # found from a subdirectory upward, paths relative to the file
+    result = run("lint", "--format", "json")
+    data = json.loads(result.output)
+    assert result.exit_code == 1
+    assert {f["file"] for f in data["findings"]} == {"app.yaml"}
+    assert ("KP101", "error") in {(f["rule"], f["severity"]) for f in data["findings"]}
+    assert run("lint", "--fail-on", "never").exit_code == 0, "the command line wins over the file"
+
+
+def test_bad_config_exits_2_naming_file_and_line(tmp_path, monkeypatch):
+    (tmp_path / ".kubelint-ports.yaml").write_text("fail-on: warning\nfial-on: error\n")
+    monkeypatch.chdir(tmp_path)
+    result = runner.invoke(app, ["lint", "."])
+    assert result.exit_code == 2
+    assert ".kubelint-ports.yaml:2:" in result.output and "unknown key" in result.output
+
+
+def test_config_command_prints_the_effective_configuration(tmp_path, monkeypatch):
+    (tmp_path / ".kubelint-ports.yaml").write_text(
+        "proxy-mode: ipvs\nrules:\n  KP101: off\n  node-reserved-port: {extra_ports: [{port: 4240, daemon: cilium}]}\n")
+    monkeypatch.chdir(tmp_path)
+    import yaml
+
+    data = yaml.safe_load(run("config").output)
+    assert data["config-file"] == ".kubelint-ports.yaml" and data["proxy-mode"] == "ipvs"
+    assert "KP101" not in data["rules"]
+    assert data["rules"]["KP303"]["params"]["extra_ports"] == [{"port": 4240, "daemon": "cilium"}]
+    assert data["fail-on"] == "error" and data["paths"] == ["."]
+
+
+def test_user_policies_on_the_command_line(manifests):
+    path = manifests(HOSTPORT_ONLY)
+    result = run("lint", "--policies", str(ROOT / "examples" / "policies"), path)
+    assert "KP901 (ingress-host-ports)" in result.output and result.exit_code == 1
+    broken = Path(path).parent / "broken"
+    broken.mkdir()
+    (broken / "KP999-x.yaml").write_text("id: KP999\nname: x\n")
+    result = runner.invoke(app, ["lint", "--policies", str(broken), path])
+    assert result.exit_code == 2 and "KP999-x.yaml" in result.output
+
+
+def test_write_baseline_then_report_only_new_findings(manifests, tmp_path):
+    path = manifests(COLLISION)
+    baseline = tmp_path / "baseline.json"
+    result = runner.invoke(app, ["lint", "--write-baseline", str(baseline), path])
+    assert result.exit_code == 0 and baseline.exists()
+    assert run("lint", "--baseline", str(baseline), path).exit_code == 0
+    Path(path).write_text(COLLISION + "---\n" + HOSTPORT_ONLY.replace("agent", "agent-2").replace("9100", "31123"))
+    result = run("lint", "--baseline", str(baseline), "--format", "json", path)
+    standing = [f for f in json.loads(result.output)["findings"] if not f["suppressed"]]
+    assert result.exit_code == 1 and {f["object"]["name"] for f in standing} == {"agent-2"}
+
+
+def test_scope_object_leaves_cross_object_rules_out(manifests):
+    path = manifests(COLLISION)
+    assert "KP201" in run("lint", path).output
+    result = run("lint", "--scope", "object", path)
+    assert "KP201" not in result.output and "KP101" in result.output
+
+
+def test_extra_reports_in_one_run(manifests, tmp_path):
+    path = manifests(COLLISION)
+    sarif, markdown = tmp_path / "r.sarif", tmp_path / "r.md"
+    result = run("lint", "--report", f"sarif:{sarif}", "--report", f"markdown:{markdown}", path)
+    assert result.exit_code == 1 and "KP201" in result.output
+    assert json.loads(sarif.read_text())["version"] == "2.1.0"
+    assert "| error | KP201" in markdown.read_text()
+    assert run("lint", "--report", "xml:out.xml", path).exit_code == 2
+
+
+def test_suppressed_findings_are_hidden_unless_asked(manifests):
+    annotated = HOSTPORT_ONLY.replace("metadata: {name: agent, namespace: ops}",
+                                      "metadata:\n  name: agent\n  namespace: ops\n"
+                                      "  annotations: {kubelint-ports.io/ignore: host-port}")
+    path = manifests(annotated)
+    assert "KP101" not in run("lint", path).output
+    assert "[suppressed: kubelint-ports.io/ignore annotation]" in run("lint", "--show-suppressed", path).output

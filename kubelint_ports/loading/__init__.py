@@ -14,7 +14,7 @@ from __future__ import annotations
 import bisect
 import os
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -87,6 +87,8 @@ def display_path(path: str) -> str:
     """Paths as the user will click them: relative to the working directory when inside it."""
     if path == STDIN:
         return STDIN_NAME
+    if not path:
+        return "''"  # an empty argument: reported as unreadable, never read as the current directory
     relative = os.path.relpath(path)
     shown = path if relative.startswith("..") else relative
     return shown.replace(os.sep, "/")
@@ -139,14 +141,19 @@ def _chart_of_template(path: str) -> str | None:
     return None
 
 
-def load(paths: Iterable[str], stdin=None, helm: HelmOptions | None = None) -> LoadResult:
-    """Read every input; `helm` renders charts and maps `helm template` output to its templates."""
+def load(paths: Iterable[str], stdin=None, helm: HelmOptions | None = None, *,
+         chart_helm: Mapping[str, HelmOptions] | None = None, exclude: Callable[[str], bool] | None = None
+         ) -> LoadResult:
+    """Read every input; `helm` renders charts (`chart_helm`: per chart directory, by absolute
+    path) and maps `helm template` output to its templates; `exclude` skips paths."""
     result = LoadResult()
     for path in discover(paths):
+        if exclude is not None and path != STDIN and exclude(path):
+            continue
         if path != STDIN and os.path.isdir(path):
             from kubelint_ports.loading.helm import load_chart
 
-            load_chart(path, helm, result)
+            load_chart(path, (chart_helm or {}).get(os.path.abspath(path), helm), result)
             continue
         shown = display_path(path)
         result.files += 1
