@@ -261,3 +261,43 @@ def test_broken_user_policy_is_a_clear_error(tmp_path, text, line, words):
         policies_with([path.parent])
     assert words in str(raised.value)
     assert raised.value.line == line, raised.value
+
+
+def test_ignore_annotation_rendered_by_helm(tmp_path):
+    pytest.importorskip("helm_python", reason="the embedded Helm engine is not installed on this platform")
+    from kubelint_ports.engine import LintOptions
+    from kubelint_ports.loading.helm import HelmOptions
+
+    chart = tmp_path / "agent"
+    write(chart / "Chart.yaml", "apiVersion: v2\nname: agent\nversion: 1.0.0\n")
+    write(chart / "values.yaml", "annotations: {}\n")
+    write(chart / "templates" / "daemonset.yaml", """\
+        apiVersion: apps/v1
+        kind: DaemonSet
+        metadata:
+          name: {{ .Release.Name }}
+          {{- with .Values.annotations }}
+          annotations:
+            {{- toYaml . | nindent 4 }}
+          {{- end }}
+        spec:
+          template:
+            spec:
+              containers:
+                - name: agent
+                  ports:
+                    - containerPort: 9100
+                      hostPort: 31100
+        """)
+    plain = lint_paths([str(chart)])
+    assert {f.rule_id for f in plain.findings if not f.suppressed} >= {"KP101", "KP102"}
+    values = write(tmp_path / "accept.yaml", """\
+        annotations:
+          kubelint-ports.io/ignore: host-port
+          kubelint-ports.io/ignore-reason: the agent's port is reviewed
+        """)
+    report = lint_paths([str(chart)], LintOptions(helm=HelmOptions(values=(str(values),))))
+    assert not report.diagnostics, report.diagnostics
+    [accepted] = [f for f in report.findings if f.rule_id == "KP101"]
+    assert accepted.suppressed == "the agent's port is reviewed"
+    assert accepted.location.path.endswith("templates/daemonset.yaml") and accepted.location.line == 16

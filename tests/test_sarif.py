@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import os
 import io
 import json
 from pathlib import Path
@@ -220,3 +221,49 @@ def test_serializer_keeps_default_level_and_sorts_sets():
 def test_no_python_reprs_leak_into_output(manifests):
     text = render(lint_paths(["."], LintOptions()))
     assert "{'" not in text and "<sarif_om" not in text and "NOTHING" not in text
+
+
+MULTITOOL_VERSION = "5.7.0"
+GITHUB_RULES = Path(__file__).resolve().parents[2] / "shared" / "tools" / "sarif-multitool-github-rules.xml"
+
+
+def sarif_multitool() -> Path:
+    """The SARIF multitool from npm, installed once into a cache directory (the registry is reachable
+    here and in CI); skipped with the reason when npm or the rules file is missing."""
+    import shutil
+    import subprocess
+
+    if not GITHUB_RULES.exists():
+        pytest.skip(f"GitHub rules for the multitool not found at {GITHUB_RULES}")
+    npm = shutil.which("npm")
+    if npm is None:
+        pytest.skip("npm is not installed: the SARIF multitool check needs it")
+    cache = Path(os.environ.get("KUBELINT_TOOL_CACHE", Path.home() / ".cache" / "kubelint-ports")) / \
+        f"sarif-multitool-{MULTITOOL_VERSION}"
+    tool = cache / "node_modules" / ".bin" / "sarif-multitool"
+    if not tool.exists():
+        cache.mkdir(parents=True, exist_ok=True)
+        done = subprocess.run([npm, "install", "--prefix", str(cache), "--no-audit", "--no-fund",
+                               f"@microsoft/sarif-multitool@{MULTITOOL_VERSION}"],
+                              capture_output=True, text=True, timeout=600)
+        if done.returncode != 0 or not tool.exists():
+            pytest.skip(f"could not install @microsoft/sarif-multitool@{MULTITOOL_VERSION}: {done.stderr[-500:]}")
+    return tool
+
+
+def test_github_accepts_our_sarif_per_the_multitool(manifests, tmp_path):
+    """`sarif-multitool validate` with GitHub's rules; its exit code is always 0, so read its log."""
+    import subprocess
+
+    tool = sarif_multitool()
+    log_file = tmp_path / "out.sarif"
+    log_file.write_text(render(lint_paths(["."], LintOptions())))
+    result_file = tmp_path / "validation.sarif"
+    done = subprocess.run([str(tool), "validate", str(log_file), "--rule-kind", "\"Gh;Sarif\"", "--config",
+                           str(GITHUB_RULES), "-o", str(result_file), "--log", "ForceOverwrite"],
+                          capture_output=True, text=True, timeout=300)
+    assert result_file.exists(), done.stdout + done.stderr
+    validation = json.loads(result_file.read_text(encoding="utf-8-sig"))
+    problems = [(r.get("ruleId"), r["message"].get("text") or r["message"].get("id"))
+                for run in validation["runs"] for r in run.get("results", []) if r.get("level") == "error"]
+    assert not problems, problems
