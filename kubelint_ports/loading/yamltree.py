@@ -86,21 +86,29 @@ def pairs(mapping: MappingNode) -> Iterator[tuple[ScalarNode, Node]]:
 
 
 def child(mapping: Node | None, key: str) -> tuple[ScalarNode, Node] | None:
-    """The (key node, value node) pair for `key`, the last one winning as in the API decoder."""
+    """The (key node, value node) pair for `key`; the last one wins, as in the API decoder.
+
+    Each mapping is indexed on first use (the model reads several keys of the same mappings)."""
     if not isinstance(mapping, MappingNode):
         return None
-    found = None
-    has_merge = False
-    for key_node, value in mapping.value:
-        if key_node.value == key and isinstance(key_node, ScalarNode):
-            found = (key_node, value)
-        elif key_node.value == "<<" or key_node.tag == MERGE:
-            has_merge = True
-    if found is None and has_merge:
-        for key_node, value in pairs(mapping):
-            if isinstance(key_node, ScalarNode) and key_node.value == key:
-                return key_node, value
-    return found
+    index = mapping.__dict__.get("_index")
+    if index is None:
+        index = {}
+        has_merge = False
+        for key_node, value in mapping.value:
+            name = key_node.value
+            if not isinstance(name, str):
+                continue
+            if is_merge_key(key_node):
+                has_merge = True
+            else:
+                index[name] = (key_node, value)
+        if has_merge:  # keys written in the mapping win over merged ones
+            for key_node, value in pairs(mapping):
+                if isinstance(key_node.value, str):
+                    index.setdefault(key_node.value, (key_node, value))
+        mapping._index = index
+    return index.get(key)
 
 
 def get(mapping: Node | None, key: str) -> Node | None:

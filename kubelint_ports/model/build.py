@@ -6,7 +6,7 @@ import re
 from collections.abc import Iterable
 
 from kubelint_ports.findings import Diagnostic, ObjectRef
-from kubelint_ports.loading import Document, node_location
+from kubelint_ports.loading import Document
 from kubelint_ports.loading import yamltree as yt
 from kubelint_ports.model import placement
 from kubelint_ports.model.network import read_network
@@ -75,7 +75,7 @@ def guarded(function, document: Document, cluster: Cluster, diagnostics: list[Di
     try:
         function(document, cluster, **kwargs)
     except yt.FieldTypeError as error:
-        diagnostics.append(Diagnostic(node_location(document.path, error.node), str(error)))
+        diagnostics.append(Diagnostic(document.node_location(error.node), str(error)))
 
 
 def add_object(document: Document, cluster: Cluster, live: bool = False) -> None:

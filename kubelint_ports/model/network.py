@@ -784,7 +784,8 @@ def object_identity(root: yt.Node) -> tuple[str, str, str] | None:
 
 
 def node_location(document: Document, node: yt.Node) -> Location:
-    return Location(document.path, node.start_mark.line + 1, node.start_mark.column + 1)
+    """Through the document, so a rendered Helm object's node maps to its template."""
+    return document.node_location(node)
 
 
 def locate_embedded(embedded: EmbeddedDocument, key_node: yt.ScalarNode, value: yt.ScalarNode,
