@@ -86,10 +86,27 @@ def parse_report(text: str) -> tuple[str, str]:
 
 
 PATHS_HELP = ("Manifest files, directories (recursive: *.yaml, *.yml, *.json; a directory with Chart.yaml is rendered "
-              "as a Helm chart) or - for standard input [default: the config's `paths`, else .].")
+              "as a Helm chart) or - for standard input (default: the config's `paths`, else .).")
 HELM = "Helm charts"
 CLUSTER = "Cluster facts"
 POLICY = "Configuration and policies"
+# Options `lint` and `ports` share (an OptionInfo is only read when a command is built).
+NODES_OPTION = typer.Option([], "--nodes", metavar="FILE", rich_help_panel=CLUSTER,
+                     help="Node inventory: the output of `kubectl get nodes -o yaml` (repeatable).")
+CLUSTER_OPTION = typer.Option([], "--cluster", metavar="FILE", rich_help_panel=CLUSTER,
+                       help="Objects already running: `kubectl get pods,svc,ds,deploy -A -o yaml` (repeatable).")
+VALUES_OPTION = typer.Option([], "--values", "-f", metavar="FILE", rich_help_panel=HELM,
+                      help="Values file for the charts linted (repeatable; later files win).")
+SET_VALUES_OPTION = typer.Option([], "--set", metavar="KEY=VALUE", rich_help_panel=HELM,
+                          help="Set chart values like `helm --set` (repeatable).")
+SET_STRINGS_OPTION = typer.Option([], "--set-string", metavar="KEY=VALUE", rich_help_panel=HELM,
+                           help="Set chart values as strings like `helm --set-string` (repeatable).")
+RELEASE_NAME_OPTION = typer.Option(None, "--release-name", rich_help_panel=HELM,
+                            help="Release name for the charts (default: the chart's name).")
+NAMESPACE_OPTION = typer.Option(None, "--namespace", rich_help_panel=HELM,
+                         help="Release namespace for the charts (default: Helm's, `default`).")
+HELM_BINARY_OPTION = typer.Option(None, "--helm-binary", metavar="PATH", rich_help_panel=HELM,
+                           help="Render charts with `PATH template` instead of the embedded engine.")
 
 
 @app.command()
@@ -100,17 +117,17 @@ def lint(
     reports: List[str] = typer.Option([], "--report", metavar="FORMAT:FILE",
                                       help="Also write a report in another format (repeatable), e.g. sarif:out.sarif."),
     fail_on: Optional[FailOn] = typer.Option(None, "--fail-on", show_default=False,
-                                             help="Exit 1 when a finding has this severity or higher [default: the "
-                                                  "config's, else error]."),
+                                             help="Exit 1 when a finding has this severity or higher (default: the "
+                                                  "config's, else error)."),
     color: Optional[bool] = typer.Option(None, "--color/--no-color",
-                                         help="Colour text output [default: when writing to a terminal]."),
+                                         help="Colour text output (default: when writing to a terminal)."),
     show_suppressed: bool = typer.Option(False, "--show-suppressed", help="Show suppressed findings in text output."),
     sarif_category: str = typer.Option("", "--sarif-category", help="SARIF automationDetails.id (a category)."),
     link_base: str = typer.Option("", "--link-base", metavar="URL",
                                   help="Markdown reports: link locations under this URL (a blob URL of the commit)."),
     config: Optional[str] = typer.Option(None, "--config", metavar="FILE", rich_help_panel=POLICY,
-                                         help="Configuration file [default: .kubelint-ports.yaml or pyproject.toml "
-                                              "found from the current directory upward]."),
+                                         help="Configuration file (default: .kubelint-ports.yaml or pyproject.toml "
+                                              "found from the current directory upward)."),
     policies: List[str] = typer.Option([], "--policies", metavar="DIR", rich_help_panel=POLICY,
                                        help="A directory of your own policies (repeatable)."),
     scope: Scope = typer.Option(Scope.all, "--scope", rich_help_panel=POLICY,
@@ -120,32 +137,23 @@ def lint(
     write_baseline: Optional[str] = typer.Option(None, "--write-baseline", metavar="FILE", rich_help_panel=POLICY,
                                                  help="Record today's findings as the baseline and exit 0."),
     node_port_range: Optional[str] = typer.Option(None, "--node-port-range", metavar="LOW-HIGH", rich_help_panel=CLUSTER,
-                                                  help="The cluster's node-port range [default: 30000-32767]."),
-    nodes: List[str] = typer.Option([], "--nodes", metavar="FILE", rich_help_panel=CLUSTER,
-                                    help="Node inventory: the output of `kubectl get nodes -o yaml` (repeatable)."),
-    cluster: List[str] = typer.Option([], "--cluster", metavar="FILE", rich_help_panel=CLUSTER,
-                                      help="Objects already running: `kubectl get pods,svc,ds,deploy -A -o yaml` "
-                                           "(repeatable)."),
+                                                  help="The cluster's node-port range (default: 30000-32767)."),
+    nodes: List[str] = NODES_OPTION,
+    cluster: List[str] = CLUSTER_OPTION,
     proxy_mode: Optional[ProxyMode] = typer.Option(None, "--proxy-mode", rich_help_panel=CLUSTER,
                                                    help="kube-proxy mode, when the inputs do not say."),
     service_cidr: Optional[str] = typer.Option(None, "--service-cidr", metavar="CIDR[,CIDR]", rich_help_panel=CLUSTER,
                                                help="The cluster's Service CIDR, when the inputs do not say."),
     pod_cidr: Optional[str] = typer.Option(None, "--pod-cidr", metavar="CIDR[,CIDR]", rich_help_panel=CLUSTER,
                                            help="The cluster's pod CIDR, when the inputs do not say."),
-    values: List[str] = typer.Option([], "--values", "-f", metavar="FILE", rich_help_panel=HELM,
-                                     help="Values file for the charts linted (repeatable; later files win)."),
-    set_values: List[str] = typer.Option([], "--set", metavar="KEY=VALUE", rich_help_panel=HELM,
-                                         help="Set chart values like `helm --set` (repeatable)."),
-    set_strings: List[str] = typer.Option([], "--set-string", metavar="KEY=VALUE", rich_help_panel=HELM,
-                                          help="Set chart values as strings like `helm --set-string` (repeatable)."),
-    release_name: Optional[str] = typer.Option(None, "--release-name", rich_help_panel=HELM,
-                                               help="Release name for the charts (default: the chart's name)."),
-    namespace: Optional[str] = typer.Option(None, "--namespace", rich_help_panel=HELM,
-                                            help="Release namespace for the charts (default: Helm's, `default`)."),
+    values: List[str] = VALUES_OPTION,
+    set_values: List[str] = SET_VALUES_OPTION,
+    set_strings: List[str] = SET_STRINGS_OPTION,
+    release_name: Optional[str] = RELEASE_NAME_OPTION,
+    namespace: Optional[str] = NAMESPACE_OPTION,
     kube_version: Optional[str] = typer.Option(None, "--kube-version", metavar="VERSION", rich_help_panel=HELM,
                                                help="Kubernetes version the charts see (.Capabilities.KubeVersion)."),
-    helm_binary: Optional[str] = typer.Option(None, "--helm-binary", metavar="PATH", rich_help_panel=HELM,
-                                              help="Render charts with `PATH template` instead of the embedded engine."),
+    helm_binary: Optional[str] = HELM_BINARY_OPTION,
     chart_root: Optional[str] = typer.Option(None, "--chart-root", metavar="DIR", rich_help_panel=HELM,
                                              help="The chart that `helm template` output (on stdin or in a file) "
                                                   "came from, to report template lines (default: the current "
@@ -240,23 +248,17 @@ class PortsFormat(str, enum.Enum):
 @app.command()
 def ports(
     paths: Optional[List[str]] = typer.Argument(None, help=PATHS_HELP, show_default=False),
-    nodes: List[str] = typer.Option([], "--nodes", metavar="FILE", help="Node inventory (`kubectl get nodes -o yaml`)."),
-    cluster: List[str] = typer.Option([], "--cluster", metavar="FILE", help="Objects already running."),
+    nodes: List[str] = NODES_OPTION,
+    cluster: List[str] = CLUSTER_OPTION,
     config: Optional[str] = typer.Option(None, "--config", metavar="FILE", help="Configuration file."),
     output_format: PortsFormat = typer.Option(PortsFormat.text, "--format", help="Table format."),
-    color: Optional[bool] = typer.Option(None, "--color/--no-color", help="Colour conflicts [default: on a terminal]."),
-    values: List[str] = typer.Option([], "--values", "-f", metavar="FILE", rich_help_panel=HELM,
-                                     help="Values file for the charts linted (repeatable; later files win)."),
-    set_values: List[str] = typer.Option([], "--set", metavar="KEY=VALUE", rich_help_panel=HELM,
-                                         help="Set chart values like `helm --set` (repeatable)."),
-    set_strings: List[str] = typer.Option([], "--set-string", metavar="KEY=VALUE", rich_help_panel=HELM,
-                                          help="Set chart values as strings like `helm --set-string` (repeatable)."),
-    release_name: Optional[str] = typer.Option(None, "--release-name", rich_help_panel=HELM,
-                                               help="Release name for the charts (default: the chart's name)."),
-    namespace: Optional[str] = typer.Option(None, "--namespace", rich_help_panel=HELM,
-                                            help="Release namespace for the charts (default: Helm's, `default`)."),
-    helm_binary: Optional[str] = typer.Option(None, "--helm-binary", metavar="PATH", rich_help_panel=HELM,
-                                              help="Render charts with `PATH template` instead of the embedded engine."),
+    color: Optional[bool] = typer.Option(None, "--color/--no-color", help="Colour conflicts (default: on a terminal)."),
+    values: List[str] = VALUES_OPTION,
+    set_values: List[str] = SET_VALUES_OPTION,
+    set_strings: List[str] = SET_STRINGS_OPTION,
+    release_name: Optional[str] = RELEASE_NAME_OPTION,
+    namespace: Optional[str] = NAMESPACE_OPTION,
+    helm_binary: Optional[str] = HELM_BINARY_OPTION,
 ) -> None:
     """Show the host ports each node must give: hostPort, hostNetwork and nodePort claims, conflicts marked."""
     from kubelint_ports.engine import load_cluster

@@ -119,6 +119,16 @@ def get(mapping: Node | None, key: str) -> Node | None:
     return None if is_null(value) else value
 
 
+def at(root: Node | None, path: str) -> Node | None:
+    """The value at a dotted path of mappings (`spec.template.spec`), or None when a step is absent."""
+    node = root
+    for key in path.split("."):
+        node = get(node, key)
+        if node is None:
+            return None
+    return node
+
+
 def items(node: Node | None, what: str) -> list[Node]:
     """The items of a sequence field; absent or null is empty, anything else a type error."""
     if is_null(node):

@@ -100,7 +100,7 @@ def add_object(document: Document, cluster: Cluster, live: bool = False) -> None
 
 
 def running(document: Document) -> bool:
-    phase = yt.as_str(at(document.root, "status.phase"))
+    phase = yt.as_str(yt.at(document.root, "status.phase"))
     return phase not in ("Succeeded", "Failed")
 
 
@@ -121,7 +121,7 @@ def identity(ref: ObjectRef) -> tuple[str, str, str]:
 def owned_by(pod: Workload, owners: set[tuple[str, str, str]]) -> bool:
     """A running pod whose controller (or the Deployment/CronJob above it) is being linted."""
     namespace = pod.ref.namespace
-    for reference in yt.items(at(pod.document.root, "metadata.ownerReferences"), "ownerReferences"):
+    for reference in yt.items(yt.at(pod.document.root, "metadata.ownerReferences"), "ownerReferences"):
         kind = yt.as_str(yt.get(reference, "kind"))
         name = yt.as_str(yt.get(reference, "name"))
         parent = {"ReplicaSet": "Deployment", "Job": "CronJob"}.get(kind)  # <parent>-<hash or time>
@@ -145,16 +145,6 @@ def object_ref(root: yt.MappingNode, api_version: str, kind: str) -> ObjectRef:
     metadata = yt.mapping(yt.get(root, "metadata"), "metadata")
     name = yt.as_str(yt.get(metadata, "name")) or yt.as_str(yt.get(metadata, "generateName"))
     return ObjectRef(api_version, kind, yt.as_str(yt.get(metadata, "namespace")), name)
-
-
-def at(root: yt.Node, path: str) -> yt.Node | None:
-    """The value at a dotted path of mappings, or None when any step is absent."""
-    node: yt.Node | None = root
-    for key in path.split("."):
-        node = yt.get(node, key)
-        if node is None:
-            return None
-    return node
 
 
 class PortReader:
@@ -199,11 +189,11 @@ class PortReader:
 def read_workload(document: Document, ref: ObjectRef) -> Workload:
     root = document.root
     pod_spec_path, replicas_path = WORKLOAD_KINDS[ref.kind]
-    pod_spec = yt.mapping(at(root, pod_spec_path), pod_spec_path)
+    pod_spec = yt.mapping(yt.at(root, pod_spec_path), pod_spec_path)
     replicas: int | None = 1
     if ref.kind == "DaemonSet":
         replicas = None
-    elif replicas_path and (node := at(root, replicas_path)) is not None:
+    elif replicas_path and (node := yt.at(root, replicas_path)) is not None:
         replicas = yt.as_int(node)
     host_network = yt.as_bool(yt.get(pod_spec, "hostNetwork"))
     reader = PortReader()
@@ -223,7 +213,7 @@ def read_workload(document: Document, ref: ObjectRef) -> Workload:
             if host_network:
                 silent.extend(listening_ports(container, container_path, name))
     template_metadata = "metadata" if ref.kind == "Pod" else pod_spec_path.rpartition(".")[0] + ".metadata"
-    labels = yt.to_plain(yt.mapping(at(root, template_metadata + ".labels"), "labels")) or {}
+    labels = yt.to_plain(yt.mapping(yt.at(root, template_metadata + ".labels"), "labels")) or {}
     scheduling = placement.scheduling_from_pod_spec(
         {key: yt.to_plain(yt.get(pod_spec, key)) for key in SCHEDULING_FIELDS})
     return Workload(document, ref, pod_spec_path, replicas, host_network, tuple(claims),
@@ -271,7 +261,7 @@ def listening_ports(container: yt.Node, container_path: str, name: str) -> list[
                                             "" if address in ("", "0.0.0.0", "::") else address))
     for probe in PROBES:
         for handler in ("httpGet", "tcpSocket", "grpc"):
-            node = at(container, f"{probe}.{handler}.port")
+            node = yt.at(container, f"{probe}.{handler}.port")
             if node is not None and yt.scalar_type(node) == yt.INT:
                 port = yt.parse_int(node.value)
                 if port and 1 <= port <= 65535:
@@ -350,7 +340,7 @@ def read_service(document: Document, ref: ObjectRef) -> Service:
         health_check = None
     selector = yt.to_plain(yt.mapping(yt.get(spec, "selector"), "spec.selector")) or {}
     external_ips = tuple(yt.as_str(ip) for ip in yt.items(yt.get(spec, "externalIPs"), "spec.externalIPs"))
-    ingress = at(document.root, "status.loadBalancer.ingress")
+    ingress = yt.at(document.root, "status.loadBalancer.ingress")
     lb_ips = tuple(yt.as_str(yt.get(item, "ip")) for item in yt.items(ingress, "status.loadBalancer.ingress")
                    if yt.get(item, "ip") is not None)
     return Service(

@@ -610,7 +610,7 @@ class NetworkReader:
     def read_workload(self, document: Document, api_version: str, kind: str) -> None:
         root = document.root
         pod_spec_path = _WORKLOAD_POD_SPECS[kind]
-        pod_spec = yt.mapping(at(root, pod_spec_path), pod_spec_path)
+        pod_spec = yt.mapping(yt.at(root, pod_spec_path), pod_spec_path)
         if pod_spec is None:
             return
         owner = None
@@ -754,13 +754,6 @@ def join_path(prefix: str):
     return lambda path: f"{prefix}.{path}" if prefix else path
 
 
-def at(root: yt.Node, path: str) -> yt.Node | None:
-    node: yt.Node | None = root
-    for key in path.split("."):
-        node = yt.get(node, key)
-        if node is None:
-            return None
-    return node
 
 
 def object_ref(root: yt.Node, api_version: str, kind: str) -> ObjectRef:
