@@ -9,7 +9,7 @@ from typing import Any
 
 from kubelint_ports.checks import Hit, Related, register
 from kubelint_ports.model import Cluster, Service, Workload
-from kubelint_ports.model.allocation import ANY_NODE, Claimant, Conflict, allocate, cliques, conflicts
+from kubelint_ports.model.allocation import ANY_NODE, Claimant, Conflict, allocate, conflicts
 from kubelint_ports.model.objects import HostClaim, SilentPort
 
 MAX_RELATED = 10

@@ -26,7 +26,7 @@ def link(location: Location, options: FormatOptions) -> str:
 
 
 def format_report(report: Report, out: TextIO, options: FormatOptions) -> None:
-    lines = [f"## kubelint-ports", "", summary_line(report), ""]
+    lines = ["## kubelint-ports", "", summary_line(report), ""]
     rows = []
     for diagnostic in report.diagnostics:
         rows.append(f"| input error | | {link(diagnostic.location, options)} | | {cell(diagnostic.message)} |")

@@ -160,7 +160,7 @@ class PortReader:
         field_path = f"{path}.{key}"
         try:
             value = yt.as_int(node)
-        except yt.FieldTypeError as error:
+        except yt.FieldTypeError:
             if isinstance(node, yt.ScalarNode) and yt.parse_int(node.value) is not None:
                 message = (f"{key} {node.value!r} is quoted, so the API server reads a string and rejects it; "
                            f"remove the quotes")
