@@ -413,3 +413,11 @@ def test_health_check_node_port_needs_local_traffic_policy():
     assert [i.field_path for i in service.invalid_ports] == ["spec.healthCheckNodePort"]
     cluster, _ = build_cluster(load_text(base.replace("POLICY", ", externalTrafficPolicy: Local")).documents)
     assert cluster.services[0].health_check_node_port == 32000 and not cluster.services[0].invalid_ports
+
+
+def test_node_modules_is_never_walked(tmp_path):
+    (tmp_path / "node_modules" / "pkg").mkdir(parents=True)
+    write(tmp_path / "node_modules" / "pkg", "x.yaml", "- not\n- kubernetes\n")
+    write(tmp_path, "app.yaml", DEPLOYMENT)
+    result = load([str(tmp_path)])
+    assert result.files == 1 and result.diagnostics == []

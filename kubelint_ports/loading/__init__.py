@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from kubelint_ports.loading.helm import HelmOptions
 
 MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
+SKIPPED_DIRECTORIES = frozenset(("node_modules", "__pycache__"))  # never manifests, often huge
 MAX_FILE_BYTES = 64 * 1024 * 1024
 MAX_EXPANDED_NODES = 1_000_000
 STDIN = "-"
@@ -121,7 +122,7 @@ def discover(paths: Iterable[str]) -> Iterator[str]:
                 subdirs[:] = []
                 yield from chart_once(directory)
                 continue
-            subdirs[:] = sorted(d for d in subdirs if not d.startswith("."))
+            subdirs[:] = sorted(d for d in subdirs if not d.startswith(".") and d not in SKIPPED_DIRECTORIES)
             for name in sorted(files):
                 if name.endswith(MANIFEST_SUFFIXES) and not name.startswith("."):
                     yield os.path.join(directory, name)
