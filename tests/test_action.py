@@ -72,6 +72,7 @@ def github(tmp_path):
     """A workspace, GitHub's environment files, and `kubelint-ports` on PATH (this interpreter)."""
     workspace = tmp_path / "workspace"
     workspace.mkdir()
+    (workspace / ".git").mkdir()  # actions/checkout leaves a repository: paths are relative to it
     files = {name: tmp_path / name.lower() for name in ("GITHUB_OUTPUT", "GITHUB_STEP_SUMMARY", "GITHUB_PATH",
                                                        "GITHUB_ENV")}
     for path in files.values():
