@@ -67,11 +67,15 @@ def place(finding: Finding) -> str:
 
 
 def fit(text: str, room: int) -> tuple[str, bool]:
-    """`text` cut to `room` characters with an ellipsis; whether it was cut."""
+    """`text` cut to at most `room` characters with an ellipsis, at a word's end when one is near;
+    whether it was cut."""
     room = max(room, 20)
     if len(text) <= room:
         return text, False
-    return text[: room - len(ELLIPSIS)].rstrip() + ELLIPSIS, True
+    cut = text[: room - len(ELLIPSIS) + 1]
+    space = cut.rfind(" ")
+    cut = cut[:space] if space >= len(cut) - 20 else cut[:-1]
+    return cut.rstrip(" ,;:") + ELLIPSIS, True
 
 
 def write_details(finding: Finding, explanation: str, out: TextIO, paint) -> None:
