@@ -296,7 +296,9 @@ def ports(
     cluster: List[str] = CLUSTER_OPTION,
     config: Optional[str] = typer.Option(None, "--config", metavar="FILE", help="Configuration file."),
     output_format: PortsFormat = typer.Option(PortsFormat.text, "--format", help="Table format."),
-    color: Optional[bool] = typer.Option(None, "--color/--no-color", help="Colour conflicts (default: on a terminal)."),
+    color: Optional[bool] = typer.Option(None, "--color/--no-color",
+                                         help="Colour conflicts (default: on a terminal, unless NO_COLOR is set; "
+                                              "FORCE_COLOR forces it)."),
     values: List[str] = VALUES_OPTION,
     set_values: List[str] = SET_VALUES_OPTION,
     set_strings: List[str] = SET_STRINGS_OPTION,

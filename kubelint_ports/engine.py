@@ -120,7 +120,8 @@ def partners(hit: Hit) -> tuple[str, ...]:
         ref = getattr(related.subject, "ref", None)
         if ref is None or ref == hit.subject.ref or ref.kind == "Node":
             continue
-        others.add(f"{ref.kind}/{ref.namespace}/{ref.name}/{identity_path(related.subject.document, related.field_path)}")
+        where = identity_path(related.subject.document, related.field_path)
+        others.add(f"{ref.kind}/{ref.namespace}/{ref.name}/{where}")
     return tuple(sorted(others))
 
 
