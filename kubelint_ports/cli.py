@@ -30,6 +30,8 @@ class OutputFormat(str, enum.Enum):
     sarif = "sarif"
     github = "github"
     markdown = "markdown"
+    junit = "junit"
+    gitlab = "gitlab"
 
 
 class ProxyMode(str, enum.Enum):
@@ -78,6 +80,18 @@ def run_settings(command):
         raise typer.Exit(EXIT_USAGE) from None
 
 
+def color_wanted(flag: bool | None, stream) -> bool:
+    """--color/--no-color, else NO_COLOR (any non-empty value: no colour), else FORCE_COLOR (any
+    non-empty value but 0: colour), else colour only on a terminal (no-color.org, Python 3.13)."""
+    if flag is not None:
+        return flag
+    if os.environ.get("NO_COLOR"):
+        return False
+    if os.environ.get("FORCE_COLOR", "0") not in ("", "0"):
+        return True
+    return stream.isatty()
+
+
 def parse_report(text: str) -> tuple[str, str]:
     kind, colon, path = text.partition(":")
     if not colon or not path or kind not in {f.value for f in OutputFormat}:
@@ -121,7 +135,20 @@ def lint(
                                              help="Exit 1 when a finding has this severity or higher (default: the "
                                                   "config's, else error)."),
     color: Optional[bool] = typer.Option(None, "--color/--no-color",
-                                         help="Colour text output (default: when writing to a terminal)."),
+                                         help="Colour text output (default: on a terminal, unless NO_COLOR is set; "
+                                              "FORCE_COLOR forces it)."),
+    explain_findings: bool = typer.Option(False, "--explain", "--verbose", "-v",
+                                          help="Text: each finding's explanation, object and related places under "
+                                               "its headline."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="Print findings and errors only: no summary, no hints."),
+    statistics: bool = typer.Option(False, "--statistics",
+                                    help="Count findings per rule instead of listing them (text and json)."),
+    select: List[str] = typer.Option([], "--select", metavar="RULES", rich_help_panel=POLICY,
+                                     help="Run only these rules: ids, names or id prefixes (KP2), comma-separated, "
+                                          "repeatable (default: the config's `select`, else all)."),
+    ignore: List[str] = typer.Option([], "--ignore", metavar="RULES", rich_help_panel=POLICY,
+                                     help="Do not run these rules (ids, names or id prefixes; comma-separated, "
+                                          "repeatable)."),
     show_suppressed: bool = typer.Option(False, "--show-suppressed", help="Show suppressed findings in text output."),
     sarif_category: str = typer.Option("", "--sarif-category", help="SARIF automationDetails.id (a category)."),
     link_base: str = typer.Option("", "--link-base", metavar="URL",
@@ -167,6 +194,8 @@ def lint(
     from kubelint_ports.settings import CommandLine
 
     extra_reports = [parse_report(text) for text in reports]
+    if statistics and output_format not in (OutputFormat.text, OutputFormat.json):
+        raise typer.BadParameter("works with --format text or json", param_hint="--statistics")
     settings = run_settings(CommandLine(
         paths=tuple(paths or ()), config=config, fail_on=fail_on.value if fail_on else None,
         node_port_range=node_port_range, proxy_mode=proxy_mode.value if proxy_mode else None,
@@ -174,17 +203,30 @@ def lint(
         policies=tuple(policies), baseline=baseline, scope=scope.value,
         helm=dict(values=tuple(values), set=tuple(set_values), set_string=tuple(set_strings),
                   release_name=release_name, namespace=namespace, kube_version=kube_version,
-                  helm_binary=helm_binary, chart_root=chart_root)))
+                  helm_binary=helm_binary, chart_root=chart_root),
+        select=tuple(select), ignore=tuple(ignore)))
+    if getattr(settings.options.baseline, "version", None) == 1 and not quiet:
+        typer.echo(f"kubelint-ports: note: {baseline or settings.config.get('baseline')} is a version 1 baseline "
+                   "(its keys count list items, so a new sidecar breaks them); rewrite it with --write-baseline",
+                   err=True)
     report = lint_paths(settings.paths, settings.options, policies=settings.policies)
-    format_options = FormatOptions(show_suppressed=show_suppressed, sarif_category=sarif_category, link_base=link_base)
+    from kubelint_ports.loading import EMPTY_STDIN
+
+    if any(d.message == EMPTY_STDIN for d in report.diagnostics):
+        typer.echo(f"kubelint-ports: warning: {EMPTY_STDIN}", err=True)
+    from kubelint_ports.sourceroot import find_source_root
+
+    format_options = FormatOptions(show_suppressed=show_suppressed, sarif_category=sarif_category, link_base=link_base,
+                                   source_root=find_source_root(settings.config.path), quiet=quiet)
     for kind, path in extra_reports:
         with open(path, "w", encoding="utf-8", newline="\n") as stream:
             get_formatter(kind)(report, stream, format_options)
     stream = open(output, "w", encoding="utf-8", newline="\n") if output else sys.stdout
     try:
-        use_color = color if color is not None else (output is None and sys.stdout.isatty())
+        use_color = color if color is not None else (output is None and color_wanted(None, stream))
         get_formatter(output_format.value)(report, stream, dataclasses.replace(
-            format_options, color=use_color and output_format is OutputFormat.text))
+            format_options, color=use_color and output_format is OutputFormat.text, explain=explain_findings,
+            statistics=statistics))
     finally:
         if output:
             stream.close()
@@ -194,7 +236,8 @@ def lint(
         from kubelint_ports.suppressions import write_baseline as record
 
         count = record(report.findings, write_baseline)
-        typer.echo(f"kubelint-ports: wrote {count} findings to the baseline {write_baseline}", err=True)
+        if not quiet:
+            typer.echo(f"kubelint-ports: wrote {count} findings to the baseline {write_baseline}", err=True)
         raise typer.Exit(EXIT_CLEAN)
     if settings.fail_on != "never":
         threshold = Severity.parse(settings.fail_on)
@@ -253,7 +296,9 @@ def ports(
     cluster: List[str] = CLUSTER_OPTION,
     config: Optional[str] = typer.Option(None, "--config", metavar="FILE", help="Configuration file."),
     output_format: PortsFormat = typer.Option(PortsFormat.text, "--format", help="Table format."),
-    color: Optional[bool] = typer.Option(None, "--color/--no-color", help="Colour conflicts (default: on a terminal)."),
+    color: Optional[bool] = typer.Option(None, "--color/--no-color",
+                                         help="Colour conflicts (default: on a terminal, unless NO_COLOR is set; "
+                                              "FORCE_COLOR forces it)."),
     values: List[str] = VALUES_OPTION,
     set_values: List[str] = SET_VALUES_OPTION,
     set_strings: List[str] = SET_STRINGS_OPTION,
@@ -277,7 +322,7 @@ def ports(
     if output_format is PortsFormat.json:
         write_json(port_map, sys.stdout)
     else:
-        write_text(port_map, sys.stdout, color if color is not None else sys.stdout.isatty())
+        write_text(port_map, sys.stdout, color_wanted(color, sys.stdout))
     raise typer.Exit(EXIT_USAGE if diagnostics else EXIT_CLEAN)
 
 

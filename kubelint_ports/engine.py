@@ -106,6 +106,25 @@ def value_locations(document, field_path: str) -> tuple[Location, ...]:
     return locate(field_path) if locate is not None else ()
 
 
+def identity_path(document, field_path: str) -> str:
+    """The field path with list items named (documents without the method keep theirs)."""
+    name_items = getattr(document, "identity_path", None)
+    return name_items(field_path) if name_items is not None and field_path else field_path
+
+
+def partners(hit: Hit) -> tuple[str, ...]:
+    """Who else the finding is about (the Service whose nodePort a hostPort takes), by identity:
+    part of the fingerprint, so a new partner is a new finding. Nodes are facts, not partners."""
+    others = set()
+    for related in hit.related:
+        ref = getattr(related.subject, "ref", None)
+        if ref is None or ref == hit.subject.ref or ref.kind == "Node":
+            continue
+        where = identity_path(related.subject.document, related.field_path)
+        others.add(f"{ref.kind}/{ref.namespace}/{ref.name}/{where}")
+    return tuple(sorted(others))
+
+
 def to_finding(hit: Hit, policy: Policy) -> Finding:
     document = hit.subject.document
     reason = annotation_reason(document, policy.id, policy.name)
@@ -123,4 +142,6 @@ def to_finding(hit: Hit, policy: Policy) -> Finding:
         port=hit.port,
         suppressed=reason,
         suppressed_by="inSource" if reason else "",
+        identity_path=identity_path(document, hit.field_path),
+        partners=partners(hit),
     )

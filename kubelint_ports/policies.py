@@ -149,6 +149,24 @@ def find_policy(reference: str, policies=None) -> Policy | None:
     return None
 
 
+_ID_PREFIX = re.compile(r"[A-Z]+[0-9]*")
+
+
+def matching_policies(reference: str, policies) -> list[Policy]:
+    """The policies `--select`/`--ignore` mean by `reference`: an id or name, `all`, or an id
+    prefix as ruff takes them (`KP2` is every KP2xx rule). Empty when it means none."""
+    wanted = reference.strip()
+    if wanted.lower() == "all":
+        return list(policies)
+    exact = find_policy(wanted, policies)
+    if exact is not None:
+        return [exact]
+    prefix = wanted.upper()
+    if not _ID_PREFIX.fullmatch(prefix):
+        return []
+    return [policy for policy in policies if policy.id.startswith(prefix)]
+
+
 def policies_with(extra_directories) -> list[Policy]:
     """Built-in policies plus the user's own (validated); an id or name used twice is an error."""
     policies = list(builtin_policies())

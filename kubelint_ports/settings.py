@@ -34,6 +34,8 @@ class CommandLine:
     baseline: str | None = None
     scope: str = "all"
     helm: dict[str, Any] = field(default_factory=dict)  # HelmOptions fields given on the command line
+    select: tuple[str, ...] = ()  # --select: rule ids, names or id prefixes (comma-separated allowed)
+    ignore: tuple[str, ...] = ()  # --ignore: likewise
 
 
 @dataclass(frozen=True)
@@ -74,8 +76,12 @@ def resolve(command: CommandLine) -> Settings:
     facts = ClusterFacts(node_port_range=node_port_range, proxy_mode=pick(command.proxy_mode, "proxy-mode"),
                          service_cidr=pick(command.service_cidr, "service-cidr"),
                          pod_cidr=pick(command.pod_cidr, "pod-cidr"))
+    for key, given in (("paths", command.paths), ("nodes", command.nodes), ("cluster", command.cluster)):
+        if not given:
+            check_config_paths(config, key)
     policies = policies_with([*config.paths("policies"), *command.policies])
     policies = apply_rules(policies, config)
+    policies = selected_policies(policies, command, config)
     if command.scope == "object":
         from kubelint_ports.checks import CHECKS
 
@@ -99,6 +105,45 @@ def resolve(command: CommandLine) -> Settings:
     )
     paths = tuple(command.paths) or tuple(config.paths("paths")) or DEFAULT_PATHS
     return Settings(paths, options, tuple(policies), command.fail_on or config.get("fail-on") or "error", config)
+
+
+def check_config_paths(config: Config, key: str) -> None:
+    """A path the config file names must exist: the error points at its line."""
+    for index, path in enumerate(config.get(key) or []):
+        if not os.path.exists(config.resolve(path)):
+            raise config.error([key, index], f"no such file or directory {path!r}")
+
+
+def split_references(values) -> list[str]:
+    return [token.strip() for value in values for token in str(value).split(",") if token.strip()]
+
+
+def selected_policies(policies: list[Policy], command: CommandLine, config: Config) -> list[Policy]:
+    """ruff's `select`/`ignore`: the command line's `--select` replaces the config's `select:`
+    (default: every rule), then every `ignore` of both is removed. An unknown rule is an error."""
+    from kubelint_ports.policies import matching_policies
+
+    def chosen(references, where) -> set[str]:
+        ids = set()
+        for index, reference in enumerate(references):
+            matched = matching_policies(reference, policies)
+            if not matched:
+                message = f"unknown rule or rule prefix {reference!r} (see `kubelint-ports rules`)"
+                if where is None:
+                    raise ValueError(message)
+                raise config.error([where, index], message)
+            ids.update(policy.id for policy in matched)
+        return ids
+
+    if command.select:
+        selected = chosen(split_references(command.select), None)
+    elif config.get("select") is not None:
+        selected = chosen(config.get("select"), "select")
+    else:
+        selected = {policy.id for policy in policies}
+    selected -= chosen(config.get("ignore") or [], "ignore")
+    selected -= chosen(split_references(command.ignore), None)
+    return [policy for policy in policies if policy.id in selected]
 
 
 def helm_options(given: dict[str, Any], config: Config):
@@ -153,6 +198,7 @@ def effective(settings: Settings) -> dict[str, Any]:
                    for path, helm in options.chart_helm],
         "baseline": len(options.baseline),
         "exemptions": [dataclasses.asdict(e) for e in options.exemptions],
+        **{key: settings.config.get(key) for key in ("select", "ignore") if settings.config.get(key) is not None},
         "rules": {p.id: {"name": p.name, "severity": str(p.severity), **({"params": p.params} if p.params else {}),
                          **({"source": p.path} if not p.path.startswith(builtin) else {})}
                   for p in settings.policies},

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 
 import yaml
 
-from kubelint_ports.findings import Diagnostic, Location
+from kubelint_ports.findings import COMMAND_LINE, STDIN_NAME, Diagnostic, Location
 from kubelint_ports.loading import yamltree
 from kubelint_ports.loading.yamltree import MappingNode, Node, ScalarNode, SequenceNode
 
@@ -32,7 +32,9 @@ SKIPPED_DIRECTORIES = frozenset(("node_modules", "__pycache__"))  # never manife
 MAX_FILE_BYTES = 64 * 1024 * 1024
 MAX_EXPANDED_NODES = 1_000_000
 STDIN = "-"
-STDIN_NAME = "<stdin>"
+# Empty standard input is an input error: `helm template ... | kubelint-ports lint -` whose first
+# command failed must not pass as "nothing found".
+EMPTY_STDIN = "standard input is empty: nothing was linted (did the command before the pipe fail?)"
 CHART_FILE = "Chart.yaml"  # a directory holding it is a Helm chart
 
 _SOURCE_COMMENT = re.compile(rb"^# Source: ([^\r\n]+?)[ \t]*\r?$", re.MULTILINE)
@@ -65,6 +67,10 @@ class Document:
         if isinstance(value_node, (MappingNode, SequenceNode)) and key_node is not None:
             end = key_node.end_mark  # a whole block would span many lines; the key is the place
         return Location(self.path, start.line + 1, start.column + 1, end.line + 1, end.column + 1, message)
+
+    def identity_path(self, field_path: str) -> str:
+        """`field_path` with list items named instead of counted (what fingerprints hash)."""
+        return yamltree.identity_path(self.root, field_path)
 
     def node_location(self, node: Node) -> Location:
         """Where a node of this document is (a rendered Helm object maps it to its template)."""
@@ -148,7 +154,14 @@ def load(paths: Iterable[str], stdin=None, helm: HelmOptions | None = None, *,
     """Read every input; `helm` renders charts (`chart_helm`: per chart directory, by absolute
     path) and maps `helm template` output to its templates; `exclude` skips paths."""
     result = LoadResult()
-    for path in discover(paths):
+    given = []
+    for path in paths:
+        if path == STDIN or os.path.exists(path):
+            given.append(path)
+        else:  # a path the user typed: point at the command line, not at a line of no file
+            result.diagnostics.append(Diagnostic(Location(COMMAND_LINE, 0, 0),
+                                                 f"no such file or directory {display_path(path)!r}"))
+    for path in discover(given):
         if exclude is not None and path != STDIN and exclude(path):
             continue
         if path != STDIN and os.path.isdir(path):
@@ -167,6 +180,9 @@ def load(paths: Iterable[str], stdin=None, helm: HelmOptions | None = None, *,
             result.diagnostics.append(Diagnostic(
                 Location(shown, 0, 0),
                 f"file is {len(data) / 2**20:.0f} MiB, over the {MAX_FILE_BYTES // 2**20} MiB limit; not linted"))
+            continue
+        if path == STDIN and not data.strip():
+            result.diagnostics.append(Diagnostic(Location(shown, 0, 0), EMPTY_STDIN))
             continue
         first = len(result.documents)
         load_bytes(data, shown, result)

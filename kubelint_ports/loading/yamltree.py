@@ -253,3 +253,41 @@ def resolve(root: Node, path: str) -> tuple[Node | None, Node]:
             break
         key_node, node = pair
     return key_node, node
+
+
+def identity_path(root: Node, path: str) -> str:
+    """`path` with each list index replaced by what names the item, so that inserting or
+    reordering items keeps it: `spec.containers[0].ports[1].hostPort` becomes
+    `spec.containers[web].ports[http/TCP].hostPort` (a port without a name: `[8080/TCP]`; a
+    command-line flag: `[--metrics-port]`). An item with nothing to name it keeps its index."""
+    parts: list[str] = []
+    node: Node | None = root
+    for segment in parse_field_path(path):
+        if isinstance(segment, int):
+            item = node.value[segment] if isinstance(node, SequenceNode) and segment < len(node.value) else None
+            parts.append(f"[{item_identity(item) or segment}]")
+            node = item
+        else:
+            parts.append(f".{segment}" if "." not in segment else f'."{segment}"')
+            pair = child(node, segment)
+            node = pair[1] if pair is not None else None
+    return "".join(parts).lstrip(".")
+
+
+def item_identity(item: Node | None) -> str:
+    """A list item's name: `name` (containers, volumes, named ports), else its port number; a
+    port's protocol follows it (`http/TCP`); a scalar `--flag=value` is named by its flag."""
+    if isinstance(item, ScalarNode):
+        text = item.value if isinstance(item.value, str) else ""
+        return text.split("=", 1)[0] if text.startswith("-") else ""
+    if not isinstance(item, MappingNode):
+        return ""
+    name = get(item, "name")
+    number = next((node for node in (get(item, "containerPort"), get(item, "port")) if node is not None), None)
+    label = name if isinstance(name, ScalarNode) else number if isinstance(number, ScalarNode) else None
+    if label is None:
+        return ""
+    if number is None:
+        return label.value
+    protocol = get(item, "protocol")
+    return f"{label.value}/{protocol.value if isinstance(protocol, ScalarNode) else 'TCP'}"
