@@ -241,7 +241,9 @@ def _kube_proxy_iptables(packet: _Packet):
 
 
 def _kube_proxy_ipvs(packet: _Packet):
-    if packet.destination in (CLUSTER_IP, EXTERNAL_IP) and packet.use.service_port and packet.world.ipvs_accepts:
+    # External IPs have been ACCEPTed since they came to IPVS mode; ClusterIP pairs since v1.11.
+    accepted = packet.destination == EXTERNAL_IP or packet.world.ipvs_accepts
+    if packet.destination in (CLUSTER_IP, EXTERNAL_IP) and packet.use.service_port and accepted:
         return "accept", "kube-proxy ACCEPTs the Service's (IP, port) pair in KUBE-SERVICES, which ends the nat table"
     if packet.use.node_port and _node_port_address(packet, False):
         return "pass", "kube-proxy only marks NodePort packets in IPVS mode"
@@ -453,6 +455,7 @@ class Answer:
             "receiverName": parties.get(receiver, ""),
             "loser": [parties[loser] for loser in losers],
             "certain": self.certain,
+            "possible": sorted({r for outcome in self.outcomes for r in outcome.route.receivers}),
             "dependsOn": list(self.depends_on),
             "outcomes": [{"receiver": o.receiver,
                           "possible": sorted(o.route.receivers),
