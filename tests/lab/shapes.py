@@ -182,21 +182,26 @@ def ipvs_ipsets(services: list[LabService]) -> list[tuple[str, ...]]:
     return commands
 
 
-def ipvs_mode(*, cluster_cidr: str | None = CLUSTER_CIDR, accept_cluster_ips: bool = True) -> str:
+def ipvs_mode(*, cluster_cidr: str | None = CLUSTER_CIDR, accept_cluster_ips: bool = True,
+              vip_masquerade: bool = True) -> str:
+    """`cluster_cidr` None: kube-proxy without clusterCIDR, which masquerades what the node sends
+    from a VIP (`src,dst`) since v1.11 and nothing before (`vip_masquerade=False`)."""
     nat_chains = ["KUBE-SERVICES", "KUBE-POSTROUTING", "KUBE-MARK-MASQ", "KUBE-NODE-PORT"]
     masquerade_comment = '-m comment --comment "Kubernetes service cluster ip + port for masquerade purpose"'
     if cluster_cidr:
         masquerade = f"-A KUBE-SERVICES {masquerade_comment} -m set --match-set KUBE-CLUSTER-IP dst,dst " \
                      f"! -s {cluster_cidr} -j KUBE-MARK-MASQ"
-    else:  # no clusterCIDR: masquerade what the node sends from a VIP (kubernetes#63319, v1.11)
+    elif vip_masquerade:  # no clusterCIDR: masquerade what the node sends from a VIP (kubernetes#63319, v1.11)
         masquerade = f"-A KUBE-SERVICES {masquerade_comment} -m set --match-set KUBE-CLUSTER-IP src,dst " \
                      f"-j KUBE-MARK-MASQ"
+    else:
+        masquerade = ""
     nat = [
         f"-A KUBE-MARK-MASQ -j MARK --or-mark {MASQ_MARK}",
         f"-A KUBE-POSTROUTING -m mark ! --mark {MASQ_MARK}/{MASQ_MARK} -j RETURN",
         f"-A KUBE-POSTROUTING -j MARK --xor-mark {MASQ_MARK}",
         '-A KUBE-POSTROUTING -m comment --comment "kubernetes service traffic requiring SNAT" -j MASQUERADE',
-        masquerade,
+        *([masquerade] if masquerade else []),
         '-A KUBE-SERVICES -m comment --comment "Kubernetes service external ip + port for masquerade and filter '
         'purpose" -m set --match-set KUBE-EXTERNAL-IP dst,dst -j KUBE-MARK-MASQ',
         '-A KUBE-SERVICES -m comment --comment "Kubernetes service external ip + port for masquerade and filter '
