@@ -42,7 +42,7 @@ def host_port(cluster: Cluster, params: Mapping[str, Any]) -> Iterator[Hit]:
 
 
 def host_port_message(claim, node, paths, words) -> str:
-    where = "every address of its node, 127.0.0.1 included" if claim.host_ip == WILDCARD else \
+    where = "every address of its node (127.0.0.1 included)" if claim.host_ip == WILDCARD else \
         f"{claim.host_ip} of its node (only there)"
     head = f"container '{claim.container}' claims hostPort {claim.port}/{claim.protocol}"
     if not node.possible(HOSTPORT):
@@ -50,7 +50,7 @@ def host_port_message(claim, node, paths, words) -> str:
                 f"chain the portmap plugin in the CNI configuration.")
     extra = ""
     for label, answer in paths:
-        if answer.possible(HOSTPORT) and label.startswith("to a ClusterIP"):
+        if answer.possible(HOSTPORT) and "ClusterIP" in label:
             extra += f" Pods connecting {label}: {traffic.summary_short(answer, words)}."
     return (f"{head}: the hostPort rule sends port {claim.port} on {where} to this pod"
             f"{traffic.fact_note(node)}. No listening socket shows it to netstat or ss, and only "

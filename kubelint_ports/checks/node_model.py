@@ -224,7 +224,7 @@ def is_the_daemon(workload: Workload, claim: HostClaim, daemon: str) -> bool:
 
 # Services every cluster has (DOMAIN.md B): assumed unless --cluster shows the real ones.
 DEFAULT_SERVICES = (
-    ("default", "kubernetes", "https", "TCP", 443, "the API server: every pod on the node loses it (kubernetes#61938)"),
+    ("default", "kubernetes", "https", "TCP", 443, "the API server; every pod on the node loses it, kubernetes#61938"),
     ("kube-system", "kube-dns", "dns", "UDP", 53, "cluster DNS"),
     ("kube-system", "kube-dns", "dns-tcp", "TCP", 53, "cluster DNS"),
     ("kube-system", "kube-dns", "metrics", "TCP", 9153, "CoreDNS metrics"),

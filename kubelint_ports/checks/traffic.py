@@ -25,11 +25,6 @@ from kubelint_ports.model.datapath import (
     who,
 )
 
-# Facts a reader may want to know decided an answer, in the order messages name them.
-DECIDING_FACTS = ("proxy-mode", "kube-proxy-version", "hostport", "hostport-backend", "cni-plugins-version",
-                  "crio-version", "localhost-node-ports", "node-port-addresses", "hostport-order")
-
-
 def datapath_of(cluster: Cluster) -> Datapath:
     return cluster.datapath if cluster.datapath is not None else Datapath()
 
@@ -70,9 +65,8 @@ def fact_note(answer: Answer) -> str:
 
 
 def relevant_facts(answer: Answer) -> list[str]:
-    """Known facts among those that can change a packet's fate (unknown ones are in the clauses)."""
-    shown = answer.facts.shown()
-    return [name for name in DECIDING_FACTS if name in shown]
+    """Known facts that decide this answer (unknown ones are named in the outcome clauses)."""
+    return answer.deciding_facts()
 
 
 def data(answer: Answer, parties: Mapping[str, str], others: Sequence[tuple[str, Answer]] = ()) -> dict[str, Any]:

@@ -416,6 +416,18 @@ class Answer:
     facts: DatapathFacts
     worlds: tuple[tuple[tuple, Route], ...] = ()  # every plausible world's values and route
     dimensions: tuple[str, ...] = ()
+    use: PortUse = PortUse()
+
+    def deciding_facts(self) -> list[str]:
+        """The known facts without which the answer would differ (the ones a message should cite)."""
+        deciding = []
+        for name, _ in self.facts.items():
+            attribute = name.replace("-", "_")
+            unknown = Datapath(replace(self.facts, **{attribute: None})).deliver(
+                self.client, self.destination, self.use, self.port, self.protocol)
+            if {route for _, route in unknown.worlds} != {route for _, route in self.worlds}:
+                deciding.append(name)
+        return deciding
 
     @property
     def depends_on(self) -> tuple[str, ...]:
@@ -540,7 +552,8 @@ class Datapath:
             results[values] = route(world, client, destination, use)
         names = tuple(name for name, _ in dimensions)
         worlds = tuple(results.items())
-        return Answer(client, destination, port, protocol, _outcomes(worlds, names), (), self.facts, worlds, names)
+        return Answer(client, destination, port, protocol, _outcomes(worlds, names), (), self.facts, worlds, names,
+                      use)
 
 
 def _outcomes(worlds: tuple[tuple[tuple, Route], ...], names: tuple[str, ...], focus: str | None = None):
@@ -653,10 +666,16 @@ def summary(answer: Answer, parties: Mapping[str, str]) -> str:
     return "; ".join(outcome_clause(outcome, parties) for outcome in answer.outcomes)
 
 
+FACT_WORDS = {"proxy-mode": "proxy mode", "kube-proxy-version": "kube-proxy", "hostport": "hostPorts by",
+              "hostport-backend": "portmap backend", "cni-plugins-version": "CNI plugins", "crio-version": "CRI-O",
+              "node-port-addresses": "nodePortAddresses", "localhost-node-ports": "localhostNodePorts",
+              "masquerade-all": "masqueradeAll", "hostport-order": "observed order"}
+
+
 def fact_sources(answer: Answer, names: Iterable[str]) -> str:
     """`(proxy mode ipvs from --proxy-mode; CNI plugins v1.1.1 from kube-system/ConfigMap/...)`"""
     shown = answer.facts.shown()
-    parts = [f"{name.replace('-', ' ')} {shown[name]['value']} from {shown[name]['source']}"
+    parts = [f"{FACT_WORDS.get(name, name)} {shown[name]['value']} from {shown[name]['source']}"
              for name in names if name in shown]
     return f" ({'; '.join(parts)})" if parts else ""
 
