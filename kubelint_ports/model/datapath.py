@@ -45,6 +45,7 @@ hostPort jump or table runs before kube-proxy's) and known facts; the answer is 
 
 from __future__ import annotations
 
+import functools
 import itertools
 import re
 from collections.abc import Iterable, Mapping
@@ -342,8 +343,9 @@ def _after_nat(packet: _Packet, steps: tuple[str, ...]) -> Route:
     return Route(NOTHING, steps)
 
 
+@functools.lru_cache(maxsize=4096)
 def route(world: World, client: str, destination: str, use: PortUse) -> Route:
-    """What one fully known world does with one packet."""
+    """What one fully known world does with one packet (pure: cached, the rules ask alike questions)."""
     if destination not in DESTINATIONS:
         raise ValueError(f"unknown destination class {destination!r}")
     if destination == LOCALHOST and client != FROM_NODE:
@@ -420,14 +422,9 @@ class Answer:
 
     def deciding_facts(self) -> list[str]:
         """The known facts without which the answer would differ (the ones a message should cite)."""
-        deciding = []
-        for name, _ in self.facts.items():
-            attribute = name.replace("-", "_")
-            unknown = Datapath(replace(self.facts, **{attribute: None})).deliver(
-                self.client, self.destination, self.use, self.port, self.protocol)
-            if {route for _, route in unknown.worlds} != {route for _, route in self.worlds}:
-                deciding.append(name)
-        return deciding
+        return list(_deciding_facts(self.facts, self.client, self.destination, self.use))
+
+
 
     @property
     def depends_on(self) -> tuple[str, ...]:
@@ -477,6 +474,18 @@ class Answer:
         }
 
 
+@functools.lru_cache(maxsize=1024)
+def _deciding_facts(facts: DatapathFacts, client: str, destination: str, use: PortUse) -> tuple[str, ...]:
+    known = Datapath(facts).deliver(client, destination, use, 0)
+    deciding = []
+    for name, _ in facts.items():
+        attribute = name.replace("-", "_")
+        unknown = Datapath(replace(facts, **{attribute: None})).deliver(client, destination, use, 0)
+        if {route for _, route in unknown.worlds} != {route for _, route in known.worlds}:
+            deciding.append(name)
+    return tuple(deciding)
+
+
 def losers_of(receiver: str, parties: Mapping[str, str]) -> set[str]:
     """Who expected the packet and does not get it."""
     losers = {party for party in parties if party != receiver}
@@ -490,6 +499,7 @@ class Datapath:
 
     def __init__(self, facts: DatapathFacts = DatapathFacts()):
         self.facts = facts
+        self._answers: dict[tuple, Answer] = {}  # the answer does not depend on the port number
 
     # -- traits from facts
 
@@ -539,6 +549,14 @@ class Datapath:
     # -- questions
 
     def deliver(self, client: str, destination: str, use: PortUse, port: int, protocol: str = "TCP") -> Answer:
+        """Who receives a packet sent by `client` to `destination`:`port`/`protocol`."""
+        key = (client, destination, use)
+        answer = self._answers.get(key)
+        if answer is None:
+            answer = self._answers[key] = self._deliver(client, destination, use)
+        return replace(answer, port=port, protocol=protocol)
+
+    def _deliver(self, client: str, destination: str, use: PortUse, port: int = 0, protocol: str = "") -> Answer:
         dimensions: list[tuple[str, tuple]] = [("proxy-mode", self.proxy_modes()), ("hostport", self.hostport_traits())]
         needs_endpoints = use.node_port or use.service_port
         dimensions.append(("endpoints", (use.endpoints,) if use.endpoints is not None or not needs_endpoints
