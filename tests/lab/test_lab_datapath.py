@@ -142,3 +142,24 @@ def test_incident_003_host_process_loses_its_node_port(lab_ready, lint_dir, endp
     result = report(scenario, None, lint_dir)
     found = [f for f in result.findings if f.rule_id == "KP202"]
     assert found and all(words in f.message and str(f.severity) == "error" for f in found)
+
+
+def test_incident_001_a_stale_chain_shadows_the_live_pod(lab_ready):
+    """A sandbox torn down without CNI DEL leaves its CNI-DN chain; the live pod's chain for the same
+    hostPort comes after it, and the first DNAT wins: traffic goes to an address nobody has."""
+    import netlab
+
+    with netlab.Node() as node:
+        stale = node.add_pod("stale", [{"hostPort": 7000, "containerPort": 8080, "protocol": "tcp"}])
+        netlab.run("ip", "netns", "del", stale.namespace)  # the runtime died: no DEL, the rules stay
+        node.namespaces.remove(stale.namespace)
+        live = node.add_pod("live", [{"hostPort": 7000, "containerPort": 8080, "protocol": "tcp"}])
+        node.serve(live.namespace, "live-pod", ["tcp:0.0.0.0:8080"])
+        client = node.add_pod("client")
+        [answer] = node.probe(client.namespace, [["tcp", netlab.NODE_IP, 7000]])
+        rules = node.dump()["iptables-save"]
+        assert answer in ("timeout", "refused") or answer.startswith("error"), answer
+        stale_jump = rules.index(f'id: \\"{stale.container_id}\\"')
+        assert stale_jump < rules.index(f'id: \\"{live.container_id}\\"')  # the stale jump comes first
+        [direct] = node.probe(client.namespace, [["tcp", live.ip, 8080]])
+        assert direct.startswith("live-pod")  # the live pod itself is fine
