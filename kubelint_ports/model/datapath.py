@@ -606,7 +606,7 @@ def _cover(worlds: set[tuple], universe: list[tuple], names: list[str], varying:
     candidates = []
     for size in (1, 2):
         for chosen in itertools.combinations(indexes, size):
-            for values in itertools.product(*({u[i] for u in universe} for i in chosen)):
+            for values in itertools.product(*(sorted({u[i] for u in universe}, key=repr) for i in chosen)):
                 term = tuple(zip(chosen, values))
                 matching = {u for u in universe if all(u[i] == v for i, v in term)}
                 if matching and matching <= worlds:
