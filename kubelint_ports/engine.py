@@ -144,4 +144,5 @@ def to_finding(hit: Hit, policy: Policy) -> Finding:
         suppressed_by="inSource" if reason else "",
         identity_path=identity_path(document, hit.field_path),
         partners=partners(hit),
+        traffic=hit.traffic,
     )

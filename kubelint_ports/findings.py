@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
+from typing import Any
 
 STDIN_NAME = "<stdin>"
 # Where a problem with the command itself is reported (a path given there that does not exist).
@@ -84,6 +85,9 @@ class Finding:
     # hostPort takes): what the fingerprint hashes, so adding a sidecar or reordering ports keeps it.
     identity_path: str = field(default="", compare=False)
     partners: tuple[str, ...] = field(default=(), compare=False)
+    # Who receives the packet, as the datapath model answered it (JSON `traffic`, SARIF
+    # `properties.traffic`); data for tools, left out of ordering, equality and the fingerprint.
+    traffic: Any = field(default=None, compare=False)
 
     @property
     def fingerprint(self) -> str:

@@ -60,7 +60,7 @@ def test_exit_0_when_nothing_at_or_above_threshold(manifests):
 def test_exit_1_on_errors(manifests):
     result = run("lint", manifests(COLLISION))
     assert result.exit_code == 1
-    assert "  error    KP201  hostPort 31123/TCP (container 'agent') equals nodePort 31123 of ops/Service/svc\n" \
+    assert "  error    KP201  hostPort 31123/TCP collides with nodePort 31123 of ops/Service/svc\n" \
         in result.output
 
 

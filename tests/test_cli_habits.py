@@ -81,9 +81,9 @@ def test_explain_shows_the_explanation_object_and_related_places(manifest):
     assert "portmap" not in plain and "Run with -v" in plain
     explained = run("lint", "app.yaml", "-v").stdout
     assert explained == run("lint", "app.yaml", "--explain").stdout
-    assert "  11:15  error    KP201  hostPort 31123/TCP (container 'agent') equals nodePort 31123 of ops/Service/svc\n" \
+    assert "  11:15  error    KP201  hostPort 31123/TCP collides with nodePort 31123 of ops/Service/svc\n" \
         in explained
-    assert "      on every node this pod runs on, the portmap DNAT" in explained
+    assert "      on every node this pod runs on, this pod gets it" in explained
     assert "      KP201 host-port-node-port-collision on ops/Deployment/agent\n" in explained
     assert "      app.yaml:18:22: nodePort 31123 of ops/Service/svc\n" in explained
     assert "Run with -v" not in explained

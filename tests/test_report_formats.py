@@ -86,7 +86,7 @@ def test_junit_is_valid_and_counts_failures_and_errors(repository):
     failures = [case.find("failure") for case in deploy]
     assert {failure.get("type") for failure in failures} == {"KP101", "KP102", "KP201"}
     collision = next(f for f in failures if f.get("type") == "KP201")
-    assert collision.get("message") == "error: hostPort 31123/TCP (container 'web') equals nodePort 31123 of shop/Service/web"
+    assert collision.get("message") == "error: hostPort 31123/TCP collides with nodePort 31123 of shop/Service/web"
     assert "k8s/service.yaml:6:" in collision.text and "object: shop/Deployment/web" in collision.text
     assert suites["k8s/broken.yaml"].find("testcase/error").get("type") == "input-error"
     assert (tree.get("tests"), tree.get("failures"), tree.get("errors")) == ("5", "3", "2")

@@ -27,7 +27,7 @@ from kubelint_ports.loading.yamltree import MappingNode, Node, ScalarNode, Seque
 if TYPE_CHECKING:
     from kubelint_ports.loading.helm import HelmOptions
 
-MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
+MANIFEST_SUFFIXES = (".yaml", ".yml", ".json", ".conflist")  # .conflist: a CNI network configuration list
 SKIPPED_DIRECTORIES = frozenset(("node_modules", "__pycache__"))  # never manifests, often huge
 MAX_FILE_BYTES = 64 * 1024 * 1024
 MAX_EXPANDED_NODES = 1_000_000
@@ -298,6 +298,9 @@ def add_document(root: Node, path: str, origin: str, result: LoadResult) -> None
     api_version = yamltree.get(root, "apiVersion")
     kind = yamltree.get(root, "kind")
     if api_version is None or kind is None:
+        if yamltree.get(root, "cniVersion") is not None and yamltree.get(root, "plugins") is not None:
+            result.documents.append(Document(path, root, origin))  # a CNI conflist: the model reads facts
+            return
         result.skipped += 1
         return
     kind_text = yamltree.as_str(kind)
