@@ -1,0 +1,125 @@
+"""Snapshot directories -> their files, each recognised by content and read by its tool's reader.
+
+A file with any problem (truncated, the wrong tool, an unknown chain or match module) is left out
+whole, with a diagnostic at its line: a half-read ruleset would make rules look missing. The
+other files of the snapshot are still read.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+
+from kubelint_ports.findings import Diagnostic, Location
+from kubelint_ports.loading import MAX_FILE_BYTES, display_path
+from kubelint_ports.loading.snapshot.detect import KINDS, detect
+from kubelint_ports.loading.snapshot.records import SnapshotFile
+
+
+@dataclass(slots=True)
+class Snapshot:
+    """One node's files as read: the node's name and every file that read cleanly."""
+
+    node: str
+    path: str
+    files: list[SnapshotFile] = field(default_factory=list)
+
+
+def load_snapshot(path: str, node: str | None = None) -> tuple[Snapshot, list[Diagnostic]]:
+    """A directory of dumps (or a single dump file); the node is named by `node` or the directory."""
+    directory = path if os.path.isdir(path) else os.path.dirname(os.path.abspath(path))
+    name = node or os.path.basename(os.path.normpath(os.path.abspath(directory)))
+    snapshot = Snapshot(name, display_path(path))
+    diagnostics: list[Diagnostic] = []
+    if not os.path.exists(path):
+        return snapshot, [Diagnostic(Location(display_path(path), 0, 0), "snapshot not found")]
+    if os.path.isdir(path):
+        names = sorted(entry for entry in os.listdir(path)
+                       if not entry.startswith(".") and os.path.isfile(os.path.join(path, entry)))
+        files = [os.path.join(path, entry) for entry in names]
+        if not files:
+            diagnostics.append(Diagnostic(Location(display_path(path), 0, 0),
+                                          "the snapshot directory holds no files (see `kubelint-ports node --help`)"))
+    else:
+        files = [path]
+    for file_path in files:
+        read, problems = read_file(file_path)
+        diagnostics += problems
+        if read is not None and not problems:
+            snapshot.files.append(read)
+    return snapshot, diagnostics
+
+
+def read_file(path: str) -> tuple[SnapshotFile | None, list[Diagnostic]]:
+    shown = display_path(path)
+    try:
+        with open(path, "rb") as handle:
+            data = handle.read(MAX_FILE_BYTES + 1)
+    except OSError as error:
+        return None, [Diagnostic(Location(shown, 0, 0), f"cannot read: {error.strerror or error}")]
+    if len(data) > MAX_FILE_BYTES:
+        return None, [Diagnostic(Location(shown, 0, 0), f"file is over the {MAX_FILE_BYTES // 2**20} MiB limit; not read")]
+    if b"\0" in data[:65536]:
+        return None, [Diagnostic(Location(shown, 1, 1), "binary data, not the text output of a tool")]
+    text = data.decode("utf-8", "replace")
+    kind, why = detect(text)
+    if kind is None:
+        if why == "the file is empty":
+            return None, []  # a tool that found nothing prints nothing
+        return None, [Diagnostic(Location(shown, first_line(text), 1), f"not a snapshot dump: {why}")]
+    return parse(kind, text, shown)
+
+
+def parse(kind: str, text: str, shown: str) -> tuple[SnapshotFile, list[Diagnostic]]:
+    """Run the reader of `kind` (imported on demand: each is a module of its own)."""
+    read = SnapshotFile(shown, kind)
+    if kind == "iptables-save":
+        from kubelint_ports.loading.snapshot.iptables_save import read_iptables_save
+
+        read.ruleset, problems = read_iptables_save(text, shown)
+    elif kind == "nft":
+        from kubelint_ports.loading.snapshot.nft import read_nft
+
+        read.ruleset, problems = read_nft(text, shown)
+    elif kind == "nft-json":
+        from kubelint_ports.loading.snapshot.nft import read_nft_json
+
+        read.ruleset, problems = read_nft_json(text, shown)
+    elif kind == "ipvsadm":
+        from kubelint_ports.loading.snapshot.ipvsadm import read_ipvsadm
+
+        read.virtual_servers, problems = read_ipvsadm(text, shown)
+    elif kind == "ipset":
+        from kubelint_ports.loading.snapshot.ipset import read_ipset
+
+        read.sets, problems = read_ipset(text, shown)
+    elif kind == "ss":
+        from kubelint_ports.loading.snapshot.ss import read_ss
+
+        read.listeners, problems = read_ss(text, shown)
+    elif kind == "ip-addr":
+        from kubelint_ports.loading.snapshot.ip_addr import read_ip_addr
+
+        read.addresses, problems = read_ip_addr(text, shown)
+    elif kind == "ipam":
+        from kubelint_ports.loading.snapshot.ipam import read_ipam
+
+        read.leases, problems = read_ipam(text, shown)
+    elif kind == "crictl-pods":
+        from kubelint_ports.loading.snapshot.crictl import read_crictl_pods
+
+        read.sandboxes, problems = read_crictl_pods(text, shown)
+    elif kind == "sysctl":
+        from kubelint_ports.loading.snapshot.sysctl import read_sysctl
+
+        read.sysctls, problems = read_sysctl(text, shown)
+    else:  # pragma: no cover - detect() returns only KINDS
+        raise AssertionError(f"no reader for {kind} ({KINDS.get(kind)})")
+    return read, problems
+
+
+def first_line(text: str) -> int:
+    for number, line in enumerate(text.splitlines(), start=1):
+        if line.strip():
+            return number
+    return 1
