@@ -132,8 +132,9 @@ def _read(text: str, ruleset: Ruleset) -> None:
         raise DumpProblem(max(number, 1), 1, (
             f"the dump ends inside table {table.name} (line {table.line}) without COMMIT: it is truncated; "
             f"save it again"))
-    for table in ruleset.tables.values():
-        _check_targets(table)
+    if not header_less:  # `iptables -S CHAIN` lists one chain: its targets are declared elsewhere
+        for table in ruleset.tables.values():
+            _check_targets(table)
 
 
 def _rule_line(line: str, number: int, table: Table, header_less: bool) -> None:

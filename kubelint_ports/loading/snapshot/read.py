@@ -47,7 +47,20 @@ def load_snapshot(path: str, node: str | None = None) -> tuple[Snapshot, list[Di
         diagnostics += problems
         if read is not None and not problems:
             snapshot.files.append(read)
+    diagnostics += missing_backend(snapshot)
     return snapshot, diagnostics
+
+
+def missing_backend(snapshot: Snapshot) -> list[Diagnostic]:
+    """iptables-nft-save warns when iptables-legacy tables exist too: kube-proxy or portmap may have
+    written there (mixed legacy/nft nodes), so without that dump the rule order is unknown."""
+    rulesets = [read.ruleset for read in snapshot.files if read.kind == "iptables-save" and read.ruleset]
+    if any(ruleset.backend == "legacy" for ruleset in rulesets):
+        return []
+    return [Diagnostic(Location(ruleset.path, ruleset.other_backend_line, 1), (
+        "iptables-legacy tables are present on this node as well, and the snapshot lacks them: add the "
+        "output of `iptables-legacy-save` (rules in both backends both run, so the order cannot be told "
+        "from one)")) for ruleset in rulesets if ruleset.other_backend_line]
 
 
 def read_file(path: str) -> tuple[SnapshotFile | None, list[Diagnostic]]:
