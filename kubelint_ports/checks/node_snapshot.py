@@ -280,9 +280,11 @@ def kube_proxy_masquerade_rule(context: NodeSnapshots, params: Mapping[str, Any]
                 f"the pod CIDR in kube-proxy's configuration."), variant=mode)
             continue
         service_space = [cidr for cidr in context.service_cidrs]
-        for rule in rules:
-            if not rule.negated_source:
-                continue
+        by_range: dict[str, object] = {}
+        for rule in rules:  # iptables mode writes one per Service: judge each range once
+            if rule.negated_source:
+                by_range.setdefault(rule.negated_source, rule)
+        for rule in by_range.values():
             cidr = cidr_of(rule.negated_source)
             if cidr is None:
                 continue

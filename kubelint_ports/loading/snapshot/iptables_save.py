@@ -137,8 +137,48 @@ def _read(text: str, ruleset: Ruleset) -> None:
             _check_targets(table)
 
 
+# kube-proxy's per-Service and per-endpoint chains: most of a large dump. Their rules only jump to
+# each other or DNAT to endpoints, which no check reads, so they are checked (modules, target)
+# without being tokenised.
+_PLUMBING = ("KUBE-SEP-", "KUBE-SVC-", "KUBE-EXT-", "KUBE-FW-", "KUBE-XLB-", "KUBE-SVL-")
+
+
+def _tokens(line: str) -> list[str]:
+    if '"' not in line:
+        return line.split()
+    if "\\" in line:
+        return _TOKEN.findall(line)
+    tokens: list[str] = []
+    for index, part in enumerate(line.split('"')):  # quoted values sit at odd positions
+        if index % 2:
+            tokens.append(f'"{part}"')
+        else:
+            tokens.extend(part.split())
+    return tokens
+
+
+def _plumbing_rule(line: str, number: int, chain: Chain) -> bool:
+    """Read a kube-proxy plumbing rule cheaply; False when it needs the full reading."""
+    jump = line.rfind(" -j ")
+    if jump < 0:
+        return False
+    target = line[jump + 4:].split(" ", 1)[0]
+    if target == "KUBE-MARK-MASQ" and chain.name.startswith("KUBE-SVC-"):
+        return False  # the per-Service masquerade rule: read in full
+    for piece in line.split(" -m ")[1:]:
+        if piece.split(" ", 1)[0] not in MATCH_MODULES:
+            return False  # let the full reading say where
+    chain.rules.append(Rule(number, chain.name, len(line) + 1, target=target))
+    return True
+
+
 def _rule_line(line: str, number: int, table: Table, header_less: bool) -> None:
-    tokens = _TOKEN.findall(line) if '"' in line else line.split()
+    if line.startswith("-A KUBE-"):
+        space = line.find(" ", 3)
+        chain = table.chains.get(line[3:space])
+        if chain is not None and chain.name.startswith(_PLUMBING) and _plumbing_rule(line, number, chain):
+            return
+    tokens = _tokens(line)
     command = tokens[0]
     if command in ("-N", "-P"):
         if not header_less:
@@ -209,7 +249,9 @@ def _rule_line(line: str, number: int, table: Table, header_less: bool) -> None:
             rule.match_sets += ((value, flags),)
             index += 2
         elif token == "--comment":
-            rule.comment = _ESCAPE.sub(r"\1", value[1:-1]) if value.startswith('"') else value
+            if value.startswith('"'):
+                value = value[1:-1]
+            rule.comment = _ESCAPE.sub(r"\1", value) if "\\" in value else value
             index += 1
         elif token == "--to-destination":
             rule.to_destination = value
