@@ -234,3 +234,13 @@ def test_unknown_file_and_missing_snapshot(tmp_path: Path):
     assert result.exit_code == 2
     assert "node-1/notes:1:1: input-error not a snapshot dump" in result.stdout
     assert "node-9:0:0: input-error snapshot not found" in result.stdout
+
+
+def test_the_same_backend_dumped_twice_counts_once(tmp_path: Path):
+    """The collector saves `iptables-save` and `iptables-legacy-save`; on a legacy node both print
+    the same tables, which must not look like two DNAT entries for each hostPort."""
+    dump = (Path(__file__).resolve().parent / "policies" / "KP802" / "pass-incident-001-cleaned" / "node-26"
+            / "iptables-save").read_text(encoding="utf-8")
+    directory = write(tmp_path, "node-26", {"iptables-save": dump, "iptables-legacy-save": dump})
+    result = run_node(str(directory))
+    assert result.exit_code == 0, result.stdout

@@ -202,8 +202,13 @@ def build_node_state(snapshot: Snapshot) -> NodeState:
     # iptables-nft's tables show in `nft list ruleset` too: with an iptables-save dump at hand,
     # read them once, from it.
     has_iptables_save = any(read.kind == "iptables-save" for read in snapshot.files)
+    backends_read: set[str] = set()
     for read in snapshot.files:
         state.kinds.add(read.kind)
+        if read.kind == "iptables-save" and read.ruleset is not None and read.ruleset.backend:
+            if read.ruleset.backend in backends_read:
+                continue  # `iptables-save` and `iptables-legacy-save` of one backend: the same tables twice
+            backends_read.add(read.ruleset.backend)
         if read.ruleset is not None:
             read_ruleset(state, read.ruleset, xt_tables=not (has_iptables_save and read.kind != "iptables-save"))
         read_records(state, read)
