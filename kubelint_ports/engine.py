@@ -204,4 +204,5 @@ def to_finding(hit: Hit, policy: Policy) -> Finding:
         port=hit.port,
         suppressed=reason,
         suppressed_by="inSource" if reason else "",
+        traffic=hit.traffic,
     )

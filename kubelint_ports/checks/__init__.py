@@ -36,6 +36,7 @@ class Hit:
     # its severity, so severity stays data even when it depends on facts.
     variant: str = ""
     port: int | None = None  # the port at issue: part of the finding's fingerprint (baselines)
+    traffic: Mapping[str, Any] | None = None  # the datapath model's answer as data (model.datapath)
 
 
 CheckFunction = Callable[[Any, Mapping[str, Any]], Iterator[Hit]]
