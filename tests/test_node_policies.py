@@ -261,3 +261,16 @@ def test_examples_show_every_node_rule_firing():
         assert data["errors"] == []
         fired |= {f["rule"] for f in data["findings"]}
     assert fired == {p.id for p in NODE_POLICIES}
+
+
+@pytest.mark.parametrize("policy, name", [param for param in fixture_params("fail")
+                                          if param.values[0].id in ("KP801", "KP802", "KP803", "KP805")])
+def test_findings_carry_the_datapath_answer(policy: Policy, name: str):
+    """Who receives the packet is the datapath model's answer, with the node's observed facts."""
+    findings = [f for f in run_fixture(FIXTURE_DIR / policy.id, name).findings if f.rule_id == policy.id]
+    assert findings
+    for finding in findings:
+        assert finding.traffic is not None and finding.traffic["certain"], finding.message
+        if finding.rule_id != "KP805" or "hostPort" in finding.message:
+            assert finding.traffic["facts"]["hostport"]["value"] in ("portmap", "crio")
+        assert "receives it" in finding.message or "never sees it" in finding.message, finding.message

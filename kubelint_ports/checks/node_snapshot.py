@@ -1,9 +1,11 @@
 """Node-snapshot rules (KP8xx): a live node diagnosed from its own dumps (incidents 000-003).
 
 Each check reads `model.node_state.NodeSnapshots` and points at the dump line of the rule,
-socket or lease at fault. Who receives a packet is decided by the order the node's own rules
-show (`receiver_*` below, the one place these checks decide it): the first DNAT that matches
-ends the nat traversal (DOMAIN.md B, F).
+socket or lease at fault. Who receives a packet is the datapath model's answer
+(`model.datapath`), given the facts the node's own dumps establish (`node_state.datapath_facts`:
+kube-proxy's mode, how hostPorts are implemented, the observed jump order). Which of two hostPort
+entries of one chain wins is the order the dump shows: the first DNAT ends the table
+(`winner_for`).
 """
 
 from __future__ import annotations
@@ -14,10 +16,25 @@ from dataclasses import dataclass
 from typing import Any
 
 from kubelint_ports.checks import Hit, Related, register
+from kubelint_ports.checks.traffic import data, explain
 from kubelint_ports.findings import ObjectRef
 from kubelint_ports.loading.snapshot import Place
+from kubelint_ports.model.datapath import (
+    CLUSTER_IP,
+    FROM_POD,
+    HOST_PROCESS,
+    HOSTPORT,
+    NODE_IP,
+    SERVICE,
+    WILDCARD,
+    Answer,
+    Datapath,
+    PortUse,
+    masquerade_gap,
+)
 from kubelint_ports.model.node_state import (
     READY,
+    datapath_facts,
     HostPortEntry,
     NodeSnapshots,
     NodeState,
@@ -56,6 +73,24 @@ def describe_entry(entry: HostPortEntry) -> str:
 
 
 # --- who receives the packet --------------------------------------------------------------------
+
+def ask(node: NodeState, destination: str, use: PortUse, port: int, protocol: str) -> Answer:
+    """The datapath model's answer for a packet from a pod or another machine to this node."""
+    return Datapath(datapath_facts(node)).deliver(FROM_POD, destination, use, port, protocol.upper())
+
+
+def node_port_on(node: NodeState, protocol: str, port: int) -> bool:
+    return any(rule.protocol == protocol and rule.port == port for rule in node.node_ports)
+
+
+def host_port_answer(node: NodeState, entry: HostPortEntry, receiver_name: str) -> tuple[str, dict]:
+    """Who gets a packet to the entry's port on the node, told with `receiver_name` as the hostPort side."""
+    use = PortUse(host_port_ip=entry.host_ip or WILDCARD, node_port=node_port_on(node, entry.protocol, entry.port))
+    answer = ask(node, NODE_IP, use, entry.port, entry.protocol)
+    parties = {HOSTPORT: receiver_name}
+    if use.node_port:
+        parties[SERVICE] = f"nodePort {entry.port}"
+    return explain(answer, parties), data(answer, parties)
 
 def winner_for(entries: list[HostPortEntry], loser: HostPortEntry) -> HostPortEntry | None:
     """The earlier entry that takes every packet `loser` would match (same rule order, same
@@ -137,19 +172,18 @@ def stale_host_port_dnat(context: NodeSnapshots, params: Mapping[str, Any]) -> I
                     if is_live(loser, node, context):
                         victims.setdefault(loser.jump, loser)
             winners = [winner for winner in (winner_for(node.host_ports, stale) for stale in entries) if winner]
+            sentence, traffic = host_port_answer(node, entry, f"{entry.pod_ip} (the stale entry, where nothing answers)")
             if victims:
                 victim = next(iter(victims.values()))
-                outcome = (f"It comes first, so packets to {ports} on {node.name} are DNATed to {entry.pod_ip}, where "
-                           f"nothing answers; the live {describe_entry(victim)} at line {victim.jump.line} receives "
-                           f"none of them.")
+                outcome = (f"For {entry.protocol}/{entry.port}: {sentence}. It comes first in its chain, so the live "
+                           f"{describe_entry(victim)} at line {victim.jump.line} receives none of {ports}.")
                 evidence += [related(node, loser.jump, f"live entry shadowed: {describe_entry(loser)}")
                              for loser in victims.values()]
             elif len(winners) == len(entries):
                 outcome = (f"An earlier entry, {describe_entry(winners[0])} (line {winners[0].jump.line}), shadows it, "
                            f"so it takes no traffic today: delete it before a restart reorders the rules.")
             else:
-                outcome = (f"Packets to {ports} on {node.name} are DNATed to {entry.pod_ip}, where nothing answers, "
-                           f"instead of reaching whatever should own the port.")
+                outcome = f"For {entry.protocol}/{entry.port}: {sentence}."
             hash_note = ""
             if entry.chain_name_matches is False:
                 hash_note = (f" The chain name does not match sha512(\"{entry.network}\" + ID): portmap did not write "
@@ -160,7 +194,7 @@ def stale_host_port_dnat(context: NodeSnapshots, params: Mapping[str, Any]) -> I
                 f"stale hostPort DNAT: {describe_entry(entry)} maps {ports}, but {'; '.join(reasons)}: the sandbox's "
                 f"teardown never ran (incident 001). {outcome}{hash_note} Fix: {fix}."),
                 tuple([related(node, entry.dnat, f"DNAT to {entry.pod_ip}:{entry.pod_port}")] + evidence),
-                port=entry.port)
+                port=entry.port, traffic=traffic)
 
 
 @register("shadowed-host-port", reads="node-snapshot")
@@ -177,35 +211,48 @@ def shadowed_host_port(context: NodeSnapshots, params: Mapping[str, Any]) -> Ite
             for winner_jump, lost in pairs.items():
                 winner, entry = winners[winner_jump], lost[0]
                 host = f" on {entry.host_ip}" if entry.host_ip else ""
+                sentence, traffic = host_port_answer(node, winner, describe_entry(winner))
                 yield Hit(subject(node, jump), f"hostPort {port_list(lost)} {entry.chain}", (
                     f"hostPort {port_list(lost)}{host} is DNATed twice on {node.name}: {describe_entry(winner)} at "
-                    f"line {winner_jump.line} comes first and receives every packet, so {describe_entry(entry)} here "
-                    f"receives none. Two pods cannot hold one hostPort on a node: one of the two entries is left over "
-                    f"from a pod that is gone."),
-                    (related(node, winner_jump, f"winner: {describe_entry(winner)}"),), port=entry.port)
+                    f"line {winner_jump.line} comes first in the chain, so {describe_entry(entry)} here receives "
+                    f"nothing. For {entry.protocol}/{entry.port}: {sentence}. Two pods cannot hold one hostPort on a "
+                    f"node: one of the two entries is left over from a pod that is gone."),
+                    (related(node, winner_jump, f"winner: {describe_entry(winner)}"),), port=entry.port,
+                    traffic=traffic)
 
 
-def captured_services(node: NodeState, entries: list[HostPortEntry], context: NodeSnapshots) -> list[str]:
-    """Services whose traffic on this node the hostPort DNAT entries take, per the node's proxy mode."""
+def captured_services(node: NodeState, entries: list[HostPortEntry], context: NodeSnapshots
+                      ) -> list[tuple[str, Answer]]:
+    """Service ports equal to a hostPort here that the datapath model says the hostPort pod takes."""
     ports = {(entry.protocol, entry.port) for entry in entries if not entry.host_ip}
-    captured: dict[str, None] = {}
+    candidates: dict[str, tuple[str, PortUse, int, str]] = {}
     for rule in node.node_ports:
         if (rule.protocol, rule.port) in ports:
-            captured[f"nodePort {rule.port}/{rule.protocol}{' of ' + rule.service if rule.service else ''}"] = None
+            label = f"nodePort {rule.port}/{rule.protocol}{' of ' + rule.service if rule.service else ''}"
+            candidates.setdefault(label, (NODE_IP, PortUse(host_port_ip=WILDCARD, node_port=True), rule.port,
+                                          rule.protocol))
     for service in context.services:
         for claim in service.node_port_claims if service.has_node_ports else ():
             if (claim.protocol.lower(), claim.port) in ports:
-                captured[f"nodePort {claim.port}/{claim.protocol.lower()} of {service.ref.namespace}/{service.ref.name}"] = None
-    if node.proxy_mode == "ipvs":  # Service IPs are local addresses on kube-ipvs0
-        for rule in node.cluster_ips:
-            if (rule.protocol, rule.port) in ports:
-                captured[f"{rule.address}:{rule.port}/{rule.protocol}{' (' + rule.service + ')' if rule.service else ''}"] = None
-        for service in context.services:
-            for port in service.ports:
-                if port.port and (port.protocol.lower(), port.port) in ports and service.cluster_ip not in ("", "None"):
-                    captured[f"{service.cluster_ip}:{port.port}/{port.protocol.lower()} ({service.ref.namespace}/"
-                             f"{service.ref.name})"] = None
-    return list(captured)
+                label = f"nodePort {claim.port}/{claim.protocol.lower()} of {service.ref.namespace}/{service.ref.name}"
+                candidates.setdefault(label, (NODE_IP, PortUse(host_port_ip=WILDCARD, node_port=True), claim.port,
+                                              claim.protocol.lower()))
+        for port in service.ports:
+            if port.port and (port.protocol.lower(), port.port) in ports and service.cluster_ip not in ("", "None"):
+                label = f"{service.cluster_ip}:{port.port}/{port.protocol.lower()} ({service.ref.namespace}/{service.ref.name})"
+                candidates.setdefault(label, (CLUSTER_IP, PortUse(host_port_ip=WILDCARD, service_port=True), port.port,
+                                              port.protocol.lower()))
+    for rule in node.cluster_ips:
+        if (rule.protocol, rule.port) in ports:
+            label = f"{rule.address}:{rule.port}/{rule.protocol}{' (' + rule.service + ')' if rule.service else ''}"
+            candidates.setdefault(label, (CLUSTER_IP, PortUse(host_port_ip=WILDCARD, service_port=True), rule.port,
+                                          rule.protocol))
+    captured = []
+    for label, (destination, use, port, protocol) in candidates.items():
+        answer = ask(node, destination, use, port, protocol)
+        if answer.possible(HOSTPORT):
+            captured.append((label, answer))
+    return captured
 
 
 @register("host-ports-ahead-of-kube-proxy", reads="node-snapshot")
@@ -219,15 +266,22 @@ def host_ports_ahead_of_kube_proxy(context: NodeSnapshots, params: Mapping[str, 
                     continue
                 entries = [entry for entry in node.host_ports if entry.jump.path == jump.place.path]
                 captured = captured_services(node, entries, context)
-                outcome = (f"on this node they take {listed(captured)}" if captured else
-                           "no Service port on this node equals a hostPort today, but any later NodePort (and in IPVS "
-                           "mode any ClusterIP port) that does will be taken")
+                traffic = None
+                if captured:
+                    label, answer = captured[0]
+                    parties = {HOSTPORT: "the hostPort pod", SERVICE: label}
+                    outcome = (f"for {label}: {explain(answer, parties)}"
+                               + (f"; likewise {listed([name for name, _ in captured[1:]])}" if len(captured) > 1 else ""))
+                    traffic = data(answer, parties)
+                else:
+                    outcome = ("no Service port on this node equals a hostPort today, but a later NodePort (and in IPVS "
+                               "mode a ClusterIP port) that does will be taken")
                 yield Hit(subject(node, jump.place), f"nat {hook} {jump.chain}", (
                     f"{hook} jumps to {jump.chain} (rule {jump.index + 1}) before kube-proxy's KUBE-SERVICES (rule "
-                    f"{proxy.index + 1}): hostPort DNATs see every local packet first (portmap before v0.7.5, or CRI-O; "
-                    f"CVE-2019-9946), so the hostPort pods receive what was meant for Services: {outcome}. Upgrade "
-                    f"the CNI plugins (portmap appends its jump since v0.7.5) and flush the old jump."),
-                    (related(node, proxy.place, "kube-proxy's jump, which comes later"),))
+                    f"{proxy.index + 1}): hostPort DNATs see every local packet first (portmap before v0.7.5, or "
+                    f"CRI-O; CVE-2019-9946). {outcome[:1].upper()}{outcome[1:]}. Upgrade the CNI plugins (portmap "
+                    f"appends its jump since v0.7.5) and flush the old jump."),
+                    (related(node, proxy.place, "kube-proxy's jump, which comes later"),), traffic=traffic)
 
 
 def cidr_of(text: str):
@@ -272,12 +326,15 @@ def kube_proxy_masquerade_rule(context: NodeSnapshots, params: Mapping[str, Any]
         if not marking or not any(rule.negated_source for rule in rules) and all(
                 rule.set_flags == "src,dst" for rule in rules):
             anchor = rules[0].place if rules else node.services_anchor
+            # The `KUBE-CLUSTER-IP src,dst` rule came with kube-proxy v1.11 (kubernetes#63319): its
+            # presence dates the node's kube-proxy for the datapath model.
+            version = (1, 11) if rules else (1, 10) if mode == "ipvs" else None
+            gap = " ".join(f"{g.text}." for g in masquerade_gap(mode, version))
             yield Hit(subject(node, anchor), "nat KUBE-SERVICES masquerade", (
                 f"kube-proxy ({mode} mode) on {node.name} has no `! -s <clusterCIDR> ... -j KUBE-MARK-MASQ` rule "
-                f"for Service traffic: it runs without clusterCIDR (--cluster-cidr). Packets from the node itself "
-                f"and from hostNetwork pods reach a Service's endpoint with the ClusterIP as source address, so the "
-                f"endpoint's reply never comes back (incident 002); pod clients are not affected. Set clusterCIDR to "
-                f"the pod CIDR in kube-proxy's configuration."), variant=mode)
+                f"for Service traffic: it runs without clusterCIDR (--cluster-cidr). Its rules say: {gap} Pod "
+                f"clients are not affected. Set clusterCIDR to the pod CIDR in kube-proxy's configuration."),
+                variant=mode)
             continue
         service_space = [cidr for cidr in context.service_cidrs]
         by_range: dict[str, object] = {}
@@ -333,12 +390,18 @@ def host_process_loses_port(context: NodeSnapshots, params: Mapping[str, Any]) -
             entries = [e for e in host_ports.get(key, ()) if covers(listener.address, e.host_ip)]
             if entries:
                 entry = min(entries, key=lambda e: e.order)
+                use = PortUse(host_port_ip=entry.host_ip or WILDCARD, host_process=True,
+                              node_port=node_port_on(node, listener.protocol, listener.port))
+                answer = ask(node, NODE_IP, use, listener.port, listener.protocol)
+                if not answer.possible(HOSTPORT):
+                    continue
+                parties = {HOSTPORT: f"the pod at {entry.pod_ip}:{entry.pod_port}", HOST_PROCESS: listener.process_text}
                 yield Hit(subject(node, listener.place), f"listener {listener.protocol}/{listener.port}", (
-                    f"{listener.process_text} listens on {listener.address}:{listener.port}/{listener.protocol}, but the "
-                    f"hostPort DNAT {describe_entry(entry)} takes that port first: packets to it on {node.name} "
-                    f"reach the pod at {entry.pod_ip}:{entry.pod_port}, never the process, and no socket of the "
-                    f"pod shows in ss. Move the process or the hostPort."),
-                    (related(node, entry.jump, f"hostPort DNAT {describe_entry(entry)}"),), port=listener.port)
+                    f"{listener.process_text} listens on {listener.address}:{listener.port}/{listener.protocol}, but "
+                    f"the hostPort DNAT {describe_entry(entry)} matches that port on {node.name}: "
+                    f"{explain(answer, parties)}. No socket of the pod shows in ss. Move the process or the hostPort."),
+                    (related(node, entry.jump, f"hostPort DNAT {describe_entry(entry)}"),), port=listener.port,
+                    traffic=data(answer, parties))
                 continue
             rules = node_ports.get(key)
             if not rules:
@@ -348,18 +411,17 @@ def host_process_loses_port(context: NodeSnapshots, params: Mapping[str, Any]) -
             rule = next((r for r in rules if r.action == "reject"), rules[0])
             service = rule.service or (f"{services[key].ref.namespace}/{services[key].ref.name}" if key in services
                                        else "a Service")
-            if rule.action == "reject":
-                outcome = (f"{service} has no endpoints, so kube-proxy REJECTs the port: clients get \"connection "
-                           f"refused\" although the socket is open")
-            elif rule.action == "mark":
-                outcome = f"IPVS forwards the port to the endpoints of {service}"
-            else:
-                outcome = f"kube-proxy DNATs the port to the endpoints of {service}"
+            use = PortUse(host_process=True, node_port=True, endpoints=rule.action != "reject")
+            answer = ask(node, NODE_IP, use, listener.port, listener.protocol)
+            if answer.always(HOST_PROCESS):
+                continue
+            parties = {HOST_PROCESS: listener.process_text, SERVICE: service}
             yield Hit(subject(node, listener.place), f"listener {listener.protocol}/{listener.port}", (
                 f"{listener.process_text} listens on {listener.address}:{listener.port}/{listener.protocol}, which is "
-                f"nodePort {listener.port} of {service}: {outcome}, before the process sees a packet (incident "
-                f"003). Move the process below the node-port range, or give the Service another nodePort."),
-                (related(node, rule.place, f"nodePort {listener.port} of {service}"),), port=listener.port)
+                f"nodePort {listener.port} of {service}: {explain(answer, parties)} (incident 003). "
+                f"Move the process below the node-port range, or give the Service another nodePort."),
+                (related(node, rule.place, f"nodePort {listener.port} of {service}"),), port=listener.port,
+                traffic=data(answer, parties))
 
 
 def fact_keys(node: NodeState) -> dict[tuple[str, ...], Place]:
@@ -392,13 +454,17 @@ def node_drift(context: NodeSnapshots, params: Mapping[str, Any]) -> Iterator[Hi
         what = f"hostPort {key[1]}/{key[2]} DNAT" if key[0] == "host-port" else f"kube-proxy's rule for {key[1]}"
         if len(having) <= len(lacking):
             for node in having:
+                traffic = None
+                if key[0] == "host-port":
+                    answer = ask(node, NODE_IP, PortUse(host_port_ip=WILDCARD), int(key[2]), key[1])
+                    traffic = data(answer, {HOSTPORT: "the hostPort pod"})
                 yield Hit(subject(node, keys[node.name][key]), f"drift {' '.join(key)}", (
                     f"{what} exists on {node.name} but not on {listed([n.name for n in lacking])}: "
                     + ("a hostPort pod runs here only; on this node that port goes to the pod, on the others to "
                        "whatever listens (how incident 000 was found)." if key[0] == "host-port" else
                        "kube-proxy programs every Service on every node, so one of them is out of date: packets to it "
                        "are handled differently depending on the node they reach. Restart the lagging kube-proxy.")),
-                    variant=key[0])
+                    variant=key[0], traffic=traffic)
         elif key[0] == "service":
             for node in lacking:
                 missing_on.setdefault(node.name, []).append(key[1])

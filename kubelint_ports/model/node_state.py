@@ -468,3 +468,28 @@ class NodeSnapshots:
     service_cidrs: tuple = ()  # ipaddress networks, from the inputs or --service-cidr
     pod_cidrs: tuple = ()  # the cluster's pod range(s), from the inputs or --pod-cidr
     node_pod_cidrs: dict[str, tuple[str, ...]] = field(default_factory=dict)  # Node spec.podCIDRs (--nodes)
+
+
+def datapath_facts(node: NodeState):
+    """What the node's own dumps establish for the datapath model: kube-proxy's mode, how hostPorts
+    are implemented, and the order of the hostPort and kube-proxy jumps the rules show."""
+    from kubelint_ports.model.datapath import HOSTPORT_FIRST, KUBE_PROXY_FIRST, DatapathFacts, Fact
+
+    facts: dict[str, Fact] = {}
+    if node.proxy_mode is not None:
+        facts["proxy_mode"] = Fact(node.proxy_mode, f"{node.name}'s rules")
+    backends = {entry.backend for entry in node.host_ports}
+    jumps = [jump for jump in node.entry_jumps if jump.hook == "PREROUTING"]
+    if backends or any(jump.leads_to == "host-ports" for jump in jumps):
+        crio = "cri-o" in backends or any(jump.chain == CRIO_HOSTPORTS_CHAIN for jump in jumps)
+        facts["hostport"] = Fact("crio" if crio else "portmap", f"{node.name}'s hostPort chains")
+        if not crio:
+            facts["hostport_backend"] = Fact("nftables" if backends == {"portmap-nftables"} else "iptables",
+                                             f"{node.name}'s hostPort chains")
+    host_ports = next((jump for jump in jumps if jump.leads_to == "host-ports"), None)
+    kube_proxy = next((jump for jump in jumps if jump.leads_to == "kube-proxy"), None)
+    if host_ports is not None and kube_proxy is not None:
+        first = host_ports if host_ports.index < kube_proxy.index else kube_proxy
+        facts["hostport_order"] = Fact(HOSTPORT_FIRST if first is host_ports else KUBE_PROXY_FIRST,
+                                       f"{first.place.path}:{first.place.line}")
+    return DatapathFacts(**facts)
