@@ -14,10 +14,11 @@ from __future__ import annotations
 
 import argparse
 import base64
-import gc
 import hashlib
 import time
 from pathlib import Path
+
+from bench_lint import best_of  # same folder: `python benchmarks/bench_node.py` puts it on sys.path
 
 
 def chain(prefix: str, *parts: str) -> str:
@@ -73,16 +74,6 @@ def generate(services: int, directory: Path) -> int:
                              'tcp LISTEN 0 4096 127.0.0.1:10248 0.0.0.0:* users:(("kubelet",pid=880,fd=22))\n',
                              encoding="utf-8")
     return len(lines)
-
-
-def best_of(repeat: int, function):
-    timings, result = [], None
-    for _ in range(repeat):
-        gc.collect()
-        started = time.perf_counter()
-        result = function()
-        timings.append(time.perf_counter() - started)
-    return min(timings), result
 
 
 def main() -> None:

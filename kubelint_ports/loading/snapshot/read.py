@@ -83,51 +83,30 @@ def read_file(path: str) -> tuple[SnapshotFile | None, list[Diagnostic]]:
     return parse(kind, text, shown)
 
 
+# kind -> (reader module, reader function, the SnapshotFile field it fills); modules load on demand.
+READERS = {
+    "iptables-save": ("iptables_save", "read_iptables_save", "ruleset"),
+    "nft": ("nft", "read_nft", "ruleset"),
+    "nft-json": ("nft", "read_nft_json", "ruleset"),
+    "ipvsadm": ("ipvsadm", "read_ipvsadm", "virtual_servers"),
+    "ipset": ("ipset", "read_ipset", "sets"),
+    "ss": ("ss", "read_ss", "listeners"),
+    "ip-addr": ("ip_addr", "read_ip_addr", "addresses"),
+    "ipam": ("ipam", "read_ipam", "leases"),
+    "crictl-pods": ("crictl", "read_crictl_pods", "sandboxes"),
+    "sysctl": ("sysctl", "read_sysctl", "sysctls"),
+}
+assert READERS.keys() == KINDS.keys()
+
+
 def parse(kind: str, text: str, shown: str) -> tuple[SnapshotFile, list[Diagnostic]]:
-    """Run the reader of `kind` (imported on demand: each is a module of its own)."""
+    """Run the reader of `kind`: each format has a module of its own."""
+    import importlib
+
+    module, function, field_name = READERS[kind]
+    records, problems = getattr(importlib.import_module(f"kubelint_ports.loading.snapshot.{module}"), function)(text, shown)
     read = SnapshotFile(shown, kind)
-    if kind == "iptables-save":
-        from kubelint_ports.loading.snapshot.iptables_save import read_iptables_save
-
-        read.ruleset, problems = read_iptables_save(text, shown)
-    elif kind == "nft":
-        from kubelint_ports.loading.snapshot.nft import read_nft
-
-        read.ruleset, problems = read_nft(text, shown)
-    elif kind == "nft-json":
-        from kubelint_ports.loading.snapshot.nft import read_nft_json
-
-        read.ruleset, problems = read_nft_json(text, shown)
-    elif kind == "ipvsadm":
-        from kubelint_ports.loading.snapshot.ipvsadm import read_ipvsadm
-
-        read.virtual_servers, problems = read_ipvsadm(text, shown)
-    elif kind == "ipset":
-        from kubelint_ports.loading.snapshot.ipset import read_ipset
-
-        read.sets, problems = read_ipset(text, shown)
-    elif kind == "ss":
-        from kubelint_ports.loading.snapshot.ss import read_ss
-
-        read.listeners, problems = read_ss(text, shown)
-    elif kind == "ip-addr":
-        from kubelint_ports.loading.snapshot.ip_addr import read_ip_addr
-
-        read.addresses, problems = read_ip_addr(text, shown)
-    elif kind == "ipam":
-        from kubelint_ports.loading.snapshot.ipam import read_ipam
-
-        read.leases, problems = read_ipam(text, shown)
-    elif kind == "crictl-pods":
-        from kubelint_ports.loading.snapshot.crictl import read_crictl_pods
-
-        read.sandboxes, problems = read_crictl_pods(text, shown)
-    elif kind == "sysctl":
-        from kubelint_ports.loading.snapshot.sysctl import read_sysctl
-
-        read.sysctls, problems = read_sysctl(text, shown)
-    else:  # pragma: no cover - detect() returns only KINDS
-        raise AssertionError(f"no reader for {kind} ({KINDS.get(kind)})")
+    setattr(read, field_name, records)
     return read, problems
 
 
