@@ -145,20 +145,21 @@ def capture_hits(allocation, dnat: Claimant, victims: list[tuple[Workload, Silen
     where = f" ({node_list(shared)})" if shared else ""
     more = f" (and {len(victims) - 1} more)" if len(victims) > 1 else ""
     claim = dnat.claim
-    answer = traffic.datapath_of(allocation.cluster).deliver(
-        FROM_POD, traffic.node_destination(claim.host_ip), PortUse(host_port_ip=claim.host_ip, host_process=True),
-        claim.port, claim.protocol)
+    datapath = traffic.datapath_of(allocation.cluster)
+    use = PortUse(host_port_ip=claim.host_ip, host_process=True)
+    answer = datapath.deliver(FROM_POD, traffic.node_destination(claim.host_ip), use, claim.port, claim.protocol)
+    paths = traffic.node_paths(datapath, use, claim.port, claim.protocol, claim.host_ip)
     names = {HOSTPORT: f"{dnat.workload.ref} (container '{claim.container}')", HOST_PROCESS: f"{host.ref}"}
     words = {HOSTPORT: str(dnat.workload.ref), HOST_PROCESS: f"the process of {host.ref.name}"}
     verb = "takes" if answer.always(HOSTPORT) else "may take"
     message = (f"{port_text(claim)} {verb} port {silent.port} from {host.ref}{more}: that hostNetwork pod"
                f"{where_running(host)} listens on it ({silent.source}) without declaring it, so the scheduler "
-               f"cannot keep the two apart; wherever both run{where}, {traffic.explain(answer, words)}. Declare "
+               f"cannot keep the two apart; wherever both run{where}, {traffic.explain(answer, words, paths)}. Declare "
                f"containerPort {silent.port} on {host.ref.name} (then the scheduler keeps them apart), or use "
                f"another hostPort.")
     related = tuple(Related(h, p.field_path, f"port {p.port} of hostNetwork {h.ref} ({p.source})")
                     for h, p in victims[:MAX_RELATED])
-    data = traffic.data(answer, names)
+    data = traffic.data(answer, names, paths)
     if not dnat.workload.live:
         yield Hit(dnat.workload, claim.field_path, message, related, port=claim.port, traffic=data)
     else:

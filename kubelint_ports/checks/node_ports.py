@@ -42,8 +42,7 @@ def _host_claims_on_node_ports(cluster: Cluster, via: str) -> Iterator[Hit]:
         use = PortUse(host_port_ip=claim.host_ip if hostport else None, host_process=not hostport,
                       node_port=True, endpoints=cluster.has_endpoints(service))
         answer = datapath.deliver(FROM_POD, traffic.node_destination(claim.host_ip), use, claim.port, claim.protocol)
-        localhost = traffic.also_localhost(datapath, use, claim.port, claim.protocol)
-        paths = [("from the node to 127.0.0.1", localhost)] if localhost is not None else []
+        paths = traffic.node_paths(datapath, use, claim.port, claim.protocol, claim.host_ip)
         mine = HOSTPORT if hostport else HOST_PROCESS
         names = {mine: f"{workload.ref} (container '{claim.container}')", SERVICE: str(service.ref)}
         words = {mine: "this pod" if hostport else "the pod's process", SERVICE: "the Service"}

@@ -12,6 +12,7 @@ from typing import Any
 from kubelint_ports.model import Cluster
 from kubelint_ports.model.datapath import (
     FROM_NODE,
+    FROM_POD,
     HOST_IP,
     LOCALHOST,
     NODE_IP,
@@ -38,11 +39,15 @@ def node_destination(host_ip: str) -> str:
     return NODE_IP if host_ip == WILDCARD else HOST_IP
 
 
-def also_localhost(datapath: Datapath, use: PortUse, port: int, protocol: str) -> Answer | None:
-    """127.0.0.1 from the node itself: kube-proxy treats it apart (localhostNodePorts)."""
-    if use.host_port_ip not in (None, WILDCARD):
-        return None
-    return datapath.deliver(FROM_NODE, LOCALHOST, use, port, protocol)
+def node_paths(datapath: Datapath, use: PortUse, port: int, protocol: str, host_ip: str) -> list[tuple[str, Answer]]:
+    """The other ways into the same port: from the node itself, to 127.0.0.1 (kube-proxy treats it
+    apart: localhostNodePorts), and to the node's other addresses when a hostIP binds the hostPort."""
+    destination = node_destination(host_ip)
+    paths = [("from the node itself", datapath.deliver(FROM_NODE, destination, use, port, protocol)),
+             ("from the node to 127.0.0.1", datapath.deliver(FROM_NODE, LOCALHOST, use, port, protocol))]
+    if destination == HOST_IP:
+        paths.append(("to the node's other addresses", datapath.deliver(FROM_POD, NODE_IP, use, port, protocol)))
+    return paths
 
 
 def explain(answer: Answer, parties: Mapping[str, str], others: Sequence[tuple[str, Answer]] = ()) -> str:

@@ -241,7 +241,9 @@ def _kube_proxy_iptables(packet: _Packet):
 
 
 def _kube_proxy_ipvs(packet: _Packet):
-    if packet.destination in (CLUSTER_IP, EXTERNAL_IP) and packet.use.service_port and packet.world.ipvs_accepts:
+    # External IPs have been ACCEPTed since they came to IPVS mode; ClusterIP pairs since v1.11.
+    accepted = packet.destination == EXTERNAL_IP or packet.world.ipvs_accepts
+    if packet.destination in (CLUSTER_IP, EXTERNAL_IP) and packet.use.service_port and accepted:
         return "accept", "kube-proxy ACCEPTs the Service's (IP, port) pair in KUBE-SERVICES, which ends the nat table"
     if packet.use.node_port and _node_port_address(packet, False):
         return "pass", "kube-proxy only marks NodePort packets in IPVS mode"
@@ -453,6 +455,7 @@ class Answer:
             "receiverName": parties.get(receiver, ""),
             "loser": [parties[loser] for loser in losers],
             "certain": self.certain,
+            "possible": sorted({r for outcome in self.outcomes for r in outcome.route.receivers}),
             "dependsOn": list(self.depends_on),
             "outcomes": [{"receiver": o.receiver,
                           "possible": sorted(o.route.receivers),
@@ -658,6 +661,30 @@ def fact_sources(answer: Answer, names: Iterable[str]) -> str:
     return f" ({'; '.join(parts)})" if parts else ""
 
 
+# --- kube-proxy's masquerade for Service traffic (KP401-KP403) ------------------------------------
+
+def masqueraded(mode: str, client: str, *, cluster_cidr: str | None, version: tuple[int, ...] | None = None,
+                masquerade_all: bool = False) -> bool:
+    """Does kube-proxy masquerade a client's traffic to a ClusterIP?
+
+    `client`: "pod" (its address is a pod address), "node" (a node process or hostNetwork pod:
+    in IPVS mode it sends from the ClusterIP itself, bound to kube-ipvs0, elsewhere from the node's
+    address), "off-cluster" (a machine that routes the Service CIDR to a node). `cluster_cidr`:
+    None when kube-proxy has none, else "pods" (the pod CIDR), "services" (it holds the Service
+    CIDR: KP402) or "elsewhere" (it misses this client's address: KP403).
+    """
+    if masquerade_all:
+        return True
+    if cluster_cidr is None:
+        # IPVS writes `-m set --match-set KUBE-CLUSTER-IP src,dst -j KUBE-MARK-MASQ` since v1.11
+        # (kubernetes#63319); nothing else masquerades without a local-traffic detector.
+        return mode == "ipvs" and client == "node" and (version is None or version >= (1, 11))
+    source_in_cidr = {"pod": cluster_cidr == "pods",
+                      "node": mode == "ipvs" and cluster_cidr == "services",
+                      "off-cluster": False}[client]
+    return not source_in_cidr  # `! -s <clusterCIDR> ... -j KUBE-MARK-MASQ`
+
+
 # --- kube-proxy's masquerade without clusterCIDR (KP401-KP403) -----------------------------------
 
 @dataclass(frozen=True, slots=True)
@@ -670,22 +697,29 @@ class MasqueradeGap:
 
 
 def masquerade_gap(mode: str, version: tuple[int, ...] | None) -> tuple[MasqueradeGap, ...]:
-    """kube-proxy without clusterCIDR (detectLocalMode ClusterCIDR, masqueradeAll off); one entry
-    per plausible version class. Sources: pkg/proxy/ipvs/proxier.go (`src,dst` rule since
-    kubernetes#63319, v1.11), pkg/proxy/iptables/proxier.go (no `! -s` rule without a detector)."""
+    """kube-proxy without clusterCIDR (detectLocalMode ClusterCIDR, masqueradeAll off): what breaks,
+    one entry per plausible version class (`masqueraded` decides; the lab checks it)."""
     off_cluster = ("clients outside the cluster that route the Service CIDR to a node are not masqueraded, "
-                   "so the backend answers them directly and the reply never matches their connection")
+                   "so a backend on another node answers them directly and the reply never matches their "
+                   "connection")
+    classes = [(None, f"kube-proxy ({mode} mode)")]
     if mode == "ipvs":
-        old = MasqueradeGap("kube-proxy < v1.11", True, (
-            "node processes and hostNetwork pods reach no Service: the node sends to a ClusterIP (bound to "
-            "kube-ipvs0) from that ClusterIP, no rule masquerades it, and the backend's reply goes back to the "
-            "VIP on its own node (incident 002)"))
-        new = MasqueradeGap("kube-proxy >= v1.11", False, (
-            f"node processes still work (the `KUBE-CLUSTER-IP src,dst` rule masquerades what the node sends "
-            f"from a VIP), but {off_cluster}"))
-        if version is None:
-            return (old, new)
-        return (new,) if version >= (1, 11) else (old,)
-    return (MasqueradeGap(f"kube-proxy ({mode} mode)", False, (
-        f"node processes still work (they send from the node's address), but {off_cluster}")),)
-
+        classes = [((1, 10), "kube-proxy < v1.11"), ((1, 11), "kube-proxy >= v1.11")]
+        if version is not None:
+            classes = [classes[0] if version < (1, 11) else classes[1]]
+    gaps = []
+    for sample, label in classes:
+        if masqueraded(mode, "node", cluster_cidr=None, version=sample):
+            text = (f"node processes still work (the `KUBE-CLUSTER-IP src,dst` rule masquerades what the node "
+                    f"sends from a VIP), but {off_cluster}")
+            gaps.append(MasqueradeGap(label, False, text))
+        elif mode == "ipvs":
+            gaps.append(MasqueradeGap(label, True, (
+                "node processes and hostNetwork pods reach no Service: the node sends to a ClusterIP (bound to "
+                "kube-ipvs0) from that ClusterIP, no rule masquerades it, and the backend's reply goes back to "
+                "the VIP on its own node (incident 002)")))
+        else:
+            gaps.append(MasqueradeGap(label, False, (
+                f"node processes still work (they send from the node's address, which replies find), but "
+                f"{off_cluster}")))
+    return tuple(gaps)
