@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import base64
 import hashlib
-import time
 from pathlib import Path
 
 from bench_lint import best_of  # same folder: `python benchmarks/bench_node.py` puts it on sys.path

@@ -38,7 +38,6 @@ from kubelint_ports.model.node_state import (
     HostPortEntry,
     NodeSnapshots,
     NodeState,
-    ip_in,
     pods_by_ip,
 )
 

@@ -25,7 +25,6 @@ Sources for the rule shapes (read from the code, see DOMAIN.md B, C, D, F):
 from __future__ import annotations
 
 import hashlib
-import ipaddress
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -192,9 +191,6 @@ class NodeState:
 
     def lease_of(self, address: str) -> LeaseHeld | None:
         return next((lease for lease in self.leases if lease.address == address), None)
-
-    def local_addresses(self) -> set[str]:
-        return {a.address for a in self.addresses}
 
 
 def build_node_state(snapshot: Snapshot) -> NodeState:
@@ -415,13 +411,6 @@ class RunningPod:
     node: str
     ips: tuple[str, ...]
     phase: str
-
-
-def ip_in(address: str, cidr: str) -> bool:
-    try:
-        return ipaddress.ip_address(address) in ipaddress.ip_network(cidr, strict=False)
-    except ValueError:
-        return False
 
 
 def pods_by_ip(pods: Iterable[RunningPod], node: str) -> dict[str, RunningPod]:
