@@ -9,6 +9,7 @@ from kubelint_ports.policies import Policy
 
 def rule_markdown(policy: Policy) -> str:
     docs = policy.docs
+    fence = "```" + docs.get("language", "yaml")
     lines = [
         f"# {policy.id} {policy.name}",
         "",
@@ -27,13 +28,13 @@ def rule_markdown(policy: Policy) -> str:
         "",
         "## Example",
         "",
-        "```yaml",
+        fence,
         docs["example"].rstrip(),
         "```",
         "",
         "## Fix",
         "",
-        "```yaml",
+        fence,
         docs["fix"].rstrip(),
         "```",
         "",

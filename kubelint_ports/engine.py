@@ -89,14 +89,95 @@ def collector_paused():
             gc.enable()
 
 
-def run_checks(cluster: Cluster, policies: Iterable[Policy]) -> list[Finding]:
+def run_checks(cluster: Cluster, policies: Iterable[Policy], reads: str = "cluster") -> list[Finding]:
+    """Run the policies whose check reads `reads` ("cluster": manifests; "node-snapshot": dumps)."""
     findings: set[Finding] = set()
     for policy in policies:
         check = CHECKS[policy.check]
+        if check.reads != reads:
+            continue
         for hit in check.function(cluster, policy.params):
             if not getattr(hit.subject, "live", False):  # running objects only appear as related
                 findings.add(to_finding(hit, policy))
     return sorted(findings)
+
+
+def lint_snapshots(snapshots: Sequence[str], paths: Sequence[str] = (), options: LintOptions = LintOptions(), *,
+                   node: str | None = None, policies: Sequence[Policy] | None = None) -> Report:
+    """The `node` command: snapshot directories (one per node) diagnosed with the node-snapshot
+    rules; manifests in `paths`, `--cluster` and `--nodes` say which Services and pods exist."""
+    with collector_paused():
+        context, files, diagnostics = load_snapshots(snapshots, paths, options, node)
+        policies = tuple(policies if policies is not None else builtin_policies())
+        findings = run_checks(context, policies, reads="node-snapshot")
+        if options.exemptions or options.baseline:
+            findings = apply_exemptions(findings, options.exemptions, options.baseline)
+    return Report(findings=findings, diagnostics=diagnostics,
+                  rules=tuple(p for p in policies if CHECKS[p.check].reads == "node-snapshot"),
+                  files=files, objects=len(context.nodes))
+
+
+def load_snapshots(snapshots: Sequence[str], paths: Sequence[str], options: LintOptions, node: str | None):
+    """(NodeSnapshots, files read, diagnostics): every snapshot read and modelled, with the
+    Services, pods and CIDRs the manifests and `--cluster`/`--nodes` files give."""
+    import dataclasses
+
+    from kubelint_ports.loading.snapshot import load_snapshot
+    from kubelint_ports.loading.snapshot.pods_wide import is_pods_wide, read_pods_wide
+    from kubelint_ports.model.node_state import (
+        NodeSnapshots,
+        build_node_state,
+        running_pods_from_documents,
+        running_pods_from_rows,
+    )
+
+    diagnostics: list[Diagnostic] = []
+    states = []
+    files = 0
+    for path in snapshots:
+        snapshot, problems = load_snapshot(path, node)
+        diagnostics += problems
+        files += len(snapshot.files) + len({d.location.path for d in problems})
+        states.append(build_node_state(snapshot))
+    names = [state.name for state in states]
+    for name in sorted({n for n in names if names.count(n) > 1}):
+        diagnostics.append(Diagnostic(Location(display_path(snapshots[names.index(name)]), 0, 0),
+                                      f"two snapshots are both named {name!r} (from their directory names)"))
+    yaml_cluster, pods = [], None
+    for path in options.cluster_files:  # `kubectl get pods -o wide` text, or YAML
+        try:
+            with open(path, encoding="utf-8", errors="replace") as handle:
+                text = handle.read(1 << 26)
+        except OSError as error:
+            diagnostics.append(Diagnostic(Location(display_path(path), 0, 0), f"cannot read: {error.strerror}"))
+            continue
+        if is_pods_wide(text):
+            rows, problems = read_pods_wide(text, display_path(path))
+            diagnostics += problems
+            pods = (pods or []) + running_pods_from_rows(rows)
+        else:
+            yaml_cluster.append(path)
+    cluster = None
+    if paths or yaml_cluster or options.node_files:
+        cluster, loaded, problems = load_cluster(paths, dataclasses.replace(options, cluster_files=tuple(yaml_cluster)))
+        diagnostics += problems
+        files += loaded.files
+        if yaml_cluster:
+            pods = (pods or []) + running_pods_from_documents(load(yaml_cluster).documents)
+    context = NodeSnapshots(states, pods)
+    if cluster is not None:
+        context.services = [service for service in cluster.services]
+        network = cluster.network
+        context.service_cidrs = tuple(n for source in network.service_ranges for n in source.networks)
+        context.pod_cidrs = tuple(n for source in network.pod_ranges if source.cluster_wide for n in source.networks)
+        context.node_pod_cidrs = {n.name: n.pod_cidrs for n in cluster.nodes or ()}
+    else:
+        from kubelint_ports.model.network import parse_cidrs
+
+        facts = options.facts
+        context.service_cidrs = parse_cidrs(facts.service_cidr)[0] if facts.service_cidr else ()
+        context.pod_cidrs = parse_cidrs(facts.pod_cidr)[0] if facts.pod_cidr else ()
+    return context, files, sorted(set(diagnostics))
 
 
 def value_locations(document, field_path: str) -> tuple[Location, ...]:
