@@ -47,6 +47,7 @@ def lint_paths(paths: Sequence[str], options: LintOptions = LintOptions(), *, st
         files=loaded.files,
         objects=len(loaded.documents),
         skipped=loaded.skipped,
+        cluster=cluster,
     )
 
 
@@ -123,4 +124,5 @@ def to_finding(hit: Hit, policy: Policy) -> Finding:
         port=hit.port,
         suppressed=reason,
         suppressed_by="inSource" if reason else "",
+        nodes=hit.nodes,
     )

@@ -66,6 +66,9 @@ class Finding:
     template: str = ""  # the Helm template the object came from (`# Source:`), if any
     port: int | None = None  # the port the finding is about, when there is one
     suppressed_by: str = ""  # "inSource" (an annotation) or "external" (config, baseline)
+    # Where it happens (the check's Hit.nodes; empty: wherever the subject runs). Not part of a
+    # finding's identity: the port map reads it.
+    nodes: tuple[str, ...] = field(default=(), compare=False)
 
     @property
     def fingerprint(self) -> str:
@@ -96,6 +99,8 @@ class Report:
     files: int = 0
     objects: int = 0
     skipped: int = 0
+    # The model the checks read (a model.Cluster): the port map and the HTML page show it.
+    cluster: object = field(default=None, repr=False)
 
     def counts(self) -> dict[str, int]:
         counts = {str(severity): 0 for severity in sorted(Severity, reverse=True)}

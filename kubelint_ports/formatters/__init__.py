@@ -26,6 +26,7 @@ FORMATTERS: dict[str, str] = {
     "sarif": "kubelint_ports.formatters.sarif",
     "github": "kubelint_ports.formatters.github",
     "markdown": "kubelint_ports.formatters.markdown",
+    "html": "kubelint_ports.formatters.html",
 }
 
 
