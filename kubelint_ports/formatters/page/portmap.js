@@ -246,6 +246,9 @@
         if (!seen.has(m.finding.index)) { seen.add(m.finding.index); marks.push(m); }
       }
     }
+    // The findings that make the cell's state first, then the ones only listed (a hostPort warning).
+    const rank = (m) => (m.state ? STATES.indexOf(m.state) : STATES.length);
+    marks.sort((a, b) => rank(a) - rank(b) || a.finding.index - b.finding.index);
     if (marks.length) {
       parts.push("<h4>Findings here</h4><ul class=\"cell-findings\">");
       for (const m of marks) {
