@@ -116,7 +116,7 @@
     const nodeCount = rows.reduce((sum, row) => sum + row.nodes.filter((n) => !PSEUDO.has(data.nodes[n])).length, 0);
     statusLine.textContent = rows.length
       ? `${rows.length} rows (${nodeCount} nodes) x ${columns.length} ports`
-      : "Nothing matches the filter.";
+      : (narrowed || filters.node.value.trim() ? "Nothing matches the filter." : "No host ports are claimed.");
     filterFindings(namespace, portTest);
     grid.scrollTop = 0;
     grid.scrollLeft = 0;
