@@ -120,6 +120,9 @@ CONFIG_OPTION = typer.Option(None, "--config", metavar="FILE", rich_help_panel=P
                                   "found from the current directory upward).")
 POLICIES_OPTION = typer.Option([], "--policies", metavar="DIR", rich_help_panel=POLICY,
                                help="A directory of your own policies (repeatable).")
+CNI_PLUGINS_VERSION_OPTION = typer.Option(
+    None, "--cni-plugins-version", metavar="VERSION", rich_help_panel=CLUSTER,
+    help="containernetworking/plugins release on the nodes (decides portmap's rule order), e.g. 1.1.1.")
 HELM_BINARY_OPTION = typer.Option(None, "--helm-binary", metavar="PATH", rich_help_panel=HELM,
                            help="Render charts with `PATH template` instead of the embedded engine.")
 
@@ -154,6 +157,7 @@ def lint(
     proxy_mode: Optional[ProxyMode] = PROXY_MODE_OPTION,
     service_cidr: Optional[str] = SERVICE_CIDR_OPTION,
     pod_cidr: Optional[str] = POD_CIDR_OPTION,
+    cni_plugins_version: Optional[str] = CNI_PLUGINS_VERSION_OPTION,
     values: List[str] = VALUES_OPTION,
     set_values: List[str] = SET_VALUES_OPTION,
     set_strings: List[str] = SET_STRINGS_OPTION,
@@ -177,8 +181,8 @@ def lint(
     settings = run_settings(CommandLine(
         paths=tuple(paths or ()), config=config, fail_on=fail_on.value if fail_on else None,
         node_port_range=node_port_range, proxy_mode=proxy_mode.value if proxy_mode else None,
-        service_cidr=service_cidr, pod_cidr=pod_cidr, nodes=tuple(nodes), cluster=tuple(cluster),
-        policies=tuple(policies), baseline=baseline, scope=scope.value,
+        service_cidr=service_cidr, pod_cidr=pod_cidr, cni_plugins_version=cni_plugins_version,
+        nodes=tuple(nodes), cluster=tuple(cluster), policies=tuple(policies), baseline=baseline, scope=scope.value,
         helm=dict(values=tuple(values), set=tuple(set_values), set_string=tuple(set_strings),
                   release_name=release_name, namespace=namespace, kube_version=kube_version,
                   helm_binary=helm_binary, chart_root=chart_root)))
@@ -212,16 +216,36 @@ def lint(
 
 @app.command("config")
 def show_config(
+    paths: Optional[List[str]] = typer.Argument(None, show_default=False,
+                                                help="Also read these inputs and show the datapath facts they "
+                                                     "state, with their sources."),
     config: Optional[str] = typer.Option(None, "--config", metavar="FILE", help="Configuration file."),
     policies: List[str] = typer.Option([], "--policies", metavar="DIR", help="A directory of your own policies."),
+    nodes: List[str] = NODES_OPTION,
+    cluster: List[str] = CLUSTER_OPTION,
+    proxy_mode: Optional[ProxyMode] = typer.Option(None, "--proxy-mode", rich_help_panel=CLUSTER,
+                                                   help="kube-proxy mode, when the inputs do not say."),
+    cni_plugins_version: Optional[str] = CNI_PLUGINS_VERSION_OPTION,
 ) -> None:
     """Print the effective configuration: the config file over the policy defaults."""
     import yaml
 
     from kubelint_ports.settings import CommandLine, effective
 
-    settings = run_settings(CommandLine(config=config, policies=tuple(policies)))
-    typer.echo(yaml.safe_dump(effective(settings), sort_keys=False, default_flow_style=False), nl=False)
+    settings = run_settings(CommandLine(paths=tuple(paths or ()), config=config, policies=tuple(policies),
+                                        nodes=tuple(nodes), cluster=tuple(cluster),
+                                        proxy_mode=proxy_mode.value if proxy_mode else None,
+                                        cni_plugins_version=cni_plugins_version))
+    data = effective(settings)
+    if paths or nodes or cluster:
+        from kubelint_ports.engine import load_cluster
+        from kubelint_ports.model.datapath import facts_table
+
+        model, _, diagnostics = load_cluster(settings.paths, settings.options)
+        for diagnostic in diagnostics:
+            typer.echo(f"{diagnostic.location}: input-error {diagnostic.message}", err=True)
+        data["facts"] = facts_table(model.datapath.facts)
+    typer.echo(yaml.safe_dump(data, sort_keys=False, default_flow_style=False), nl=False)
 
 
 @app.command()
@@ -270,6 +294,7 @@ def ports(
     proxy_mode: Optional[ProxyMode] = PROXY_MODE_OPTION,
     service_cidr: Optional[str] = SERVICE_CIDR_OPTION,
     pod_cidr: Optional[str] = POD_CIDR_OPTION,
+    cni_plugins_version: Optional[str] = CNI_PLUGINS_VERSION_OPTION,
     values: List[str] = VALUES_OPTION,
     set_values: List[str] = SET_VALUES_OPTION,
     set_strings: List[str] = SET_STRINGS_OPTION,
@@ -286,7 +311,7 @@ def ports(
     settings = run_settings(CommandLine(
         paths=tuple(paths or ()), config=config, node_port_range=node_port_range,
         proxy_mode=proxy_mode.value if proxy_mode else None, service_cidr=service_cidr, pod_cidr=pod_cidr,
-        nodes=tuple(nodes), cluster=tuple(cluster), policies=tuple(policies),
+        cni_plugins_version=cni_plugins_version, nodes=tuple(nodes), cluster=tuple(cluster), policies=tuple(policies),
         helm=dict(values=tuple(values), set=tuple(set_values), set_string=tuple(set_strings),
                   release_name=release_name, namespace=namespace, helm_binary=helm_binary)))
     # The whole lint run: the map shows its model and its findings, so the two cannot disagree.

@@ -124,5 +124,6 @@ def to_finding(hit: Hit, policy: Policy) -> Finding:
         port=hit.port,
         suppressed=reason,
         suppressed_by="inSource" if reason else "",
+        traffic=hit.traffic,
         nodes=hit.nodes,
     )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
+from typing import Any
 
 
 class Severity(enum.IntEnum):
@@ -66,6 +67,9 @@ class Finding:
     template: str = ""  # the Helm template the object came from (`# Source:`), if any
     port: int | None = None  # the port the finding is about, when there is one
     suppressed_by: str = ""  # "inSource" (an annotation) or "external" (config, baseline)
+    # Who receives the packet, as the datapath model answered it (JSON `traffic`, SARIF
+    # `properties.traffic`); data for tools, left out of ordering, equality and the fingerprint.
+    traffic: Any = field(default=None, compare=False)
     # Where it happens (the check's Hit.nodes; empty: wherever the subject runs). Not part of a
     # finding's identity: the port map reads it.
     nodes: tuple[str, ...] = field(default=(), compare=False)

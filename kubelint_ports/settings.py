@@ -28,6 +28,7 @@ class CommandLine:
     proxy_mode: str | None = None
     service_cidr: str | None = None
     pod_cidr: str | None = None
+    cni_plugins_version: str | None = None
     nodes: tuple[str, ...] = ()
     cluster: tuple[str, ...] = ()
     policies: tuple[str, ...] = ()
@@ -73,7 +74,7 @@ def resolve(command: CommandLine) -> Settings:
             raise config.error(["node-port-range"], str(error)) from None
     facts = ClusterFacts(node_port_range=node_port_range, proxy_mode=pick(command.proxy_mode, "proxy-mode"),
                          service_cidr=pick(command.service_cidr, "service-cidr"),
-                         pod_cidr=pick(command.pod_cidr, "pod-cidr"))
+                         pod_cidr=pick(command.pod_cidr, "pod-cidr"), stated=stated_facts(command, config))
     policies = policies_with([*config.paths("policies"), *command.policies])
     policies = apply_rules(policies, config)
     if command.scope == "object":
@@ -99,6 +100,26 @@ def resolve(command: CommandLine) -> Settings:
     )
     paths = tuple(command.paths) or tuple(config.paths("paths")) or DEFAULT_PATHS
     return Settings(paths, options, tuple(policies), command.fail_on or config.get("fail-on") or "error", config)
+
+
+def stated_facts(command: CommandLine, config: Config) -> tuple[tuple[str, Any, str], ...]:
+    """Datapath facts the user states, each with where: the command line wins over the config."""
+    where = config.path or "the configuration"
+    stated: dict[str, tuple[str, Any, str]] = {}
+    for name, value in (config.get("facts") or {}).items():
+        stated[name] = (name, value, f"{where} facts.{name}")
+    if config.get("proxy-mode"):
+        stated["proxy-mode"] = ("proxy-mode", config.get("proxy-mode"), f"{where} proxy-mode")
+    for name, value in (("proxy-mode", command.proxy_mode), ("cni-plugins-version", command.cni_plugins_version)):
+        if value:
+            stated[name] = (name, value, f"--{name}")
+    if "cni-plugins-version" in stated:
+        from kubelint_ports.model.datapath import parse_version
+
+        if parse_version(stated["cni-plugins-version"][1]) is None:
+            raise ValueError(f"{stated['cni-plugins-version'][2]}: {stated['cni-plugins-version'][1]!r} is not a "
+                             f"version like 1.1.1")
+    return tuple(stated[name] for name in sorted(stated))
 
 
 def helm_options(given: dict[str, Any], config: Config):
@@ -146,6 +167,7 @@ def effective(settings: Settings) -> dict[str, Any]:
         "proxy-mode": facts.proxy_mode,
         "service-cidr": facts.service_cidr,
         "pod-cidr": facts.pod_cidr,
+        "facts": {name: {"value": value, "source": source} for name, value, source in facts.stated},
         "nodes": list(options.node_files),
         "cluster": list(options.cluster_files),
         "charts": [{"path": os.path.relpath(path), **{k: v for k, v in dataclasses.asdict(helm).items()

@@ -317,22 +317,31 @@ spec:
 """
 
 
-@pytest.mark.parametrize("mode, severity", [("ipvs", "error"), (None, "warning"), ("iptables", None), ("nftables", None)])
-def test_service_capture_by_proxy_mode(lint, mode, severity):
+@pytest.mark.parametrize("mode, cni, severity", [
+    ("ipvs", "0.7.4", "error"),  # portmap's jump above KUBE-SERVICES: incident 000
+    ("ipvs", None, "warning"),  # depends on the rule order
+    ("ipvs", "1.1.1", None),  # kube-proxy ACCEPTs KUBE-CLUSTER-IP pairs before portmap's appended jump
+    (None, None, "warning"),
+    ("iptables", "0.7.4", None),  # ClusterIPs are not local addresses there
+    ("iptables", None, None),
+    ("nftables", None, None),
+])
+def test_service_capture_by_proxy_mode(lint, mode, cni, severity):
     report = lint(MYSQL_A, workload("mysql-b", 3306, kind="StatefulSet", namespace="db", labels="app: mysql-b"),
-                  proxy_mode=mode)
+                  proxy_mode=mode, cni_plugins_version=cni)
     findings = rule(report, "host-port-service-port-capture")
     assert [str(f.severity) for f in findings] == ([severity] if severity else [])
     if findings:
-        assert "mysql-a:3306" in findings[0].message
+        assert "ClusterIP:3306" in findings[0].message and "db/Service/mysql-a" in findings[0].message
         assert findings[0].related[0].line == 6
+        assert findings[0].traffic["destination"] == "cluster-ip"
 
 
 def test_service_capture_names_nodes_with_inventory(lint):
     report = lint(MYSQL_A, workload("mysql-b", 3306, namespace="db", spec="nodeSelector: {pool: a}\n"),
-                  nodes=THREE_NODES, proxy_mode="ipvs")
+                  nodes=THREE_NODES, proxy_mode="ipvs", cni_plugins_version="0.7.4")
     [finding] = rule(report, "host-port-service-port-capture")
-    assert "clients on n1, n2 that connect" in finding.message
+    assert "pods on n1, n2 that connect" in finding.message
 
 
 @pytest.mark.parametrize("target", ["", ", targetPort: 3306", ", targetPort: mysql"])

@@ -21,6 +21,7 @@ def location_dict(location: Location) -> dict[str, Any]:
 
 def finding_dict(finding: Finding) -> dict[str, Any]:
     subject = finding.subject
+    extra = {"traffic": finding.traffic} if finding.traffic is not None else {}
     return {
         "rule": finding.rule_id,
         "name": finding.rule_name,
@@ -33,6 +34,7 @@ def finding_dict(finding: Finding) -> dict[str, Any]:
                    "namespace": subject.namespace or None, "name": subject.name},
         "related": [location_dict(related) for related in finding.related],
         "suppressed": finding.suppressed or None,
+        **extra,
     }
 
 

@@ -131,6 +131,7 @@ def result(finding: Finding, rule_index: dict[str, int]) -> om.Result:
         partial_fingerprints={FINGERPRINT_KEY: finding.fingerprint},
         suppressions=[om.Suppression(kind=finding.suppressed_by or "external", justification=finding.suppressed)]
         if finding.suppressed else None,
+        properties={"traffic": finding.traffic} if finding.traffic is not None else None,
     )
 
 

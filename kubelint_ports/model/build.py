@@ -9,7 +9,8 @@ from kubelint_ports.findings import Diagnostic, ObjectRef
 from kubelint_ports.loading import Document
 from kubelint_ports.loading import yamltree as yt
 from kubelint_ports.model import placement
-from kubelint_ports.model.network import read_network
+from kubelint_ports.model.datapath import Datapath
+from kubelint_ports.model.network import datapath_facts, read_network
 from kubelint_ports.model.objects import (
     DEFAULT_NODE_PORT_RANGE,
     WILDCARD_HOST_IP,
@@ -65,6 +66,7 @@ def build_cluster(documents: Iterable[Document], facts: ClusterFacts = ClusterFa
                                                         live=live_documents)
     diagnostics += network_diagnostics
     cluster.proxy_mode = facts.proxy_mode or cluster.network.proxy_mode
+    cluster.datapath = Datapath(datapath_facts(cluster.network, facts.datapath_statements()))
     if facts.node_port_range is None and cluster.network.node_port_range is not None:
         cluster.node_port_range = cluster.network.node_port_range
     return cluster, diagnostics

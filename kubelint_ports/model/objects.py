@@ -21,6 +21,18 @@ class ClusterFacts:
     proxy_mode: str | None = None
     service_cidr: str | None = None
     pod_cidr: str | None = None
+    cni_plugins_version: str | None = None
+    # Datapath facts the user states (config `facts:`, --cni-plugins-version, --proxy-mode):
+    # (name, value, where it is stated); model.network.datapath_facts reads them.
+    stated: tuple[tuple[str, Any, str], ...] = ()
+
+    def datapath_statements(self) -> tuple[tuple[str, Any, str], ...]:
+        """`stated`, plus the options that have their own field (when `stated` does not hold them)."""
+        named = {name for name, _, _ in self.stated}
+        extra = tuple((name, value, f"--{name}") for name, value in
+                      (("proxy-mode", self.proxy_mode), ("cni-plugins-version", self.cni_plugins_version))
+                      if value and name not in named)
+        return extra + self.stated
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,6 +181,7 @@ class Cluster:
     # kube-proxy mode when known ("ipvs", "iptables", "nftables"); None when unknown.
     proxy_mode: str | None = None
     network: Any = None  # kube-proxy / CIDR configuration found in the inputs (model.network)
+    datapath: Any = None  # model.datapath.Datapath: who receives a packet on the nodes
     allocation: Any = field(default=None, repr=False)  # model.allocation, built on first use
     _node_ports: dict[int, list[tuple[Service, NodePortClaim]]] | None = field(default=None, repr=False)
 
@@ -187,6 +200,17 @@ class Cluster:
         for workload in self.workloads:
             for claim in workload.claims:
                 yield workload, claim
+
+    def has_endpoints(self, service: Service) -> bool | None:
+        """True when a workload among the inputs matches the Service's selector (its pods are the
+        endpoints); None when nothing says (no selector, or pods outside the inputs)."""
+        if not service.selector:
+            return None
+        for workload in self.workloads:
+            if workload.ref.namespace == service.ref.namespace and workload.replicas != 0 and all(
+                    workload.pod_labels.get(key) == value for key, value in service.selector.items()):
+                return True
+        return None
 
     def in_node_port_range(self, port: int) -> bool:
         low, high = self.node_port_range
