@@ -13,7 +13,7 @@ import json
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import TextIO
+from typing import Any, TextIO
 
 from kubelint_ports.findings import Finding, Location, ObjectRef, Report
 from kubelint_ports.model import Cluster, Workload
@@ -71,6 +71,8 @@ class Holder:
     note: str = ""  # "running", "undeclared: --web.listen-address", "node-reserved-port list"
     subject: ObjectRef | None = None
     field_path: str = ""
+    origin: Any = field(default=None, repr=False)  # the Workload or Service it comes from
+    index: int = -1  # its place in the map's sorted holders
     marks: list[Mark] = field(default_factory=list)
 
     def marks_on(self, node: str) -> list[Mark]:
@@ -86,6 +88,17 @@ class Holder:
                 self.location or Location("", 0, 0), self.note)
 
 
+@dataclass(frozen=True, slots=True)
+class Receiver:
+    """Who receives a packet that a pod or another machine sends to this port of the node, as the
+    datapath model answers it."""
+
+    winner: str  # the owner that gets it, "nobody", ...; "depends" when unknown facts decide
+    role: str  # the model's receiver: hostport, service, host-process, rejected, nothing, undefined, depends
+    certain: bool
+    text: str  # the model's sentence: winner and loser, or what each outcome depends on
+
+
 @dataclass(slots=True)
 class PortMap:
     nodes: list[str]  # inventory nodes (or pinned names and ANY_NODE), then EVERY_NODE
@@ -95,6 +108,11 @@ class PortMap:
     # Findings of the conflict/capture/reserved rules that found no holder on the map: always
     # empty unless the map and the rules disagree (tests assert it).
     unplaced: list[Finding] = field(default_factory=list)
+    # (protocol, port, indices of the holders there) -> who receives the packet. Nodes holding
+    # the same port the same way share one answer; nodePorts count on every node.
+    receivers: dict[tuple[str, int, tuple[int, ...]], Receiver] = field(default_factory=dict)
+    # The facts the answers rest on, each with its source: {name: {"value", "source"}}.
+    datapath_facts: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def by_node(self) -> dict[str, list[Holder]]:
         """Node -> its holders, sorted by port; every node of `nodes`, empty ones too."""
@@ -103,6 +121,23 @@ class PortMap:
             for node in holder.nodes:
                 table[node].append(holder)
         return table
+
+    def ports_by_node(self) -> dict[str, dict[tuple[str, int], list[Holder]]]:
+        """Node -> (protocol, port) -> the holders there, in port order."""
+        table: dict[str, dict[tuple[str, int], list[Holder]]] = {}
+        for node, holders in self.by_node().items():
+            ports: dict[tuple[str, int], list[Holder]] = {}
+            for holder in holders:
+                ports.setdefault((holder.protocol, holder.port), []).append(holder)
+            table[node] = ports
+        return table
+
+    def receiver_at(self, protocol: str, port: int, holders: list[Holder]) -> Receiver | None:
+        return self.receivers.get(receiver_key(protocol, port, holders))
+
+
+def receiver_key(protocol: str, port: int, holders: list[Holder]) -> tuple[str, int, tuple[int, ...]]:
+    return protocol, port, tuple(sorted(holder.index for holder in holders))
 
 
 def port_map_of(report: Report) -> PortMap:
@@ -119,7 +154,7 @@ def build_port_map(cluster: Cluster, findings: Sequence[Finding] = (), policies:
             holders.append(Holder(
                 claim.port, claim.protocol, claim.host_ip, claim.via, str(workload.ref), workload.ref.namespace,
                 workload.pods, placement, nodes, workload.document.location(claim.field_path),
-                "running" if workload.live else "", workload.ref, claim.field_path))
+                "running" if workload.live else "", workload.ref, claim.field_path, workload))
     for workload in cluster.workloads:
         if workload.silent_ports:
             nodes, placement = placements(allocation, workload)
@@ -128,7 +163,7 @@ def build_port_map(cluster: Cluster, findings: Sequence[Finding] = (), policies:
                     silent.port, "TCP", silent.address or WILDCARD_HOST_IP, "hostNetwork", str(workload.ref),
                     workload.ref.namespace, workload.pods, placement, nodes,
                     workload.document.location(silent.field_path), f"undeclared: {silent.source}", workload.ref,
-                    silent.field_path))
+                    silent.field_path, workload))
     holders += daemon_holders(cluster, holders, policies)
     for service in cluster.services:
         if service.has_node_ports:
@@ -136,10 +171,13 @@ def build_port_map(cluster: Cluster, findings: Sequence[Finding] = (), policies:
                 holders.append(Holder(
                     claim.port, claim.protocol, WILDCARD_HOST_IP, claim.label, str(service.ref),
                     service.ref.namespace, "", RUNS, (EVERY_NODE,), service.document.location(claim.field_path),
-                    "running" if service.live else "", service.ref, claim.field_path))
+                    "running" if service.live else "", service.ref, claim.field_path, service))
     holders.sort(key=Holder.sort_key)
+    for index, holder in enumerate(holders):
+        holder.index = index
     port_map = PortMap(node_order(cluster, holders), holders, list(findings), cluster.nodes is not None)
     place_findings(port_map, {policy.id: policy.check for policy in policies})
+    answer_receivers(port_map, cluster)
     return port_map
 
 
@@ -246,6 +284,49 @@ def mark(holder: Holder, finding: Finding, state: str) -> bool:
     return bool(nodes)
 
 
+def answer_receivers(port_map: PortMap, cluster: Cluster) -> None:
+    """Ask the datapath model, once per way of holding a port, who receives its packets."""
+    from kubelint_ports.checks import traffic
+
+    datapath = traffic.datapath_of(cluster)
+    port_map.datapath_facts = datapath.facts.shown()
+    node_ports: dict[tuple[str, int], list[Holder]] = defaultdict(list)
+    for holder in port_map.holders:
+        if holder.nodes == (EVERY_NODE,):
+            node_ports[(holder.protocol, holder.port)].append(holder)
+    endpoints: dict[int, bool | None] = {}
+    for ports in port_map.ports_by_node().values():
+        for (protocol, port), holders in ports.items():
+            key = receiver_key(protocol, port, holders)
+            if key not in port_map.receivers:
+                services = node_ports.get((protocol, port), [])
+                port_map.receivers[key] = receiver(datapath, cluster, protocol, port, holders, services, endpoints)
+
+
+def receiver(datapath, cluster: Cluster, protocol: str, port: int, holders: list[Holder], services: list[Holder],
+             endpoints: dict[int, bool | None]) -> Receiver:
+    """Who gets a packet from a pod or another machine to the node's address (the hostIP, for a
+    hostPort bound to one), with everything that holds the port there."""
+    from kubelint_ports.checks import traffic
+    from kubelint_ports.model.datapath import FROM_POD, HOST_PROCESS, HOSTPORT, SERVICE, PortUse, summary, who
+
+    host_ports = [h for h in holders if h.kind == "hostPort"]
+    processes = [h for h in holders if h.kind in ("hostNetwork", "node daemon")]
+    for service in services:
+        if id(service.origin) not in endpoints:
+            endpoints[id(service.origin)] = cluster.has_endpoints(service.origin)
+    known = {endpoints[id(service.origin)] for service in services}
+    host_ip = WILDCARD_HOST_IP if not host_ports or any(h.host_ip == WILDCARD_HOST_IP for h in host_ports) \
+        else host_ports[0].host_ip
+    use = PortUse(host_port_ip=host_ip if host_ports else None, host_process=bool(processes),
+                  node_port=bool(services), endpoints=known.pop() if len(known) == 1 else None)
+    parties = {role: " or ".join(dict.fromkeys(h.owner for h in group))
+               for role, group in ((HOSTPORT, host_ports), (SERVICE, services), (HOST_PROCESS, processes)) if group}
+    answer = datapath.deliver(FROM_POD, traffic.node_destination(host_ip), use, port, protocol)
+    winner = who(answer.receiver, parties) if answer.certain else "depends"
+    return Receiver(winner, answer.receiver, answer.certain, summary(answer, parties))
+
+
 # --- text and JSON ---------------------------------------------------------------------------------
 
 def flagged(holder: Holder, node: str) -> str:
@@ -273,20 +354,31 @@ def summary(port_map: PortMap) -> str:
 def write_text(port_map: PortMap, out: TextIO, color: bool = False) -> None:
     paint = {"conflict": "\033[31m", "capture": "\033[33m", "reserved": "\033[35m"}
     reset = "\033[0m"
-    for node, holders in port_map.by_node().items():
+    for node, ports in port_map.ports_by_node().items():
         out.write(f"{node}\n")
-        if not holders:
+        if not ports:
             out.write("  (no host ports)\n")
-        for h in holders:
-            state = h.state_on(node)
-            flag = flagged(h, node)
-            if flag and color:
-                flag = f"{paint[state]}{flag}{reset}"
-            owner = h.owner + (f" ({h.pods})" if h.pods else "") + (f" [{h.note}]" if h.note else "")
-            where = str(h.location) if h.location else "-"
-            out.write(f"  {h.port:>5}/{h.protocol:<4} {h.host_ip:<15} {h.kind:<11} {h.placement:<7} "
-                      f"{owner}  {where}{'  ' + flag if flag else ''}\n")
+        for (protocol, port), holders in ports.items():
+            for h in holders:
+                state = h.state_on(node)
+                flag = flagged(h, node)
+                if flag and color:
+                    flag = f"{paint[state]}{flag}{reset}"
+                owner = h.owner + (f" ({h.pods})" if h.pods else "") + (f" [{h.note}]" if h.note else "")
+                where = str(h.location) if h.location else "-"
+                out.write(f"  {h.port:>5}/{h.protocol:<4} {h.host_ip:<15} {h.kind:<11} {h.placement:<7} "
+                          f"{owner}  {where}{'  ' + flag if flag else ''}\n")
+            answer = port_map.receiver_at(protocol, port, holders)
+            if answer is not None:
+                out.write(f"             receives: {answer.winner if answer.certain else answer.text}\n")
+    if port_map.datapath_facts:
+        out.write(f"receivers decided with {facts_text(port_map.datapath_facts)}\n")
     out.write(summary(port_map) + "\n")
+
+
+def facts_text(facts: dict[str, dict[str, Any]]) -> str:
+    """`proxy mode ipvs (from --proxy-mode); hostport portmap (from ...)`."""
+    return "; ".join(f"{name.replace('-', ' ')} {fact['value']} (from {fact['source']})" for name, fact in facts.items())
 
 
 def mark_data(mark: Mark) -> dict:
@@ -295,14 +387,24 @@ def mark_data(mark: Mark) -> dict:
             "state": mark.state or None, "location": str(finding.location), "suppressed": finding.suppressed or None}
 
 
+def receiver_data(answer: Receiver | None) -> dict | None:
+    if answer is None:
+        return None
+    return {"winner": answer.winner, "receiver": answer.role, "certain": answer.certain, "text": answer.text}
+
+
 def write_json(port_map: PortMap, out: TextIO) -> None:
     nodes = []
-    for node, holders in port_map.by_node().items():
-        nodes.append({"name": node, "claims": [
-            {"port": h.port, "protocol": h.protocol, "hostIP": h.host_ip, "kind": h.kind, "owner": h.owner,
-             "pods": h.pods, "placement": h.placement, "note": h.note or None,
-             "location": str(h.location) if h.location else None, "state": h.state_on(node),
-             "findings": [mark_data(m) for m in h.marks_on(node)]}
-            for h in holders]})
-    json.dump({"version": 2, "inventory": port_map.with_inventory, "nodes": nodes}, out, indent=2, sort_keys=True)
+    for node, ports in port_map.ports_by_node().items():
+        claims = []
+        for (protocol, port), holders in ports.items():
+            receiver = receiver_data(port_map.receiver_at(protocol, port, holders))
+            claims += [{"port": h.port, "protocol": h.protocol, "hostIP": h.host_ip, "kind": h.kind, "owner": h.owner,
+                        "pods": h.pods, "placement": h.placement, "note": h.note or None,
+                        "location": str(h.location) if h.location else None, "state": h.state_on(node),
+                        "findings": [mark_data(m) for m in h.marks_on(node)], "receiver": receiver}
+                       for h in holders]
+        nodes.append({"name": node, "claims": claims})
+    json.dump({"version": 2, "inventory": port_map.with_inventory, "datapathFacts": port_map.datapath_facts,
+               "nodes": nodes}, out, indent=2, sort_keys=True)
     out.write("\n")

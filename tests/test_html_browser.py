@@ -102,7 +102,9 @@ def test_a_conflict_cell_shows_its_owners_and_findings(browser, examples_page):
     details = browser.find_element("id", "details").text
     for text in ("worker-1 · 9100/TCP", "monitoring/Deployment/metrics-proxy", "monitoring/DaemonSet/node-exporter",
                  "undeclared: --web.listen-address", "KP301 host-port-conflict", "KP302 host-port-host-network-capture",
-                 "examples/node-agents.yaml:51:15", "2 pods"):
+                 "examples/node-agents.yaml:51:15", "2 pods",
+                 "Receives a packet to this port (from a pod or another machine): monitoring/Deployment/metrics-proxy",
+                 "monitoring/Deployment/metrics-proxy ← receives the packet"):
         assert text in details, text
     browser.find_element("css selector", '.cell[data-node="edge-1"][data-port="443/TCP"]').click()
     details = browser.find_element("id", "details").text

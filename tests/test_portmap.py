@@ -295,3 +295,59 @@ def test_500_nodes_by_1000_ports_stay_under_5_mb(tmp_path, monkeypatch):
     assert len(data["nodes"]) == NODES + 1  # and (every node)
     host_ports = {(h[0], h[1]) for h in data["holders"] if h[3] in ("hostPort", "hostNetwork")}
     assert len(host_ports) == 1000
+
+
+# --- who receives the packet: the datapath model's answer ---------------------------------------------
+
+def receiver_at(data: dict, node: str, port: int, protocol: str = "TCP") -> dict:
+    receivers = {json.dumps(c["receiver"], sort_keys=True) for c in claims_at(data, node, port)
+                 if c["protocol"] == protocol}
+    assert len(receivers) == 1, "one answer per node and port"
+    return json.loads(receivers.pop())
+
+
+def test_examples_name_who_receives_each_port(monkeypatch):
+    monkeypatch.chdir(ROOT)
+    data = ports_json("examples/", "--nodes", INVENTORY)
+    assert data["datapathFacts"]["proxy-mode"]["value"] == "ipvs"  # from the bundled kube-proxy configuration
+    proxy = receiver_at(data, "worker-1", 9100)
+    assert (proxy["winner"], proxy["receiver"], proxy["certain"]) == ("monitoring/Deployment/metrics-proxy", "hostport", True)
+    assert "monitoring/DaemonSet/node-exporter never sees it" in proxy["text"]
+    exporter = receiver_at(data, "worker-2", 9100)  # metrics-proxy cannot run there
+    assert (exporter["winner"], exporter["receiver"]) == ("monitoring/DaemonSet/node-exporter", "host-process")
+    # IPVS: the hostPort DNAT answers the NodePort on the node nginx may run on.
+    assert receiver_at(data, "worker-1", 31123)["winner"] == "web/Deployment/nginx-hostport"
+    assert receiver_at(data, "(every node)", 30080)["winner"] == "shop/Service/storefront"
+
+
+@pytest.mark.parametrize("flags, winner", [
+    ((), "depends"),
+    (("--proxy-mode", "ipvs"), "web/Deployment/nginx-hostport"),
+])
+def test_unknown_facts_leave_the_winner_open(flags, winner, monkeypatch):
+    monkeypatch.chdir(ROOT)
+    data = ports_json("examples/nginx-hostport-nodeport.yaml", *flags)
+    answer = receiver_at(data, "(any node)", 31123)
+    assert answer["winner"] == winner and answer["certain"] is (winner != "depends")
+    if winner == "depends":
+        assert "in IPVS mode" in answer["text"] and "in iptables mode" in answer["text"]
+
+
+@pytest.mark.parametrize("folder, files, flags", [p for p in fixture_sets() if "KP20" in p.id or "examples" in p.id])
+def test_map_and_rules_get_the_same_answer_from_the_datapath(folder, files, flags, monkeypatch):
+    """Where a cell holds just what a NodePort rule asked about (the hostPort or hostNetwork pod and
+    the nodePort), the map's receiver is the rule's."""
+    report = lint_report(folder, files, flags)
+    monkeypatch.chdir(folder)
+    data = ports_json(*flags, *files)
+    compared = 0
+    for finding in report.findings:
+        if finding.rule_id not in ("KP201", "KP202") or not finding.traffic:
+            continue
+        for node in data["nodes"]:
+            here = [c for c in node["claims"] if c["port"] == finding.port]
+            mine = [c for c in here if c["location"] == str(finding.location)]
+            if mine and len(here) == 1:
+                assert mine[0]["receiver"]["receiver"] == finding.traffic["receiver"], (node["name"], finding.message)
+                compared += 1
+    assert compared or not any(f.rule_id in ("KP201", "KP202") for f in report.findings)

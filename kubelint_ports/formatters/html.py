@@ -18,7 +18,7 @@ from kubelint_ports import __version__
 from kubelint_ports.findings import Finding, Report
 from kubelint_ports.formatters import FormatOptions
 from kubelint_ports.formatters.text import summary_line
-from kubelint_ports.portmap import ANY_NODE, EVERY_NODE, PortMap, build_port_map, port_map_of, summary
+from kubelint_ports.portmap import ANY_NODE, EVERY_NODE, PortMap, build_port_map, facts_text, port_map_of, summary
 
 PAGE_DIR = Path(__file__).resolve().parent / "page"
 LEGEND = (
@@ -77,6 +77,7 @@ def write_page(report: Report, port_map: PortMap, out: TextIO, *, findings_first
 <header>
 <h1>{title}</h1>
 <p id="summary">{html.escape(summary(port_map))}. Lint: {html.escape(summary_line(report))}.</p>
+{datapath_line(port_map)}
 </header>
 <div id="layout">
 {sections[0]}
@@ -88,6 +89,11 @@ def write_page(report: Report, port_map: PortMap, out: TextIO, *, findings_first
 </body>
 </html>
 """)
+
+
+def datapath_line(port_map: PortMap) -> str:
+    facts = facts_text(port_map.datapath_facts) if port_map.datapath_facts else "no known facts (every plausible setup)"
+    return f'<p id="datapath">Who receives the packets: decided with {html.escape(facts)}.</p>'
 
 
 def script_safe(text: str) -> str:
@@ -120,9 +126,10 @@ def page_data(port_map: PortMap) -> dict:
                 for f in port_map.findings]
     return {"version": 1, "nodes": port_map.nodes, "anyNode": ANY_NODE, "everyNode": EVERY_NODE,
             "sets": [list(key) for key in sets], "holders": holders, "findings": findings,
-            # Who receives a packet on a node's port ("node port/protocol" -> text): the datapath
-            # model's answer, shown in each cell's details once the model provides it.
-            "receivers": {}}
+            # Who receives a packet on a node's port, by the holders there ("port/protocol:i,j", the
+            # holders' indices): [winner, certain, the datapath model's sentence].
+            "receivers": {f"{port}/{protocol}:{','.join(map(str, indices))}": [r.winner, 1 if r.certain else 0, r.text]
+                          for (protocol, port, indices), r in port_map.receivers.items()}}
 
 
 def findings_section(report: Report) -> str:

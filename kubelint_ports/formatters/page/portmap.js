@@ -16,9 +16,23 @@
     index, rule: f[0], name: f[1], severity: f[2], location: f[3], suppressed: !!f[4]}));
   const holders = data.holders.map((h, index) => ({
     index, port: h[0], protocol: h[1], hostIP: h[2], kind: h[3], owner: h[4], namespace: h[5], pods: h[6],
-    placement: h[7], nodes: data.sets[h[8]], location: h[9], note: h[10],
+    placement: h[7], set: h[8], nodes: data.sets[h[8]], location: h[9], note: h[10],
     marks: h[11].map((m) => ({finding: findings[m[0]], state: m[1], nodes: m[2] < 0 ? null : nodeSets[m[2]]})),
   }));
+
+  const holdersByPort = new Map();
+  for (const holder of holders) {
+    const key = holder.port + "/" + holder.protocol;
+    if (!holdersByPort.has(key)) holdersByPort.set(key, []);
+    holdersByPort.get(key).push(holder);
+  }
+
+  // The datapath model's answer for everything that holds this port on this node (filters aside).
+  function receiverOf(node, key) {
+    const here = (holdersByPort.get(key) || []).filter((h) => nodeSets[h.set].has(node));
+    const answer = data.receivers[key + ":" + here.map((h) => h.index).sort((a, b) => a - b).join(",")];
+    return answer ? {winner: answer[0], certain: !!answer[1], text: answer[2]} : null;
+  }
 
   const $ = (id) => document.getElementById(id);
   const grid = $("grid"), space = $("grid-space"), details = $("details"), statusLine = $("grid-status");
@@ -160,6 +174,8 @@
         .map((m) => m.finding.rule))].join(", ");
       lines.push(`${e.holder.owner} (${e.holder.kind}, ${e.holder.placement})${rules ? " " + rules : ""}`);
     }
+    const receiver = receiverOf(row.nodes[0], key);
+    if (receiver) lines.push(`receives the packet: ${receiver.winner}`);
     return lines.join("\n");
   }
 
@@ -228,13 +244,19 @@
       : data.nodes[node];
     const parts = [`<h3>${esc(where)} &middot; ${esc(key)}</h3>`,
                    `<p><span class="badge ${CLASS[state]}">${LETTER[state]}</span> ${esc(state)}</p>`];
-    const receiver = data.receivers && data.receivers[data.nodes[node] + " " + key];
-    if (receiver) parts.push(`<p class="winner">Receives the packet: <b>${esc(receiver)}</b></p>`);
+    const receiver = receiverOf(node, key);
+    if (receiver) {
+      parts.push(`<p class="winner">Receives a packet to this port (from a pod or another machine): ` +
+                 `<b>${esc(receiver.winner)}</b>${receiver.certain ? "" : " (unknown facts decide)"}<br>` +
+                 `<span class="muted">${esc(receiver.text)}</span></p>`);
+    }
+    const winners = receiver && receiver.certain ? receiver.winner.split(" or ") : [];
     parts.push("<table><tr><th>holder</th><th>kind</th><th>pods</th><th>here</th><th>hostIP</th><th>where</th></tr>");
     for (const e of entries) {
       const h = e.holder;
+      const wins = winners.includes(h.owner) ? ' <b class="wins">&larr; receives the packet</b>' : "";
       parts.push(`<tr class="${CLASS[e.state]}-row"><td><span class="badge ${CLASS[e.state]}">${LETTER[e.state]}</span> ` +
-                 `${esc(h.owner)}${h.note ? ` <span class="muted">(${esc(h.note)})</span>` : ""}</td>` +
+                 `${esc(h.owner)}${h.note ? ` <span class="muted">(${esc(h.note)})</span>` : ""}${wins}</td>` +
                  `<td>${esc(h.kind)}</td><td>${esc(h.pods)}</td><td>${esc(h.placement)}</td><td>${esc(h.hostIP)}</td>` +
                  `<td><code>${esc(h.location || "-")}</code></td></tr>`);
     }
