@@ -145,6 +145,10 @@ def test_filters_by_port_namespace_node_and_problems(browser, examples_page):
     browser.find_element("id", "filter-problems").click()
     assert ("worker-1", "6060/TCP") in cells(browser)
 
+    browser.find_element("css selector", '#findings li[data-port="443"] .show-on-map').click()
+    assert browser.find_element("id", "filter-port").get_attribute("value") == "443"
+    assert set(cells(browser)) == {("edge-1", "443/TCP")}
+
 
 def test_screenshot_shows_the_grid_in_colour(browser, examples_page, tmp_path):
     from PIL import Image

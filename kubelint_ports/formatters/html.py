@@ -159,5 +159,7 @@ def finding_item(index: int, finding: Finding) -> str:
             f'<span class="sev">{finding.severity}</span> <b>{escape(finding.rule_id)}</b> {escape(finding.rule_name)} '
             f'<code class="loc">{escape(str(finding.location))}</code>{origin} '
             f'<span class="subject">{escape(str(finding.subject))}</span>{suppressed}'
-            f'<p class="msg">{escape(finding.message)}</p>'
+            + (f' <button type="button" class="show-on-map" data-port="{finding.port}">show on map</button>'
+               if finding.port is not None else "")
+            +             f'<p class="msg">{escape(finding.message)}</p>'
             + (f'<ul class="related">{related}</ul>' if related else "") + "</li>")

@@ -319,6 +319,15 @@
     const cell = event.target.closest(".cell");
     if (cell) showDetails(+cell.dataset.row, +cell.dataset.col);
   });
+  // A finding's "show on map": the map filtered to its port.
+  document.getElementById("findings").addEventListener("click", (event) => {
+    const button = event.target.closest(".show-on-map");
+    if (!button) return;
+    filters.port.value = button.dataset.port;
+    selected = null;
+    compute();
+    document.getElementById("map").scrollIntoView();
+  });
   grid.addEventListener("scroll", schedule);
   window.addEventListener("resize", schedule);
   for (const input of Object.values(filters)) {
