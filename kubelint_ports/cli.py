@@ -32,6 +32,7 @@ class OutputFormat(str, enum.Enum):
     markdown = "markdown"
     junit = "junit"
     gitlab = "gitlab"
+    html = "html"
 
 
 class ProxyMode(str, enum.Enum):
@@ -120,6 +121,19 @@ RELEASE_NAME_OPTION = typer.Option(None, "--release-name", rich_help_panel=HELM,
                             help="Release name for the charts (default: the chart's name).")
 NAMESPACE_OPTION = typer.Option(None, "--namespace", rich_help_panel=HELM,
                          help="Release namespace for the charts (default: Helm's, `default`).")
+NODE_PORT_RANGE_OPTION = typer.Option(None, "--node-port-range", metavar="LOW-HIGH", rich_help_panel=CLUSTER,
+                                      help="The cluster's node-port range (default: 30000-32767).")
+PROXY_MODE_OPTION = typer.Option(None, "--proxy-mode", rich_help_panel=CLUSTER,
+                                 help="kube-proxy mode, when the inputs do not say.")
+SERVICE_CIDR_OPTION = typer.Option(None, "--service-cidr", metavar="CIDR[,CIDR]", rich_help_panel=CLUSTER,
+                                   help="The cluster's Service CIDR, when the inputs do not say.")
+POD_CIDR_OPTION = typer.Option(None, "--pod-cidr", metavar="CIDR[,CIDR]", rich_help_panel=CLUSTER,
+                               help="The cluster's pod CIDR, when the inputs do not say.")
+CONFIG_OPTION = typer.Option(None, "--config", metavar="FILE", rich_help_panel=POLICY,
+                             help="Configuration file (default: .kubelint-ports.yaml or pyproject.toml "
+                                  "found from the current directory upward).")
+POLICIES_OPTION = typer.Option([], "--policies", metavar="DIR", rich_help_panel=POLICY,
+                               help="A directory of your own policies (repeatable).")
 CNI_PLUGINS_VERSION_OPTION = typer.Option(
     None, "--cni-plugins-version", metavar="VERSION", rich_help_panel=CLUSTER,
     help="containernetworking/plugins release on the nodes (decides portmap's rule order), e.g. 1.1.1.")
@@ -156,27 +170,20 @@ def lint(
     sarif_category: str = typer.Option("", "--sarif-category", help="SARIF automationDetails.id (a category)."),
     link_base: str = typer.Option("", "--link-base", metavar="URL",
                                   help="Markdown reports: link locations under this URL (a blob URL of the commit)."),
-    config: Optional[str] = typer.Option(None, "--config", metavar="FILE", rich_help_panel=POLICY,
-                                         help="Configuration file (default: .kubelint-ports.yaml or pyproject.toml "
-                                              "found from the current directory upward)."),
-    policies: List[str] = typer.Option([], "--policies", metavar="DIR", rich_help_panel=POLICY,
-                                       help="A directory of your own policies (repeatable)."),
+    config: Optional[str] = CONFIG_OPTION,
+    policies: List[str] = POLICIES_OPTION,
     scope: Scope = typer.Option(Scope.all, "--scope", rich_help_panel=POLICY,
                                 help="object: only rules that need no other object (the per-file pre-commit hook)."),
     baseline: Optional[str] = typer.Option(None, "--baseline", metavar="FILE", rich_help_panel=POLICY,
                                            help="Report only findings not recorded in this baseline."),
     write_baseline: Optional[str] = typer.Option(None, "--write-baseline", metavar="FILE", rich_help_panel=POLICY,
                                                  help="Record today's findings as the baseline and exit 0."),
-    node_port_range: Optional[str] = typer.Option(None, "--node-port-range", metavar="LOW-HIGH", rich_help_panel=CLUSTER,
-                                                  help="The cluster's node-port range (default: 30000-32767)."),
+    node_port_range: Optional[str] = NODE_PORT_RANGE_OPTION,
     nodes: List[str] = NODES_OPTION,
     cluster: List[str] = CLUSTER_OPTION,
-    proxy_mode: Optional[ProxyMode] = typer.Option(None, "--proxy-mode", rich_help_panel=CLUSTER,
-                                                   help="kube-proxy mode, when the inputs do not say."),
-    service_cidr: Optional[str] = typer.Option(None, "--service-cidr", metavar="CIDR[,CIDR]", rich_help_panel=CLUSTER,
-                                               help="The cluster's Service CIDR, when the inputs do not say."),
-    pod_cidr: Optional[str] = typer.Option(None, "--pod-cidr", metavar="CIDR[,CIDR]", rich_help_panel=CLUSTER,
-                                           help="The cluster's pod CIDR, when the inputs do not say."),
+    proxy_mode: Optional[ProxyMode] = PROXY_MODE_OPTION,
+    service_cidr: Optional[str] = SERVICE_CIDR_OPTION,
+    pod_cidr: Optional[str] = POD_CIDR_OPTION,
     cni_plugins_version: Optional[str] = CNI_PLUGINS_VERSION_OPTION,
     values: List[str] = VALUES_OPTION,
     set_values: List[str] = SET_VALUES_OPTION,
@@ -311,18 +318,28 @@ def explain(rule: str = typer.Argument(..., help="A rule id (KP101) or name (hos
 class PortsFormat(str, enum.Enum):
     text = "text"
     json = "json"
+    html = "html"
 
 
 @app.command()
 def ports(
     paths: Optional[List[str]] = typer.Argument(None, help=PATHS_HELP, show_default=False),
-    nodes: List[str] = NODES_OPTION,
-    cluster: List[str] = CLUSTER_OPTION,
-    config: Optional[str] = typer.Option(None, "--config", metavar="FILE", help="Configuration file."),
-    output_format: PortsFormat = typer.Option(PortsFormat.text, "--format", help="Table format."),
+    output_format: PortsFormat = typer.Option(PortsFormat.text, "--format",
+                                              help="text, json, or html: one self-contained page (grid, filters, "
+                                                   "the findings beside it)."),
+    output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write the map to this file."),
     color: Optional[bool] = typer.Option(None, "--color/--no-color",
                                          help="Colour conflicts (default: on a terminal, unless NO_COLOR is set; "
                                               "FORCE_COLOR forces it)."),
+    config: Optional[str] = CONFIG_OPTION,
+    policies: List[str] = POLICIES_OPTION,
+    node_port_range: Optional[str] = NODE_PORT_RANGE_OPTION,
+    nodes: List[str] = NODES_OPTION,
+    cluster: List[str] = CLUSTER_OPTION,
+    proxy_mode: Optional[ProxyMode] = PROXY_MODE_OPTION,
+    service_cidr: Optional[str] = SERVICE_CIDR_OPTION,
+    pod_cidr: Optional[str] = POD_CIDR_OPTION,
+    cni_plugins_version: Optional[str] = CNI_PLUGINS_VERSION_OPTION,
     values: List[str] = VALUES_OPTION,
     set_values: List[str] = SET_VALUES_OPTION,
     set_strings: List[str] = SET_STRINGS_OPTION,
@@ -330,24 +347,37 @@ def ports(
     namespace: Optional[str] = NAMESPACE_OPTION,
     helm_binary: Optional[str] = HELM_BINARY_OPTION,
 ) -> None:
-    """Show the host ports each node must give: hostPort, hostNetwork and nodePort claims, conflicts marked."""
-    from kubelint_ports.engine import load_cluster
-    from kubelint_ports.portmap import build_port_map, write_json, write_text
+    """Show each node's host ports: who holds them (hostPort, hostNetwork, nodePort, node daemon) and
+    what `lint` finds there; conflicts and captures are marked with their rule."""
+    from kubelint_ports.engine import lint_paths
+    from kubelint_ports.portmap import port_map_of, write_json, write_text
     from kubelint_ports.settings import CommandLine
 
     settings = run_settings(CommandLine(
-        paths=tuple(paths or ()), config=config, nodes=tuple(nodes), cluster=tuple(cluster),
+        paths=tuple(paths or ()), config=config, node_port_range=node_port_range,
+        proxy_mode=proxy_mode.value if proxy_mode else None, service_cidr=service_cidr, pod_cidr=pod_cidr,
+        cni_plugins_version=cni_plugins_version, nodes=tuple(nodes), cluster=tuple(cluster), policies=tuple(policies),
         helm=dict(values=tuple(values), set=tuple(set_values), set_string=tuple(set_strings),
                   release_name=release_name, namespace=namespace, helm_binary=helm_binary)))
-    model, _, diagnostics = load_cluster(settings.paths, settings.options)
-    for diagnostic in diagnostics:
+    # The whole lint run: the map shows its model and its findings, so the two cannot disagree.
+    report = lint_paths(settings.paths, settings.options, policies=settings.policies)
+    for diagnostic in report.diagnostics:
         typer.echo(f"{diagnostic.location}: input-error {diagnostic.message}", err=True)
-    port_map = build_port_map(model)
-    if output_format is PortsFormat.json:
-        write_json(port_map, sys.stdout)
-    else:
-        write_text(port_map, sys.stdout, color_wanted(color, sys.stdout))
-    raise typer.Exit(EXIT_USAGE if diagnostics else EXIT_CLEAN)
+    port_map = port_map_of(report)
+    stream = open(output, "w", encoding="utf-8", newline="\n") if output else sys.stdout
+    try:
+        if output_format is PortsFormat.json:
+            write_json(port_map, stream)
+        elif output_format is PortsFormat.html:
+            from kubelint_ports.formatters.html import write_page
+
+            write_page(report, port_map, stream, findings_first=False)
+        else:
+            write_text(port_map, stream, color_wanted(color, stream) if output is None or color else False)
+    finally:
+        if output:
+            stream.close()
+    raise typer.Exit(EXIT_USAGE if report.diagnostics else EXIT_CLEAN)
 
 
 SNAPSHOT_HELP = ("Snapshot directories, one per node (named after the node), holding any of: iptables-save, "

@@ -47,6 +47,7 @@ def lint_paths(paths: Sequence[str], options: LintOptions = LintOptions(), *, st
         files=loaded.files,
         objects=len(loaded.documents),
         skipped=loaded.skipped,
+        cluster=cluster,
     )
 
 
@@ -226,4 +227,5 @@ def to_finding(hit: Hit, policy: Policy) -> Finding:
         identity_path=identity_path(document, hit.field_path),
         partners=partners(hit),
         traffic=hit.traffic,
+        nodes=hit.nodes,
     )

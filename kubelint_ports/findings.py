@@ -88,6 +88,9 @@ class Finding:
     # Who receives the packet, as the datapath model answered it (JSON `traffic`, SARIF
     # `properties.traffic`); data for tools, left out of ordering, equality and the fingerprint.
     traffic: Any = field(default=None, compare=False)
+    # Where it happens (the check's Hit.nodes; empty: wherever the subject runs). Not part of a
+    # finding's identity: the port map reads it.
+    nodes: tuple[str, ...] = field(default=(), compare=False)
 
     @property
     def fingerprint(self) -> str:
@@ -148,6 +151,8 @@ class Report:
     files: int = 0
     objects: int = 0
     skipped: int = 0
+    # The model the checks read (a model.Cluster): the port map and the HTML page show it.
+    cluster: object = field(default=None, repr=False)
 
     def counts(self) -> dict[str, int]:
         counts = {str(severity): 0 for severity in sorted(Severity, reverse=True)}

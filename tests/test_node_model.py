@@ -1,15 +1,13 @@
-"""The per-node model: host port matching, captures, reserved ports, running objects, port map."""
+"""The per-node model: host port matching, captures, reserved ports, running objects (the port map: test_portmap)."""
 
 from __future__ import annotations
 
-import io
 import textwrap
 
 import pytest
 
-from kubelint_ports.engine import LintOptions, lint_paths, load_cluster
+from kubelint_ports.engine import LintOptions, lint_paths
 from kubelint_ports.model import ClusterFacts
-from kubelint_ports.portmap import build_port_map, write_json
 
 
 def node(name: str, labels: str = "", taints: str = "", unschedulable: bool = False) -> str:
@@ -358,33 +356,6 @@ def test_headless_services_are_not_captured(lint):
     headless = MYSQL_A.replace("spec:\n", "spec:\n  clusterIP: None\n")
     assert rule(lint(headless, workload("mysql-b", 3306, namespace="db"), proxy_mode="ipvs"),
                 "host-port-service-port-capture") == []
-
-
-# --- the port map ----------------------------------------------------------------------------------
-
-def test_port_map_without_inventory_groups_pinned_and_any_node(tmp_path):
-    path = tmp_path / "m.yaml"
-    path.write_text("---\n".join([workload("a", 8080, spec="nodeName: n1\n"), workload("b", 8080, spec="nodeName: n1\n"),
-                                  workload("c", 9090),
-                                  "apiVersion: v1\nkind: Service\nmetadata: {name: s}\n"
-                                  "spec: {type: NodePort, ports: [{port: 80, nodePort: 30080}]}\n"]))
-    cluster, _, _ = load_cluster([str(path)], LintOptions())
-    port_map = build_port_map(cluster)
-    assert list(port_map) == ["n1", "(any node)", "(every node)"]
-    assert all("also claimed by" in entry.conflict for entry in port_map["n1"])
-    assert port_map["(every node)"][0].kind == "nodePort"
-    out = io.StringIO()
-    write_json(port_map, out)
-    assert '"name": "n1"' in out.getvalue()
-
-
-def test_port_map_with_inventory_lists_each_eligible_node(tmp_path):
-    path = tmp_path / "m.yaml"
-    path.write_text(workload("agent", 9000, kind="DaemonSet", spec="nodeSelector: {pool: a}\n"))
-    nodes = tmp_path / "nodes.yaml"
-    nodes.write_text(THREE_NODES)
-    cluster, _, _ = load_cluster([str(path)], LintOptions(node_files=(str(nodes),)))
-    assert list(build_port_map(cluster)) == ["n1", "n2"]
 
 
 def test_service_capture_needs_a_wildcard_host_ip(lint):

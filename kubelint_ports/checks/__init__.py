@@ -37,6 +37,9 @@ class Hit:
     variant: str = ""
     port: int | None = None  # the port at issue: part of the finding's fingerprint (baselines)
     traffic: Mapping[str, Any] | None = None  # the datapath model's answer as data (model.datapath)
+    # The nodes where it happens, when the rule knows them (a conflict's contested nodes, the nodes
+    # two pods share); empty: wherever the subject's pods may run. The port map marks these.
+    nodes: tuple[str, ...] = ()
 
 
 CheckFunction = Callable[[Any, Mapping[str, Any]], Iterator[Hit]]

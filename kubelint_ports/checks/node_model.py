@@ -61,10 +61,12 @@ def claimant_related(claimant: Claimant) -> Related:
 @register("host-port-conflict", cross_object=True)
 def host_port_conflict(cluster: Cluster, params: Mapping[str, Any]) -> Iterator[Hit]:
     for conflict in conflicts(allocate(cluster)):
+        # ANY_NODE: wherever each claimant runs (a DaemonSet covers the other's nodes).
+        nodes = () if conflict.nodes == [ANY_NODE] else tuple(conflict.nodes)
         for claimant in conflict.claimants:
             others = [c for c in conflict.claimants if c is not claimant]
             yield Hit(claimant.workload, claimant.claim.field_path, conflict_message(conflict, claimant, others),
-                      tuple(claimant_related(c) for c in others[:MAX_RELATED]), port=conflict.port)
+                      tuple(claimant_related(c) for c in others[:MAX_RELATED]), port=conflict.port, nodes=nodes)
 
 
 def conflict_message(conflict: Conflict, claimant: Claimant, others: list[Claimant]) -> str:
@@ -142,6 +144,8 @@ def bound_together(claim: HostClaim, silent: SilentPort) -> bool:
 def capture_hits(allocation, dnat: Claimant, victims: list[tuple[Workload, SilentPort]]) -> Iterator[Hit]:
     host, silent = victims[0]
     shared = allocation.shared_nodes(dnat.workload, host)
+    every_shared = set(shared).union(*(allocation.shared_nodes(dnat.workload, h) for h, _ in victims[1:]))
+    nodes = tuple(sorted(every_shared))
     where = f" ({node_list(shared)})" if shared else ""
     more = f" (and {len(victims) - 1} more)" if len(victims) > 1 else ""
     claim = dnat.claim
@@ -161,11 +165,12 @@ def capture_hits(allocation, dnat: Claimant, victims: list[tuple[Workload, Silen
                     for h, p in victims[:MAX_RELATED])
     data = traffic.data(answer, names, paths)
     if not dnat.workload.live:
-        yield Hit(dnat.workload, claim.field_path, message, related, port=claim.port, traffic=data)
+        yield Hit(dnat.workload, claim.field_path, message, related, port=claim.port, traffic=data, nodes=nodes)
     else:
         for h, p in victims:
             if not h.live:
-                yield Hit(h, p.field_path, message, (claimant_related(dnat),), port=p.port, traffic=data)
+                yield Hit(h, p.field_path, message, (claimant_related(dnat),), port=p.port, traffic=data,
+                          nodes=tuple(allocation.shared_nodes(dnat.workload, h)))
 
 
 # --- node-reserved-port ---------------------------------------------------------------------------
@@ -191,9 +196,7 @@ RESERVED_PORT_SCHEMA = {
     "properties": {"ports": RESERVED_PORT_SCHEMA, "extra_ports": RESERVED_PORT_SCHEMA},
 })
 def node_reserved_port(cluster: Cluster, params: Mapping[str, Any]) -> Iterator[Hit]:
-    reserved: dict[tuple[str, int], str] = {}
-    for entry in [*params.get("ports", ()), *params.get("extra_ports", ())]:
-        reserved[(entry.get("protocol", "TCP"), entry["port"])] = entry["daemon"]
+    reserved = reserved_ports(params)
     for workload, claim in cluster.host_claims():
         daemon = reserved.get((claim.protocol, claim.port))
         if daemon is None or is_the_daemon(workload, claim, daemon):
@@ -212,6 +215,14 @@ def node_reserved_port(cluster: Cluster, params: Mapping[str, Any]) -> Iterator[
         yield Hit(workload, claim.field_path, (
             f"{port_text(claim)} (container '{claim.container}') is {daemon}'s port: {effect}. "
             f"Pick a port no node daemon uses."), port=claim.port, traffic=data)
+
+
+def reserved_ports(params: Mapping[str, Any]) -> dict[tuple[str, int], str]:
+    """(protocol, port) -> the node daemon that uses it, from a node-reserved-port policy's params."""
+    reserved: dict[tuple[str, int], str] = {}
+    for entry in [*params.get("ports", ()), *params.get("extra_ports", ())]:
+        reserved[(entry.get("protocol", "TCP"), entry["port"])] = entry["daemon"]
+    return reserved
 
 
 def is_the_daemon(workload: Workload, claim: HostClaim, daemon: str) -> bool:

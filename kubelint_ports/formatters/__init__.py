@@ -34,6 +34,7 @@ FORMATTERS: dict[str, str] = {
     "markdown": "kubelint_ports.formatters.markdown",
     "junit": "kubelint_ports.formatters.junit",
     "gitlab": "kubelint_ports.formatters.gitlab",
+    "html": "kubelint_ports.formatters.html",
 }
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
-from kubelint_ports.findings import Diagnostic, Location
+from kubelint_ports.findings import COMMAND_LINE, Diagnostic, Location
 from kubelint_ports.loading import MAX_FILE_BYTES, display_path
 from kubelint_ports.loading.snapshot.detect import KINDS, detect
 from kubelint_ports.loading.snapshot.records import SnapshotFile
@@ -32,7 +32,7 @@ def load_snapshot(path: str, node: str | None = None) -> tuple[Snapshot, list[Di
     snapshot = Snapshot(name, display_path(path))
     diagnostics: list[Diagnostic] = []
     if not os.path.exists(path):
-        return snapshot, [Diagnostic(Location(display_path(path), 0, 0), "snapshot not found")]
+        return snapshot, [Diagnostic(Location(COMMAND_LINE, 0, 0), f"no such snapshot {display_path(path)!r}")]
     if os.path.isdir(path):
         names = sorted(entry for entry in os.listdir(path)
                        if not entry.startswith(".") and os.path.isfile(os.path.join(path, entry)))
