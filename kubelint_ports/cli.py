@@ -139,6 +139,10 @@ def lint(
                                                  help="Record today's findings as the baseline and exit 0."),
     node_port_range: Optional[str] = typer.Option(None, "--node-port-range", metavar="LOW-HIGH", rich_help_panel=CLUSTER,
                                                   help="The cluster's node-port range (default: 30000-32767)."),
+    ephemeral_port_range: Optional[str] = typer.Option(None, "--ephemeral-port-range", metavar="LOW-HIGH",
+                                                       rich_help_panel=CLUSTER,
+                                                       help="The nodes' net.ipv4.ip_local_port_range (default: "
+                                                            "32768-60999, Linux's)."),
     nodes: List[str] = NODES_OPTION,
     cluster: List[str] = CLUSTER_OPTION,
     proxy_mode: Optional[ProxyMode] = typer.Option(None, "--proxy-mode", rich_help_panel=CLUSTER,
@@ -169,7 +173,8 @@ def lint(
     extra_reports = [parse_report(text) for text in reports]
     settings = run_settings(CommandLine(
         paths=tuple(paths or ()), config=config, fail_on=fail_on.value if fail_on else None,
-        node_port_range=node_port_range, proxy_mode=proxy_mode.value if proxy_mode else None,
+        node_port_range=node_port_range, ephemeral_port_range=ephemeral_port_range,
+        proxy_mode=proxy_mode.value if proxy_mode else None,
         service_cidr=service_cidr, pod_cidr=pod_cidr, nodes=tuple(nodes), cluster=tuple(cluster),
         policies=tuple(policies), baseline=baseline, scope=scope.value,
         helm=dict(values=tuple(values), set=tuple(set_values), set_string=tuple(set_strings),
@@ -225,7 +230,8 @@ def rules() -> None:
     policies = builtin_policies()
     width = max(len(policy.name) for policy in policies)
     for policy in policies:
-        typer.echo(f"{policy.id}  {policy.name:<{width}}  {str(policy.severity):<7}  {policy.summary}")
+        off = "" if policy.enabled else " (off by default)"
+        typer.echo(f"{policy.id}  {policy.name:<{width}}  {str(policy.severity):<7}  {policy.summary}{off}")
 
 
 @app.command()

@@ -281,6 +281,16 @@ class ProxyConfig:
 
 
 
+@dataclass(frozen=True, slots=True)
+class NodePortRangeSetting:
+    """Where a kube-apiserver --service-node-port-range is written (for findings about the range)."""
+
+    range: tuple[int, int]
+    label: str
+    owner: ConfigObject
+    field_path: str
+
+
 @dataclass(slots=True)
 class NetworkConfig:
     """What the inputs say about kube-proxy and the cluster's ranges (`Cluster.network`)."""
@@ -290,6 +300,7 @@ class NetworkConfig:
     pod_ranges: list[CidrSource] = field(default_factory=list)
     invalid: list[InvalidCidr] = field(default_factory=list)
     node_port_ranges: list[tuple[tuple[int, int], str]] = field(default_factory=list)  # (range, where)
+    node_port_range_settings: list[NodePortRangeSetting] = field(default_factory=list)  # with positions
 
     @property
     def proxy_mode(self) -> str | None:
@@ -688,6 +699,7 @@ class NetworkReader:
                 f"{label} {text!r} is not a port range like 30000-32767; kube-apiserver does not start"))
             return
         self.network.node_port_ranges.append((found, label))
+        self.network.node_port_range_settings.append(NodePortRangeSetting(found, label, owner, field_path))
 
     # -- after all documents
 
