@@ -69,3 +69,5 @@ def register(name: str, params_schema: Mapping[str, Any] | None = None, *,
 # Importing the modules fills the registry.
 from kubelint_ports.checks import host_ports, invalid_ports, node_model, node_ports, port_schema  # noqa: E402,F401
 from kubelint_ports.checks import network  # noqa: E402,F401
+from kubelint_ports.checks import (  # noqa: E402,F401
+    api_validation)
