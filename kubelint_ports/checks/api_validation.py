@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator, Mapping
+from functools import lru_cache
 from typing import Any
 
 from kubelint_ports.checks import Hit, Related, register
@@ -17,7 +18,8 @@ _DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
 _PORT_NAME_CHARS = re.compile(r"[-a-z0-9]+")
 
 
-def port_name_problems(name: str) -> list[str]:
+@lru_cache(maxsize=4096)  # the same few names (http, metrics) come back in every workload
+def port_name_problems(name: str) -> tuple[str, ...]:
     """apimachinery's IsValidPortName (an IANA_SVC_NAME, RFC 6335 section 5.1), one text per rule broken."""
     problems = []
     if len(name) > 15:
@@ -30,20 +32,21 @@ def port_name_problems(name: str) -> list[str]:
         problems.append("must not hold '--'")
     if name.startswith("-") or name.endswith("-"):
         problems.append("must not begin or end with '-'")
-    return problems
+    return tuple(problems)
 
 
-def dns_label_problems(name: str) -> list[str]:
+@lru_cache(maxsize=4096)
+def dns_label_problems(name: str) -> tuple[str, ...]:
     """apimachinery's IsDNS1123Label: what a Service port name must be."""
     problems = []
     if len(name) > 63:
         problems.append(f"is {len(name)} characters long (at most 63)")
     if not _DNS_LABEL.fullmatch(name):
         problems.append("must be lowercase letters, digits and '-', starting and ending with a letter or digit")
-    return problems
+    return tuple(problems)
 
 
-def join(problems: list[str]) -> str:
+def join(problems: tuple[str, ...]) -> str:
     return ", ".join(problems[:-1]) + (" and " if len(problems) > 1 else "") + problems[-1]
 
 
@@ -144,8 +147,9 @@ def duplicate_host_ports(workload: Workload) -> Iterator[Hit]:
             field, outcome = f"{port.field_path}.hostPort", "the API server rejects the pod"
         else:
             field = f"{port.field_path}.containerPort"
-            outcome = ("on a hostNetwork pod the API sets hostPort = containerPort, so the API server rejects every "
-                       f"Pod the {workload.ref.kind} creates")
+            rejected = "the pod" if workload.ref.kind == "Pod" else f"every Pod the {workload.ref.kind} creates"
+            outcome = (f"on a hostNetwork pod the API sets hostPort = containerPort, so the API server rejects "
+                       f"{rejected}")
         yield Hit(workload, field, (
             f"hostPort {number}/{port.protocol}{on_ip} is declared twice in one pod ({where}): {outcome}. "
             f"Declare it once; containers of a pod share its network namespace, so one declaration covers them all."),

@@ -113,7 +113,7 @@ def unresolved_name(service: Service, port: ServicePort, workloads: list[Workloa
     served = len(workloads) - len(missing)
     return Hit(service, f"{port.field_path}.targetPort", (
         f"targetPort {name!r} ({protocol}) is missing in some selected pods: {why}, so their pods are left out of "
-        f"port {port.port}'s endpoints and the {served} other workload{'s' if served > 1 else ''} get all its "
+        f"port {port.port}'s endpoints and the {served} other workload{'s get' if served > 1 else ' gets'} all its "
         f"traffic. Declare the port in every selected workload, or narrow the selector."),
         related, variant="some", port=port.port)
 

@@ -436,11 +436,15 @@ def declared_ports(container: yt.MappingNode, container_path: str, name: str, ro
 def port_references(container: yt.MappingNode, container_path: str, name: str,
                     reader: PortReader) -> list[PortReference]:
     found = []
+    lifecycle = yt.get(container, "lifecycle")
     for source in (*PROBES, *LIFECYCLE_HOOKS):
-        holder = yt.at(container, source)
-        for handler in PORT_HANDLERS:
+        hook = source in LIFECYCLE_HOOKS
+        holder = yt.get(lifecycle, source.partition(".")[2]) if hook else yt.get(container, source)
+        if holder is None:
+            continue
+        for handler in PORT_HANDLERS[:2] if hook else PORT_HANDLERS:
             action = yt.mapping(yt.get(holder, handler), f"{source}.{handler}")
-            if action is None or (handler == "grpc" and source in LIFECYCLE_HOOKS):
+            if action is None:
                 continue
             value = reference_value(action, f"{container_path}.{source}.{handler}", f"{source}.{handler}",
                                     handler != "grpc", reader)
