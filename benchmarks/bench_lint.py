@@ -56,7 +56,7 @@ def main() -> None:
     from kubelint_ports.engine import collector_paused, run_checks
     from kubelint_ports.loading import discover, load
     from kubelint_ports.model import build_cluster
-    from kubelint_ports.policies import builtin_policies
+    from kubelint_ports.policies import builtin_policies, enabled_by_default
 
     files = list(discover([str(manifests)]))
     size = sum(Path(f).stat().st_size for f in files)
@@ -75,7 +75,7 @@ def main() -> None:
         inventory = load([str(inventory_file)]).documents if use_inventory else None
         model_seconds, (cluster, _) = best_of(
             args.repeat, lambda: build_cluster(loaded.documents, node_documents=inventory))
-        policies = builtin_policies()
+        policies = enabled_by_default(builtin_policies())  # what a run without configuration uses
 
         def checks():
             cluster.allocation = None  # the allocation is built on first use: time it every run

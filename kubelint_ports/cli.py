@@ -123,6 +123,9 @@ NAMESPACE_OPTION = typer.Option(None, "--namespace", rich_help_panel=HELM,
                          help="Release namespace for the charts (default: Helm's, `default`).")
 NODE_PORT_RANGE_OPTION = typer.Option(None, "--node-port-range", metavar="LOW-HIGH", rich_help_panel=CLUSTER,
                                       help="The cluster's node-port range (default: 30000-32767).")
+EPHEMERAL_PORT_RANGE_OPTION = typer.Option(None, "--ephemeral-port-range", metavar="LOW-HIGH", rich_help_panel=CLUSTER,
+                                           help="The nodes' net.ipv4.ip_local_port_range (default: 32768-60999, "
+                                                "Linux's).")
 PROXY_MODE_OPTION = typer.Option(None, "--proxy-mode", rich_help_panel=CLUSTER,
                                  help="kube-proxy mode, when the inputs do not say.")
 SERVICE_CIDR_OPTION = typer.Option(None, "--service-cidr", metavar="CIDR[,CIDR]", rich_help_panel=CLUSTER,
@@ -179,6 +182,7 @@ def lint(
     write_baseline: Optional[str] = typer.Option(None, "--write-baseline", metavar="FILE", rich_help_panel=POLICY,
                                                  help="Record today's findings as the baseline and exit 0."),
     node_port_range: Optional[str] = NODE_PORT_RANGE_OPTION,
+    ephemeral_port_range: Optional[str] = EPHEMERAL_PORT_RANGE_OPTION,
     nodes: List[str] = NODES_OPTION,
     cluster: List[str] = CLUSTER_OPTION,
     proxy_mode: Optional[ProxyMode] = PROXY_MODE_OPTION,
@@ -212,6 +216,7 @@ def lint(
         node_port_range=node_port_range, proxy_mode=proxy_mode.value if proxy_mode else None,
         service_cidr=service_cidr, pod_cidr=pod_cidr, cni_plugins_version=cni_plugins_version,
         nodes=tuple(nodes), cluster=tuple(cluster), policies=tuple(policies), baseline=baseline, scope=scope.value,
+        ephemeral_port_range=ephemeral_port_range,
         helm=dict(values=tuple(values), set=tuple(set_values), set_string=tuple(set_strings),
                   release_name=release_name, namespace=namespace, kube_version=kube_version,
                   helm_binary=helm_binary, chart_root=chart_root),
@@ -299,7 +304,8 @@ def rules() -> None:
     policies = builtin_policies()
     width = max(len(policy.name) for policy in policies)
     for policy in policies:
-        typer.echo(f"{policy.id}  {policy.name:<{width}}  {str(policy.severity):<7}  {policy.summary}")
+        off = "" if policy.enabled else " (off by default)"
+        typer.echo(f"{policy.id}  {policy.name:<{width}}  {str(policy.severity):<7}  {policy.summary}{off}")
 
 
 @app.command()
@@ -334,6 +340,7 @@ def ports(
     config: Optional[str] = CONFIG_OPTION,
     policies: List[str] = POLICIES_OPTION,
     node_port_range: Optional[str] = NODE_PORT_RANGE_OPTION,
+    ephemeral_port_range: Optional[str] = EPHEMERAL_PORT_RANGE_OPTION,
     nodes: List[str] = NODES_OPTION,
     cluster: List[str] = CLUSTER_OPTION,
     proxy_mode: Optional[ProxyMode] = PROXY_MODE_OPTION,
@@ -356,7 +363,8 @@ def ports(
     settings = run_settings(CommandLine(
         paths=tuple(paths or ()), config=config, node_port_range=node_port_range,
         proxy_mode=proxy_mode.value if proxy_mode else None, service_cidr=service_cidr, pod_cidr=pod_cidr,
-        cni_plugins_version=cni_plugins_version, nodes=tuple(nodes), cluster=tuple(cluster), policies=tuple(policies),
+        cni_plugins_version=cni_plugins_version, ephemeral_port_range=ephemeral_port_range, nodes=tuple(nodes),
+        cluster=tuple(cluster), policies=tuple(policies),
         helm=dict(values=tuple(values), set=tuple(set_values), set_string=tuple(set_strings),
                   release_name=release_name, namespace=namespace, helm_binary=helm_binary)))
     # The whole lint run: the map shows its model and its findings, so the two cannot disagree.

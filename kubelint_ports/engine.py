@@ -12,7 +12,7 @@ from kubelint_ports.checks import CHECKS, Hit
 from kubelint_ports.findings import Diagnostic, Finding, Location, Report
 from kubelint_ports.loading import LoadResult, display_path, load
 from kubelint_ports.model import Cluster, ClusterFacts, build_cluster
-from kubelint_ports.policies import Policy, builtin_policies
+from kubelint_ports.policies import Policy, builtin_policies, enabled_by_default
 from kubelint_ports.suppressions import annotation_reason, apply_exemptions
 
 if TYPE_CHECKING:  # not imported at run time: plain manifests never load the Helm module
@@ -36,7 +36,7 @@ def lint_paths(paths: Sequence[str], options: LintOptions = LintOptions(), *, st
                policies: Sequence[Policy] | None = None) -> Report:
     with collector_paused():
         cluster, loaded, diagnostics = load_cluster(paths, options, stdin=stdin)
-        policies = tuple(policies if policies is not None else builtin_policies())
+        policies = tuple(policies if policies is not None else enabled_by_default(builtin_policies()))
         findings = run_checks(cluster, policies)
         if options.exemptions or options.baseline:
             findings = apply_exemptions(findings, options.exemptions, options.baseline)

@@ -36,6 +36,8 @@ class Policy:
     variants: dict[str, Severity] = field(default_factory=dict)
     tags: tuple[str, ...] = ()
     path: str = ""
+    enabled: bool = True  # False: an organisation policy, off until the configuration turns it on
+    peers: tuple[dict[str, str], ...] = ()  # the checks of other tools it covers (tool, check, setting)
 
     def severity_for(self, variant: str) -> Severity:
         return self.variants.get(variant, self.severity) if variant else self.severity
@@ -63,6 +65,8 @@ def policy_from_data(data: dict[str, Any], path: str) -> Policy:
         variants={key: Severity.parse(value) for key, value in (data.get("variants") or {}).items()},
         tags=tuple(data.get("tags") or ()),
         path=path,
+        enabled=data.get("enabled", True),
+        peers=tuple(data.get("peers") or ()),
     )
 
 
@@ -138,6 +142,11 @@ def load_policies(directory: Path | None = None, *, validate: bool = False) -> l
 @cache
 def builtin_policies() -> tuple[Policy, ...]:
     return tuple(load_policies())
+
+
+def enabled_by_default(policies) -> list[Policy]:
+    """What a run uses when the configuration names no rule: organisation policies stay off."""
+    return [policy for policy in policies if policy.enabled]
 
 
 def find_policy(reference: str, policies=None) -> Policy | None:

@@ -10,6 +10,7 @@ from typing import Any
 from kubelint_ports.config import Config, apply_rules, load_config
 from kubelint_ports.engine import LintOptions
 from kubelint_ports.model import ClusterFacts
+from kubelint_ports.model.objects import DEFAULT_EPHEMERAL_PORT_RANGE
 from kubelint_ports.policies import Policy, policies_with
 
 DEFAULT_PATHS = (".",)
@@ -25,6 +26,7 @@ class CommandLine:
     config: str | None = None
     fail_on: str | None = None
     node_port_range: str | None = None
+    ephemeral_port_range: str | None = None
     proxy_mode: str | None = None
     service_cidr: str | None = None
     pod_cidr: str | None = None
@@ -59,6 +61,18 @@ def parse_port_range(text: str) -> tuple[int, int]:
     return low, high
 
 
+def port_range_fact(option: str | None, config: Config, key: str) -> tuple[int, int] | None:
+    """A LOW-HIGH fact from its option, else from the config file (an error there names the line)."""
+    if option:
+        return parse_port_range(option)
+    if config.get(key):
+        try:
+            return parse_port_range(config.get(key))
+        except ValueError as error:
+            raise config.error([key], str(error)) from None
+    return None
+
+
 def resolve(command: CommandLine) -> Settings:
     """Raises ConfigError, PolicyError, BaselineError or ValueError (a bad option) with a clear text."""
     config = load_config(command.config)
@@ -66,17 +80,12 @@ def resolve(command: CommandLine) -> Settings:
     def pick(option: Any, key: str) -> Any:
         return option if option not in (None, (), "") else config.get(key)
 
-    node_port_range = None
-    if command.node_port_range:
-        node_port_range = parse_port_range(command.node_port_range)
-    elif config.get("node-port-range"):
-        try:
-            node_port_range = parse_port_range(config.get("node-port-range"))
-        except ValueError as error:
-            raise config.error(["node-port-range"], str(error)) from None
-    facts = ClusterFacts(node_port_range=node_port_range, proxy_mode=pick(command.proxy_mode, "proxy-mode"),
+    facts = ClusterFacts(node_port_range=port_range_fact(command.node_port_range, config, "node-port-range"),
+                         proxy_mode=pick(command.proxy_mode, "proxy-mode"),
                          service_cidr=pick(command.service_cidr, "service-cidr"),
-                         pod_cidr=pick(command.pod_cidr, "pod-cidr"), stated=stated_facts(command, config))
+                         pod_cidr=pick(command.pod_cidr, "pod-cidr"), stated=stated_facts(command, config),
+                         ephemeral_port_range=port_range_fact(command.ephemeral_port_range, config,
+                                                              "ephemeral-port-range"))
     for key, given in (("paths", command.paths), ("nodes", command.nodes), ("cluster", command.cluster)):
         if not given:
             check_config_paths(config, key)
@@ -209,6 +218,7 @@ def effective(settings: Settings) -> dict[str, Any]:
         "exclude": settings.config.get("exclude", []),
         "fail-on": settings.fail_on,
         "node-port-range": "{}-{}".format(*(facts.node_port_range or (30000, 32767))),
+        "ephemeral-port-range": "{}-{}".format(*(facts.ephemeral_port_range or DEFAULT_EPHEMERAL_PORT_RANGE)),
         "proxy-mode": facts.proxy_mode,
         "service-cidr": facts.service_cidr,
         "pod-cidr": facts.pod_cidr,

@@ -159,17 +159,25 @@ def test_python_dash_m_and_version():
 
 
 def test_examples_show_every_rule_firing():
-    """The README's first command lints examples/: every rule fires there, clean.yaml stays clean."""
+    """The README's first command lints examples/ with its node inventory: every rule that is on by
+    default fires there and clean.yaml stays clean; examples/.kubelint-ports.yaml turns the
+    organisation policies on, and they fire too."""
     from kubelint_ports.policies import builtin_policies
 
-    data = json.loads(run("lint", "--format", "json", str(EXAMPLES)).output)
+    data = json.loads(run("lint", "--format", "json", "--nodes", str(EXAMPLES / "inventory" / "nodes.yaml"),
+                          str(EXAMPLES)).output)
     fired = {f["name"] for f in data["findings"]}
     from kubelint_ports.checks import CHECKS
 
-    expected = {policy.name for policy in builtin_policies() if CHECKS[policy.check].reads == "cluster"}
+    expected = {policy.name for policy in builtin_policies() if policy.enabled and CHECKS[policy.check].reads == "cluster"}
     assert expected <= fired, f"rules not shown by examples/: {sorted(expected - fired)}"
     assert not [f for f in data["findings"] if f["file"].endswith("clean.yaml")]
     assert data["errors"] == []
+    strict = json.loads(run("lint", "--format", "json", "--config", str(EXAMPLES / ".kubelint-ports.yaml")).output)
+    everything = {policy.name for policy in builtin_policies() if CHECKS[policy.check].reads == "cluster"}
+    fired = {f["name"] for f in strict["findings"]}
+    assert everything <= fired, f"rules not shown by examples/.kubelint-ports.yaml: {sorted(everything - fired)}"
+    assert strict["errors"] == []
 
 
 def test_installed_console_script_ships_the_policies(tmp_path):

@@ -127,11 +127,15 @@ def test_filters_by_port_namespace_node_and_problems(browser, examples_page):
     from selenium.webdriver.support.ui import Select
 
     Select(browser.find_element("id", "filter-namespace")).select_by_value("edge")
-    # worker-1 and worker-2 now look the same: one row for both.
-    assert set(cells(browser)) == {("edge-1", "443/TCP"), ("worker-1", "30584/TCP")}
+    assert set(cells(browser)) == {("edge-1", "443/TCP"), ("worker-1", "8443/TCP"), ("worker-1", "30584/TCP"),
+                                   ("worker-2", "30584/TCP")}
+    type_into(browser, "filter-port", "30000-32767")
+    # Within the node-port range worker-1 and worker-2 now look the same: one row for both.
+    assert set(cells(browser)) == {("worker-1", "30584/TCP")}
     assert "worker-1 +1 alike (2 nodes)" in browser.find_element("id", "grid").text
     browser.find_element("css selector", ".group-toggle").click()
-    assert set(cells(browser)) == {("edge-1", "443/TCP"), ("worker-1", "30584/TCP"), ("worker-2", "30584/TCP")}
+    assert set(cells(browser)) == {("worker-1", "30584/TCP"), ("worker-2", "30584/TCP")}
+    type_into(browser, "filter-port", "")
     Select(browser.find_element("id", "filter-namespace")).select_by_value("")
 
     type_into(browser, "filter-node", "worker-2")

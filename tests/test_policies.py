@@ -66,6 +66,14 @@ POLICY_FILES = [path for path in ALL_POLICY_FILES if CHECKS[read_policy_file(pat
 UPDATE_GOLDEN = os.environ.get("KUBELINT_UPDATE_GOLDEN") == "1"
 
 PORT_KEYS = ("containerPort", "hostPort", "port", "targetPort", "nodePort", "healthCheckNodePort")
+# Keys whose written value (a port name, an address, a type, a flag's value) the message must name.
+VALUE_KEYS = ("name", "hostIP", "type", "hostNetwork", "value")
+# Keys holding a mapping: the position is right, the message names what is inside.
+BLOCK_KEYS = ("selector", "httpGet", "tcpSocket", "grpc")
+# A command-line flag in a list item: `- --service-node-port-range=30000-39999`.
+FLAG_AT = re.compile(r"--[a-z0-9-]+[= ](?P<value>\S+)")
+RANGE_FLAGS = ("node_port_range", "ephemeral_port_range")
+YAML_TRUE = ("true", "True", "TRUE", "yes", "Yes", "YES", "on", "On", "ON", "y", "Y")
 # `key: value` at a finding's position; the value may be quoted ("8080") or negative.
 PORT_AT = re.compile(r"(?P<key>[A-Za-z]+)\s*:\s*(?P<value>\"[^\"]*\"|'[^']*'|[^\s,}#]+)")
 INTEGER = re.compile(r"[-+]?\d[\d_]*")
@@ -130,7 +138,7 @@ def cli_flags(folder: Path) -> list[str]:
     flags = []
     for key, value in folder_settings(folder).items():
         flag = "--" + key.replace("_", "-")
-        if key == "node_port_range":
+        if key in RANGE_FLAGS:
             flags += [flag, "{}-{}".format(*value)]
         elif isinstance(value, tuple):
             flag = {"node_files": "--nodes", "cluster_files": "--cluster"}.get(key, flag)
@@ -202,10 +210,18 @@ def fixture_folder(policy: Policy, case: str = "") -> Path:
     return FIXTURE_DIR / policy.id / case
 
 
-def lint_text(tmp_path: Path, name: str, text: str) -> Report:
+def lint_text(tmp_path: Path, name: str, text: str, options: LintOptions = LintOptions()) -> Report:
     (tmp_path / name).write_text(text, encoding="utf-8")
     with working_directory(tmp_path):
-        return lint_paths([name], policies=all_policies())
+        return lint_paths([name], options, policies=all_policies())
+
+
+def docs_options(policy: Policy) -> LintOptions:
+    """A docs example cannot carry its nodes: node-aware rules run theirs with the node inventory
+    their fixture folder's own options.json names (other options stay out of the docs)."""
+    folder = FIXTURE_DIR / policy.id
+    node_files = folder_settings(folder).get("node_files", ())
+    return LintOptions(node_files=tuple(str(folder / name) for name in node_files))
 
 
 def of_rule(report: Report, rule_id: str) -> list[Finding]:
@@ -280,7 +296,7 @@ def test_policy_has_fixtures(path: Path):
 @pytest.mark.parametrize("path", POLICY_PARAMS)
 def test_docs_example_fails(path: Path, tmp_path: Path):
     policy = policy_for(path)
-    report = lint_text(tmp_path, "example.yaml", policy.docs["example"])
+    report = lint_text(tmp_path, "example.yaml", policy.docs["example"], docs_options(policy))
     assert not report.diagnostics, report.diagnostics
     assert of_rule(report, policy.id), f"docs.example of {policy.id} yields no {policy.id} finding"
 
@@ -288,7 +304,7 @@ def test_docs_example_fails(path: Path, tmp_path: Path):
 @pytest.mark.parametrize("path", POLICY_PARAMS)
 def test_docs_fix_passes(path: Path, tmp_path: Path):
     policy = policy_for(path)
-    report = lint_text(tmp_path, "fix.yaml", policy.docs["fix"])
+    report = lint_text(tmp_path, "fix.yaml", policy.docs["fix"], docs_options(policy))
     assert not report.diagnostics, report.diagnostics
     assert not of_rule(report, policy.id), show(of_rule(report, policy.id))
 
@@ -324,7 +340,8 @@ def test_every_fail_fixture_triggers_the_rule(path: Path, case: str):
 @pytest.mark.parametrize("path, case", case_params("fail"))
 def test_fail_findings_point_at_port_keys(path: Path, case: str):
     """Each position is a port key (or, for an incomplete entry, the entry itself), and the
-    message names the number written there."""
+    message names the number written there; a port name, an address, a type or a flag's value
+    must be named the same way."""
     policy = policy_for(path)
     if CHECKS[policy.check].function.__module__.endswith(".network"):
         pytest.skip("CIDR rules point at CIDR settings: tests/test_network.py checks those positions")
@@ -335,17 +352,29 @@ def test_fail_findings_point_at_port_keys(path: Path, case: str):
         location = finding.location
         line = (folder / location.path).read_text(encoding="utf-8").splitlines()[location.line - 1]
         before, at = line[:location.column - 1], line[location.column - 1:]
+        if flag := FLAG_AT.match(at.strip("\"'")):
+            value = flag["value"].strip("\"'")
+            assert value in finding.message, f"{location}: message does not name {value}: {finding.message}"
+            continue
+        # KP001 and KP002 on an entry that lacks its port or name: the position is the list item.
+        entry = policy.id in ("KP001", "KP002") and finding.field_path.endswith("]") and \
+            re.search(r"-\s*\{?\s*$", before)
+        block = re.match(r"([A-Za-z]+)\s*:", at)
+        if block and block[1] in BLOCK_KEYS:
+            continue
         match = PORT_AT.match(at)
-        assert match, f"{location}: no `key: value` at the position: {line!r}"
-        key, value = match["key"], match["value"].strip("\"'")
-        if key in PORT_KEYS:
-            assert INTEGER.fullmatch(value), f"{location}: {key} has no number: {line!r}"
+        assert match or entry, f"{location}: no `key: value` at the position: {line!r}"
+        key, value = (match["key"], match["value"].strip("\"'")) if match else ("", "")
+        if key in PORT_KEYS and INTEGER.fullmatch(value):
             assert re.search(rf"(?<!\d){re.escape(value)}(?!\d)", finding.message), \
                 f"{location}: message does not name {key} {value}: {finding.message}"
+        elif entry:
+            continue
         else:
-            # KP001 on an entry that lacks its port: the position is the start of the list item.
-            assert policy.id == "KP001" and re.search(r"-\s*\{?\s*$", before), \
-                f"{location}: position is not at a port key: {line!r}"
+            assert key in PORT_KEYS or key in VALUE_KEYS, f"{location}: position is not at a port key: {line!r}"
+            if value in YAML_TRUE:
+                value = "true"  # hostNetwork: yes is true to the API (YAML 1.1)
+            assert value in finding.message, f"{location}: message does not name {key} {value}: {finding.message}"
 
 
 # (d) pass fixtures --------------------------------------------------------------------------------
@@ -372,15 +401,18 @@ def test_options_json_matters(path: Path, case: str):
 
 
 @pytest.mark.parametrize("path, case", case_params("fail"))
-def test_cli_text_output_matches_golden(path: Path, case: str):
-    """The golden files are what `kubelint-ports lint` prints (options.json as CLI flags)."""
+def test_cli_text_output_matches_golden(path: Path, case: str, tmp_path: Path):
+    """The golden files are what `kubelint-ports lint` prints (options.json as CLI flags; a policy
+    that is off by default turned on by a configuration file, as a user would)."""
     from typer.testing import CliRunner
 
     from kubelint_ports.cli import app
 
     policy = policy_for(path)
     folder = fixture_folder(policy, case)
-    args = ["lint", "--format", "json", *cli_flags(folder), *fixture_files(folder, "fail")]
+    config = tmp_path / "kubelint-ports.yaml"
+    config.write_text(f"rules:\n  {policy.id}: on\n", encoding="utf-8")
+    args = ["lint", "--format", "json", "--config", str(config), *cli_flags(folder), *fixture_files(folder, "fail")]
     with working_directory(folder):
         result = CliRunner().invoke(app, args)
     assert result.exit_code in (0, 1), result.output

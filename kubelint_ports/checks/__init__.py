@@ -76,3 +76,5 @@ def register(name: str, params_schema: Mapping[str, Any] | None = None, *,
 from kubelint_ports.checks import host_ports, invalid_ports, node_model, node_ports, port_schema  # noqa: E402,F401
 from kubelint_ports.checks import network  # noqa: E402,F401
 from kubelint_ports.checks import node_snapshot  # noqa: E402,F401
+from kubelint_ports.checks import (  # noqa: E402,F401
+    api_validation, ephemeral_ports, init_container_ports, node_addresses, peer_policies, service_routing)

@@ -16,11 +16,15 @@ from kubelint_ports.model.objects import (
     WILDCARD_HOST_IP,
     Cluster,
     ClusterFacts,
+    DEFAULT_EPHEMERAL_PORT_RANGE,
     ContainerPort,
+    DeclaredPort,
     SilentPort,
     HostClaim,
     InvalidPort,
+    PortReference,
     Service,
+    ServiceAddress,
     ServicePort,
     Workload,
 )
@@ -47,7 +51,8 @@ def build_cluster(documents: Iterable[Document], facts: ClusterFacts = ClusterFa
                   ) -> tuple[Cluster, list[Diagnostic]]:
     """Linted manifests, plus what already runs (`live_documents`) and the node inventory."""
     cluster = Cluster(node_port_range=facts.node_port_range or DEFAULT_NODE_PORT_RANGE,
-                      proxy_mode=facts.proxy_mode)
+                      proxy_mode=facts.proxy_mode,
+                      ephemeral_port_range=facts.ephemeral_port_range or DEFAULT_EPHEMERAL_PORT_RANGE)
     diagnostics: list[Diagnostic] = []
     documents = list(documents)
     for document in documents:
@@ -218,9 +223,11 @@ def read_workload(document: Document, ref: ObjectRef) -> Workload:
     labels = yt.to_plain(yt.mapping(yt.at(root, template_metadata + ".labels"), "labels")) or {}
     scheduling = placement.scheduling_from_pod_spec(
         {key: yt.to_plain(yt.get(pod_spec, key)) for key in SCHEDULING_FIELDS})
-    return Workload(document, ref, pod_spec_path, replicas, host_network, tuple(claims),
-                    {str(k): str(v) for k, v in labels.items()}, scheduling, tuple(reader.invalid),
-                    container_ports=tuple(declared), silent_ports=undeclared(silent, declared))
+    workload = Workload(document, ref, pod_spec_path, replicas, host_network, tuple(claims),
+                        {str(k): str(v) for k, v in labels.items()}, scheduling, tuple(reader.invalid),
+                        container_ports=tuple(declared), silent_ports=undeclared(silent, declared))
+    add_port_details(workload, pod_spec)
+    return workload
 
 
 PROBES = ("livenessProbe", "readinessProbe", "startupProbe")
@@ -345,7 +352,7 @@ def read_service(document: Document, ref: ObjectRef) -> Service:
     ingress = yt.at(document.root, "status.loadBalancer.ingress")
     lb_ips = tuple(yt.as_str(yt.get(item, "ip")) for item in yt.items(ingress, "status.loadBalancer.ingress")
                    if yt.get(item, "ip") is not None)
-    return Service(
+    service = Service(
         document, ref, service_type, tuple(ports),
         cluster_ip=yt.as_str(yt.get(spec, "clusterIP")),
         selector={str(k): str(v) for k, v in selector.items()},
@@ -355,9 +362,8 @@ def read_service(document: Document, ref: ObjectRef) -> Service:
         load_balancer_ips=lb_ips,
         invalid_ports=tuple(reader.invalid),
     )
-
-
-_PORT_NAME = re.compile(r"[a-z0-9]([a-z0-9-]*[a-z0-9])?")
+    service.addresses = service_addresses(document.root, spec)
+    return service
 
 
 def read_target_port(entry: yt.Node, path: str, reader: PortReader) -> int | str | None:
@@ -366,11 +372,124 @@ def read_target_port(entry: yt.Node, path: str, reader: PortReader) -> int | str
         return None
     if isinstance(node, yt.ScalarNode) and yt.scalar_type(node) == yt.STR:
         name = node.value  # a named port (IntOrString): an IANA service name, with at least one letter
-        if not (len(name) <= 15 and _PORT_NAME.fullmatch(name) and any(c.isalpha() for c in name)
-                and "--" not in name):
-            hint = "; a number must not be quoted" if name.isdigit() else ""
+        if name.isdigit():
+            # A badly formed name is invalid-port-name's (it reads the name kept here).
             reader.flag(f"{path}.targetPort", f"targetPort {name!r} is neither a port number nor a valid port "
-                                              f"name (lowercase letters, digits and '-', at most 15){hint}")
+                                              f"name (lowercase letters, digits and '-', at most 15); a number "
+                                              f"must not be quoted")
             return None
         return name
     return reader.port(entry, "targetPort", path)
+
+
+# --- what the API-validation and Service-routing rules read ---------------------------------------
+
+LIFECYCLE_HOOKS = ("lifecycle.postStart", "lifecycle.preStop")
+PORT_HANDLERS = ("httpGet", "tcpSocket", "grpc")  # grpc takes a number only; hooks have no grpc
+
+
+def add_port_details(workload: Workload, pod_spec: yt.MappingNode | None) -> None:
+    """Every container's port entries as written, plain init containers included, and the ports
+    probes and lifecycle hooks connect to. Plain init containers get the port checks the claims
+    reader above skips (it reads only what holds a port while the pod runs)."""
+    reader = PortReader()
+    declared: list[DeclaredPort] = []
+    references: list[PortReference] = []
+    for containers_key in ("containers", "initContainers"):
+        for index, container in enumerate(yt.items(yt.get(pod_spec, containers_key), containers_key)):
+            container = yt.mapping(container, f"{containers_key}[{index}]")
+            path = f"{workload.pod_spec_path}.{containers_key}[{index}]"
+            name = yt.as_str(yt.get(container, "name"))
+            role = "container"
+            if containers_key == "initContainers":
+                role = "sidecar" if yt.as_str(yt.get(container, "restartPolicy")) == "Always" else "init"
+            if role == "init":
+                read_container_ports(container, path, name, False, reader, [])
+            declared.extend(declared_ports(container, path, name, role))
+            if role != "init":  # the API server rejects probes and hooks on plain init containers
+                references.extend(port_references(container, path, name, reader))
+    workload.declared_ports = tuple(declared)
+    workload.port_references = tuple(references)
+    workload.invalid_ports += tuple(reader.invalid)
+
+
+def quiet_int(node: yt.Node | None) -> int | None:
+    """An integer field already judged elsewhere: its value, or None when it has none."""
+    if node is None:
+        return None
+    try:
+        return yt.as_int(node)
+    except yt.FieldTypeError:
+        return None
+
+
+def declared_ports(container: yt.MappingNode, container_path: str, name: str, role: str) -> list[DeclaredPort]:
+    found = []
+    for index, entry in enumerate(yt.items(yt.get(container, "ports"), f"{container_path}.ports")):
+        entry = yt.mapping(entry, "a container port")
+        host_port = quiet_int(yt.get(entry, "hostPort"))
+        found.append(DeclaredPort(
+            name, role, f"{container_path}.ports[{index}]", yt.as_str(yt.get(entry, "name")),
+            quiet_int(yt.get(entry, "containerPort")), host_port or None,
+            yt.as_str(yt.get(entry, "protocol"), "TCP") or "TCP", yt.as_str(yt.get(entry, "hostIP"))))
+    return found
+
+
+def port_references(container: yt.MappingNode, container_path: str, name: str,
+                    reader: PortReader) -> list[PortReference]:
+    found = []
+    lifecycle = yt.get(container, "lifecycle")
+    for source in (*PROBES, *LIFECYCLE_HOOKS):
+        hook = source in LIFECYCLE_HOOKS
+        holder = yt.get(lifecycle, source.partition(".")[2]) if hook else yt.get(container, source)
+        if holder is None:
+            continue
+        for handler in PORT_HANDLERS[:2] if hook else PORT_HANDLERS:
+            action = yt.mapping(yt.get(holder, handler), f"{source}.{handler}")
+            if action is None:
+                continue
+            value = reference_value(action, f"{container_path}.{source}.{handler}", f"{source}.{handler}",
+                                    handler != "grpc", reader)
+            if value is not None:
+                found.append(PortReference(name, source, f"{container_path}.{source}.{handler}.port", value))
+    return found
+
+
+def reference_value(action: yt.MappingNode, path: str, label: str, names_allowed: bool,
+                    reader: PortReader) -> int | str | None:
+    """A probe's or hook's port (IntOrString; grpc an integer), or None after flagging it."""
+    node = yt.get(action, "port")
+    if node is None:
+        reader.flag(path, f"{label} has no port: the API server rejects the pod; add the port number"
+                          + (" or name" if names_allowed else ""))
+        return None
+    kind = yt.scalar_type(node) if isinstance(node, yt.ScalarNode) else ""
+    if kind == yt.INT:
+        value = yt.parse_int(node.value)
+        if value is not None and 1 <= value <= 65535:
+            return value
+        reader.flag(f"{path}.port", f"{label}.port {node.value} is not a port number (1-65535)")
+        return None
+    if kind == yt.STR and not node.value.isdigit() and names_allowed:
+        return node.value  # a port name; invalid-port-name judges its form
+    if kind == yt.STR and node.value.isdigit():
+        what = "a port name, which needs a letter," if names_allowed else "a string"
+        reader.flag(f"{path}.port", f"{label}.port {node.value!r} is quoted, so the API server reads "
+                                    f"{what} and rejects it; remove the quotes")
+        return None
+    expected = "a port number or a port name" if names_allowed else "a port number"
+    reader.flag(f"{path}.port", f"{label}.port must be {expected}, not {yt.describe(node)}")
+    return None
+
+
+def service_addresses(root: yt.MappingNode, spec: yt.MappingNode | None) -> tuple[ServiceAddress, ...]:
+    """externalIPs, spec.loadBalancerIP and status ingress IPs, each with where it is written."""
+    found = [ServiceAddress(yt.as_str(ip), f"spec.externalIPs[{index}]", "externalIP")
+             for index, ip in enumerate(yt.items(yt.get(spec, "externalIPs"), "spec.externalIPs"))]
+    if (requested := yt.get(spec, "loadBalancerIP")) is not None:
+        found.append(ServiceAddress(yt.as_str(requested), "spec.loadBalancerIP", "loadBalancerIP"))
+    ingress = yt.items(yt.at(root, "status.loadBalancer.ingress"), "status.loadBalancer.ingress")
+    found += [ServiceAddress(yt.as_str(yt.get(item, "ip")), f"status.loadBalancer.ingress[{index}].ip",
+                             "load-balancer ingress IP")
+              for index, item in enumerate(ingress) if yt.get(item, "ip") is not None]
+    return tuple(address for address in found if address.ip)

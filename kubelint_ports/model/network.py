@@ -298,6 +298,16 @@ class CniConfig:
         return "portmap" in self.plugins
 
 
+@dataclass(frozen=True, slots=True)
+class NodePortRangeSetting:
+    """Where a kube-apiserver --service-node-port-range is written (for findings about the range)."""
+
+    range: tuple[int, int]
+    label: str
+    owner: ConfigObject
+    field_path: str
+
+
 @dataclass(slots=True)
 class NetworkConfig:
     """What the inputs say about kube-proxy and the cluster's ranges (`Cluster.network`)."""
@@ -312,6 +322,7 @@ class NetworkConfig:
     cni_plugins_versions: list[tuple[tuple[int, ...], str, bool]] = field(default_factory=list)
     cni_configs: list[CniConfig] = field(default_factory=list)
     runtimes: list[tuple[str, tuple[int, ...] | None, str]] = field(default_factory=list)  # (runtime, version, node)
+    node_port_range_settings: list[NodePortRangeSetting] = field(default_factory=list)  # with positions
 
     @property
     def proxy_mode(self) -> str | None:
@@ -760,6 +771,7 @@ class NetworkReader:
                 f"{label} {text!r} is not a port range like 30000-32767; kube-apiserver does not start"))
             return
         self.network.node_port_ranges.append((found, label))
+        self.network.node_port_range_settings.append(NodePortRangeSetting(found, label, owner, field_path))
 
     # -- after all documents
 

@@ -319,11 +319,23 @@
     const cell = event.target.closest(".cell");
     if (cell) showDetails(+cell.dataset.row, +cell.dataset.col);
   });
+  // A text field fires "input" while typing and "change" when it loses focus; recomputing on the
+  // second would rebuild the grid under the click that moved the focus (a group toggle's, say).
+  let lastFilters = "";
+  const filterState = () => Object.values(filters).map((f) => f.type === "checkbox" ? f.checked : f.value).join("\u0000");
+  const refilter = () => {
+    const state = filterState();
+    if (state === lastFilters) return;
+    lastFilters = state;
+    selected = null;
+    compute();
+  };
   // A finding's "show on map": the map filtered to its port.
   document.getElementById("findings").addEventListener("click", (event) => {
     const button = event.target.closest(".show-on-map");
     if (!button) return;
     filters.port.value = button.dataset.port;
+    lastFilters = filterState();
     selected = null;
     compute();
     document.getElementById("map").scrollIntoView();
@@ -331,9 +343,10 @@
   grid.addEventListener("scroll", schedule);
   window.addEventListener("resize", schedule);
   for (const input of Object.values(filters)) {
-    input.addEventListener("input", () => { selected = null; compute(); });
-    input.addEventListener("change", () => { selected = null; compute(); });
+    input.addEventListener("input", refilter);
+    input.addEventListener("change", refilter);
   }
+  lastFilters = filterState();
   compute();
   document.body.dataset.ready = "true";
 }());
