@@ -10,6 +10,7 @@ from typing import Any
 from kubelint_ports.config import Config, apply_rules, load_config
 from kubelint_ports.engine import LintOptions
 from kubelint_ports.model import ClusterFacts
+from kubelint_ports.model.objects import PodTemplateKind
 from kubelint_ports.policies import Policy, policies_with
 
 DEFAULT_PATHS = (".",)
@@ -73,7 +74,7 @@ def resolve(command: CommandLine) -> Settings:
             raise config.error(["node-port-range"], str(error)) from None
     facts = ClusterFacts(node_port_range=node_port_range, proxy_mode=pick(command.proxy_mode, "proxy-mode"),
                          service_cidr=pick(command.service_cidr, "service-cidr"),
-                         pod_cidr=pick(command.pod_cidr, "pod-cidr"))
+                         pod_cidr=pick(command.pod_cidr, "pod-cidr"), pod_templates=pod_templates(config))
     policies = policies_with([*config.paths("policies"), *command.policies])
     policies = apply_rules(policies, config)
     if command.scope == "object":
@@ -99,6 +100,30 @@ def resolve(command: CommandLine) -> Settings:
     )
     paths = tuple(command.paths) or tuple(config.paths("paths")) or DEFAULT_PATHS
     return Settings(paths, options, tuple(policies), command.fail_on or config.get("fail-on") or "error", config)
+
+
+def pod_templates(config: Config) -> tuple[PodTemplateKind, ...]:
+    """The config's `pod-templates`: `group/Kind: path` or `{template, replicas}` (schema-checked)."""
+    kinds = []
+    for key, value in sorted((config.get("pod-templates") or {}).items()):
+        group, _, kind = key.rpartition("/")
+        if isinstance(value, str):
+            kinds.append(PodTemplateKind(group, kind, value))
+            continue
+        replicas = value.get("replicas", "spec.replicas")
+        kinds.append(PodTemplateKind(group, kind, value["template"], None if replicas == "per-node" else replicas))
+    return tuple(kinds)
+
+
+def effective_pod_templates(configured: tuple[PodTemplateKind, ...]) -> dict[str, dict[str, Any]]:
+    """Every custom kind read as a workload, the known ones and the config's, as the config writes them."""
+    from kubelint_ports.model.build import ONE_PER_NODE, custom_workload_kinds
+
+    shown = {}
+    for (group, kind), (pod_spec_path, replicas) in sorted(custom_workload_kinds(configured).items()):
+        shown[f"{group}/{kind}"] = {"template": pod_spec_path.removesuffix(".spec"),
+                                    "replicas": "per-node" if replicas == ONE_PER_NODE else replicas}
+    return shown
 
 
 def helm_options(given: dict[str, Any], config: Config):
@@ -148,6 +173,7 @@ def effective(settings: Settings) -> dict[str, Any]:
         "pod-cidr": facts.pod_cidr,
         "nodes": list(options.node_files),
         "cluster": list(options.cluster_files),
+        "pod-templates": effective_pod_templates(facts.pod_templates),
         "charts": [{"path": os.path.relpath(path), **{k: v for k, v in dataclasses.asdict(helm).items()
                                                      if v not in (None, (), False)}}
                    for path, helm in options.chart_helm],

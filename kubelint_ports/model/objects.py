@@ -21,6 +21,17 @@ class ClusterFacts:
     proxy_mode: str | None = None
     service_cidr: str | None = None
     pod_cidr: str | None = None
+    pod_templates: tuple["PodTemplateKind", ...] = ()  # custom resources that embed a pod template
+
+
+@dataclass(frozen=True, slots=True)
+class PodTemplateKind:
+    """A custom resource kind that embeds a pod template (the config's `pod-templates`)."""
+
+    group: str  # API group, e.g. "argoproj.io"
+    kind: str
+    template: str  # dotted path of the pod template (its `metadata` and `spec`), e.g. "spec.template"
+    replicas: str | int | None = "spec.replicas"  # a dotted path, a fixed count, or None: one pod per node
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,7 +103,8 @@ class Workload:
 
     @property
     def is_daemonset(self) -> bool:
-        return self.ref.kind == "DaemonSet"
+        """One pod per eligible node: a DaemonSet, or a custom kind that behaves like one."""
+        return self.replicas is None
 
     @property
     def pods(self) -> str:
