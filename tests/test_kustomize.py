@@ -18,8 +18,7 @@ from pathlib import Path
 import pytest
 
 from kubelint_ports.engine import LintOptions, lint_paths
-from kubelint_ports.loading import discover, load
-from kubelint_ports.loading import kustomize
+from kubelint_ports.loading import discover, kustomize, load
 from kubelint_ports.loading import yamltree as yt
 
 ROOT = Path(__file__).resolve().parents[1]

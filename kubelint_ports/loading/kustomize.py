@@ -148,12 +148,12 @@ class Kustomization:
         kustomize applies them: bases, then components (which patch what their user has gathered),
         then the kustomization's own."""
         ordered: list[tuple[Patch, Kustomization]] = []
-        done: set[int] = set()
+        done: set[tuple[int, int]] = set()  # (kustomization, scope): a cycle (kustomize refuses it) stops
 
         def visit(node: Kustomization, scope: Kustomization) -> None:
-            if id(node) in done and node is scope:
+            if (id(node), id(scope)) in done:
                 return
-            done.add(id(node))
+            done.add((id(node), id(scope)))
             for base in node.bases:
                 visit(base, base)
             for component in node.components:
@@ -609,41 +609,51 @@ def offline_environment() -> dict[str, str]:
 def build(directory: str) -> tuple[str, str]:
     """The rendered YAML of a Kustomize directory and the temporary directory its origin paths are
     relative to (gone by then: only the paths are needed)."""
-    import subprocess
     import tempfile
 
     commands = kustomize_commands()
     if not commands:
         raise KustomizeError(f"no kustomize to build it: put `kustomize` or `kubectl` on PATH ({NEEDS})")
-    with tempfile.TemporaryDirectory(prefix="kubelint-ports-kustomize-") as scratch:
-        scratch = os.path.realpath(scratch)  # `..` in the relative path climbs the real directories
-        try:
-            relative = os.path.relpath(os.path.abspath(directory), scratch)
-        except ValueError:  # another drive (Windows)
-            raise KustomizeError("cannot build a directory on another drive than the temporary directory") from None
-        with open(os.path.join(scratch, "kustomization.yaml"), "w", encoding="utf-8") as handle:
-            handle.write(f"resources:\n- {json.dumps(relative.replace(os.sep, '/'))}\n"
-                         "buildMetadata: [originAnnotations]\n")
-        failures = []
-        for command in commands:
-            name = " ".join([os.path.basename(command[0]), *command[1:]])
+    try:
+        with tempfile.TemporaryDirectory(prefix="kubelint-ports-kustomize-") as scratch:
+            scratch = os.path.realpath(scratch)  # `..` in the relative path climbs the real directories
             try:
-                completed = subprocess.run([*command, scratch], capture_output=True, timeout=TIMEOUT_SECONDS,
-                                           stdin=subprocess.DEVNULL, env=offline_environment())
-            except OSError as error:
-                failures.append(f"cannot run {command[0]}: {error.strerror or error}")
-                continue
-            except subprocess.TimeoutExpired:
-                raise KustomizeError(f"`{name}` took longer than {TIMEOUT_SECONDS} s") from None
-            stderr = completed.stderr.decode("utf-8", "replace")
-            if completed.returncode == 0:
-                return completed.stdout.decode("utf-8", "replace"), scratch
-            if "buildMetadata" in stderr and "unknown field" in stderr:
-                failures.append(f"`{name}` is too old to report where objects come from (origin annotations "
-                                f"need {NEEDS})")
-                continue
-            raise KustomizeError(one_line(stderr) or f"`{name}` exited with {completed.returncode}")
-        raise KustomizeError("; ".join(failures))
+                relative = os.path.relpath(os.path.abspath(directory), scratch)
+            except ValueError:  # another drive (Windows)
+                raise KustomizeError("cannot build a directory on another drive than the temporary "
+                                     "directory") from None
+            with open(os.path.join(scratch, "kustomization.yaml"), "w", encoding="utf-8") as handle:
+                handle.write(f"resources:\n- {json.dumps(relative.replace(os.sep, '/'))}\n"
+                             "buildMetadata: [originAnnotations]\n")
+            return run_build(commands, scratch), scratch
+    except OSError as error:
+        raise KustomizeError(f"cannot prepare the build in a temporary directory: {error.strerror or error}") from None
+
+
+def run_build(commands: list[list[str]], scratch: str) -> str:
+    """The output of the first command that builds the temporary kustomization in `scratch`."""
+    import subprocess
+
+    failures = []
+    for command in commands:
+        name = " ".join([os.path.basename(command[0]), *command[1:]])
+        try:
+            completed = subprocess.run([*command, scratch], capture_output=True, timeout=TIMEOUT_SECONDS,
+                                       stdin=subprocess.DEVNULL, env=offline_environment(), check=False)
+        except OSError as error:
+            failures.append(f"cannot run {command[0]}: {error.strerror or error}")
+            continue
+        except subprocess.TimeoutExpired:
+            raise KustomizeError(f"`{name}` took longer than {TIMEOUT_SECONDS} s") from None
+        stderr = completed.stderr.decode("utf-8", "replace")
+        if completed.returncode == 0:
+            return completed.stdout.decode("utf-8", "replace")
+        if "buildMetadata" in stderr and "unknown field" in stderr:
+            failures.append(f"`{name}` is too old to report where objects come from (origin annotations "
+                            f"need {NEEDS})")
+            continue
+        raise KustomizeError(one_line(stderr) or f"`{name}` exited with {completed.returncode}")
+    raise KustomizeError("; ".join(failures))
 
 
 def one_line(message: str) -> str:
@@ -674,25 +684,41 @@ def load_kustomizations(directories: list[str], named: Iterable[str], result: Lo
     used = {id(base) for tree in trees.values() if isinstance(tree, Kustomization)
             for base in tree.walk() if base is not tree}
     explicit = {os.path.abspath(path) for path in named}
-    for directory in directories:
+    wanted = [directory for directory in directories if not (
+        isinstance(trees[directory], Kustomization) and (trees[directory].component or (
+            id(trees[directory]) in used and os.path.abspath(directory) not in explicit)))]  # built by their users
+    builds = build_all([directory for directory in wanted if isinstance(trees[directory], Kustomization)])
+    for directory in wanted:
         tree = trees[directory]
-        if isinstance(tree, Kustomization):
-            if tree.component or (id(tree) in used and os.path.abspath(directory) not in explicit):
-                continue  # built as part of the kustomizations that use it
-            error = None
+        outcome = builds[directory] if isinstance(tree, Kustomization) else tree
+        if not isinstance(outcome, KustomizeError):
             try:
-                load_kustomization(directory, tree, result)
-            except KustomizeError as failure:
-                error = failure
-        else:
-            error = tree
-        if error is not None:
-            result.files += 1
-            file = tree.file if isinstance(tree, Kustomization) else kustomization_file(directory) or directory
-            where = error.location or (entry_location(tree, str(error)) if isinstance(tree, Kustomization)
-                                       else None) or Location(display_path(file), 0, 0)
-            result.diagnostics.append(Diagnostic(where, f"cannot build Kustomize directory "
-                                                        f"{display_path(directory)}: {error}"))
+                add_built(directory, tree, *outcome, result)
+                continue
+            except KustomizeError as error:
+                outcome = error
+        result.files += 1
+        file = tree.file if isinstance(tree, Kustomization) else kustomization_file(directory) or directory
+        where = outcome.location or (entry_location(tree, str(outcome)) if isinstance(tree, Kustomization)
+                                     else None) or Location(display_path(file), 0, 0)
+        result.diagnostics.append(Diagnostic(where, f"cannot build Kustomize directory "
+                                                    f"{display_path(directory)}: {outcome}"))
+
+
+def build_all(directories: list[str]) -> dict[str, tuple[str, str] | KustomizeError]:
+    """Every build's output or error; several run at once (each is a process that mostly waits)."""
+    def attempt(directory: str) -> tuple[str, str] | KustomizeError:
+        try:
+            return build(directory)
+        except KustomizeError as error:
+            return error
+
+    if len(directories) <= 1:
+        return {directory: attempt(directory) for directory in directories}
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=min(len(directories), os.cpu_count() or 1, 8)) as pool:
+        return dict(zip(directories, pool.map(attempt, directories)))
 
 
 def entry_location(tree: Kustomization, message: str) -> Location | None:
@@ -710,8 +736,8 @@ def entry_location(tree: Kustomization, message: str) -> Location | None:
     return None
 
 
-def load_kustomization(directory: str, tree: Kustomization, result: LoadResult) -> None:
-    text, scratch = build(directory)
+def add_built(directory: str, tree: Kustomization, text: str, scratch: str, result: LoadResult) -> None:
+    """A build's objects, with their origins and the patches that may have written them."""
     data = text.encode("utf-8")
     if len(data) > MAX_FILE_BYTES:
         raise KustomizeError(f"renders {len(data) / 2**20:.0f} MiB, over the {MAX_FILE_BYTES // 2**20} MiB limit")
@@ -787,4 +813,4 @@ def patches_for(root: yt.Node, source_file: str, applied: list[tuple[Patch, Kust
     return tuple(found)
 
 
-__all__ = ["KustomizeDocument", "KustomizeError", "load_kustomizations", "build"]
+__all__ = ["KustomizeDocument", "KustomizeError", "build", "load_kustomizations"]
