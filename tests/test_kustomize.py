@@ -392,3 +392,75 @@ def test_a_file_above_the_repository_is_not_a_kustomization(tmp_path, monkeypatc
     monkeypatch.chdir(repo)
     assert list(discover(["k8s/pod.yaml"])) == ["k8s/pod.yaml"]
     assert list(discover([str(repo / "k8s" / "pod.yaml")])) == [str(repo / "k8s" / "pod.yaml")]
+
+
+@needs_kustomize
+def test_legacy_patch_fields_and_the_last_patch_wins(tmp_path, monkeypatch):
+    write(tmp_path / "base" / "kustomization.yaml", "resources: [workloads.yaml]\n")
+    write(tmp_path / "base" / "workloads.yaml", """\
+        apiVersion: apps/v1
+        kind: Deployment
+        metadata: {name: api}
+        spec:
+          template:
+            spec:
+              containers:
+                - name: api
+                  ports: [{containerPort: 8000}]
+        ---
+        apiVersion: apps/v1
+        kind: Deployment
+        metadata: {name: worker}
+        spec:
+          template:
+            spec:
+              containers:
+                - name: worker
+                  ports: [{containerPort: 9000, hostPort: 9000}]
+        """)
+    # One strategic-merge file patches both objects; a JSON 6902 patch, applied after it, rewrites
+    # the api's hostPort, so the api's finding is on the operation and the worker's in the file.
+    write(tmp_path / "overlay" / "kustomization.yaml", """\
+        resources: [../base]
+        patchesStrategicMerge: [ports.yaml]
+        patchesJson6902:
+          - target: {group: apps, version: v1, kind: Deployment, name: api}
+            path: api-port.yaml
+        """)
+    write(tmp_path / "overlay" / "ports.yaml", """\
+        apiVersion: apps/v1
+        kind: Deployment
+        metadata: {name: worker}
+        spec:
+          template:
+            spec:
+              containers:
+                - name: worker
+                  ports:
+                    - containerPort: 9000
+                      hostPort: 9001
+        ---
+        apiVersion: apps/v1
+        kind: Deployment
+        metadata: {name: api}
+        spec:
+          template:
+            spec:
+              containers:
+                - name: api
+                  ports:
+                    - containerPort: 8000
+                      hostPort: 8000
+        """)
+    write(tmp_path / "overlay" / "api-port.yaml", """\
+        - op: replace
+          path: /spec/template/spec/containers/0/ports/0/hostPort
+          value: 8001
+        """)
+    monkeypatch.chdir(tmp_path)
+    report = lint_paths(["overlay"], LintOptions())
+    assert report.diagnostics == []
+    assert sorted((f.subject.name, place(f.location), f.port) for f in report.findings if f.rule_id == "KP101") == [
+        ("api", ("overlay/api-port.yaml", 3, 3), 8001),
+        ("worker", ("overlay/ports.yaml", 11, 15), 9001),
+    ]

@@ -511,9 +511,17 @@ class KustomizeDocument(Document):
 
     source_file: str = ""  # absolute path of the file that wrote the object (origin annotation)
     sources: SourceFiles | None = None
-    # The patches that touch this object with their documents that apply, the last applied first.
-    patches: tuple[tuple[Patch, tuple[yt.Node, ...]], ...] = ()
+    applied: list[tuple[Patch, Kustomization]] = field(default_factory=list)  # the build's patches
     generator: str = ""  # `configMapGenerator` ...: the object was generated, not read from a file
+    _patches: tuple[tuple[Patch, tuple[yt.Node, ...]], ...] | None = None
+
+    @property
+    def patches(self) -> tuple[tuple[Patch, tuple[yt.Node, ...]], ...]:
+        """The patches that touched this object with their documents that apply, the last applied
+        first; found when a position is first asked for (that reads the resource file again)."""
+        if self._patches is None:
+            self._patches = patches_for(self.root, self.source_file, self.applied, self.sources or SourceFiles())
+        return self._patches
 
     def location(self, field_path: str = "", message: str = "") -> Location:
         segments = yt.parse_field_path(field_path) if field_path else []
@@ -760,7 +768,7 @@ def add_built(directory: str, tree: Kustomization, text: str, scratch: str, resu
         files.add(source_file)
         result.documents.append(KustomizeDocument(
             display_path(source_file), document.root, shown, source_file=source_file, sources=sources,
-            patches=patches_for(document.root, source_file, applied, sources), generator=generator))
+            applied=applied, generator=generator))
     result.files += max(1, len(files))
 
 
