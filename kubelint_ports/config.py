@@ -209,6 +209,8 @@ def validate(data: dict[str, Any], shown: str, locate) -> None:
 def error_keys(error) -> list:
     """The path of a schema error, down to the offending key for an unknown one."""
     keys = list(error.absolute_path)
+    if "propertyNames" in list(error.absolute_schema_path)[-2:-1]:
+        keys.append(error.instance)  # the key itself is wrong: point at it
     if error.validator == "additionalProperties" and isinstance(error.instance, dict):
         known = set(error.schema.get("properties", {}))
         unknown = sorted(key for key in error.instance if key not in known)

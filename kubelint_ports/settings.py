@@ -11,6 +11,7 @@ from kubelint_ports.config import Config, apply_rules, load_config
 from kubelint_ports.engine import LintOptions
 from kubelint_ports.model import ClusterFacts
 from kubelint_ports.model.objects import DEFAULT_EPHEMERAL_PORT_RANGE
+from kubelint_ports.model.objects import PodTemplateKind
 from kubelint_ports.policies import Policy, policies_with
 
 DEFAULT_PATHS = (".",)
@@ -85,7 +86,8 @@ def resolve(command: CommandLine) -> Settings:
                          service_cidr=pick(command.service_cidr, "service-cidr"),
                          pod_cidr=pick(command.pod_cidr, "pod-cidr"), stated=stated_facts(command, config),
                          ephemeral_port_range=port_range_fact(command.ephemeral_port_range, config,
-                                                              "ephemeral-port-range"))
+                                                              "ephemeral-port-range"),
+                         pod_templates=pod_templates(config))
     for key, given in (("paths", command.paths), ("nodes", command.nodes), ("cluster", command.cluster)):
         if not given:
             check_config_paths(config, key)
@@ -176,6 +178,30 @@ def stated_facts(command: CommandLine, config: Config) -> tuple[tuple[str, Any, 
     return tuple(stated[name] for name in sorted(stated))
 
 
+def pod_templates(config: Config) -> tuple[PodTemplateKind, ...]:
+    """The config's `pod-templates`: `group/Kind: path` or `{template, replicas}` (schema-checked)."""
+    kinds = []
+    for key, value in sorted((config.get("pod-templates") or {}).items()):
+        group, _, kind = key.rpartition("/")
+        if isinstance(value, str):
+            kinds.append(PodTemplateKind(group, kind, value))
+            continue
+        replicas = value.get("replicas", "spec.replicas")
+        kinds.append(PodTemplateKind(group, kind, value["template"], None if replicas == "per-node" else replicas))
+    return tuple(kinds)
+
+
+def effective_pod_templates(configured: tuple[PodTemplateKind, ...]) -> dict[str, dict[str, Any]]:
+    """Every custom kind read as a workload, the known ones and the config's, as the config writes them."""
+    from kubelint_ports.model.build import ONE_PER_NODE, custom_workload_kinds
+
+    shown = {}
+    for (group, kind), (pod_spec_path, replicas) in sorted(custom_workload_kinds(configured).items()):
+        shown[f"{group}/{kind}"] = {"template": pod_spec_path.removesuffix(".spec"),
+                                    "replicas": "per-node" if replicas == ONE_PER_NODE else replicas}
+    return shown
+
+
 def helm_options(given: dict[str, Any], config: Config):
     """Global Helm options from the command line, and per-chart ones from the config's `charts:`
     (the command line's fields win there too). Nothing Helm is imported when neither has any."""
@@ -225,6 +251,7 @@ def effective(settings: Settings) -> dict[str, Any]:
         "facts": {name: {"value": value, "source": source} for name, value, source in facts.stated},
         "nodes": list(options.node_files),
         "cluster": list(options.cluster_files),
+        "pod-templates": effective_pod_templates(facts.pod_templates),
         "charts": [{"path": os.path.relpath(path), **{k: v for k, v in dataclasses.asdict(helm).items()
                                                      if v not in (None, (), False)}}
                    for path, helm in options.chart_helm],

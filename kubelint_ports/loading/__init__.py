@@ -6,7 +6,8 @@ here (see README, design notes). Aliases are shared nodes, never copied, and a d
 aliases would expand past a budget is rejected before anything walks it.
 
 A directory holding `Chart.yaml` is a Helm chart: it is rendered (`loading.helm`, imported only
-then) and its raw `templates/` are never read as YAML.
+then) and its raw `templates/` are never read as YAML. A directory holding a kustomization is
+rendered the same way (`loading.kustomize`): its patches are fragments, not objects.
 """
 
 from __future__ import annotations
@@ -36,6 +37,8 @@ STDIN = "-"
 # command failed must not pass as "nothing found".
 EMPTY_STDIN = "standard input is empty: nothing was linted (did the command before the pipe fail?)"
 CHART_FILE = "Chart.yaml"  # a directory holding it is a Helm chart
+KUSTOMIZATION_FILES = ("kustomization.yaml", "kustomization.yml", "Kustomization")  # a Kustomize directory
+KUSTOMIZATION_FILES_SET = frozenset(KUSTOMIZATION_FILES)
 
 _SOURCE_COMMENT = re.compile(rb"^# Source: ([^\r\n]+?)[ \t]*\r?$", re.MULTILINE)
 
@@ -105,9 +108,11 @@ def discover(paths: Iterable[str]) -> Iterator[str]:
     """Files named directly, and manifest files below directories (sorted, hidden ones skipped).
 
     A Helm chart (a directory with `Chart.yaml`) is yielded as its directory, once, and not
-    walked; a raw template file given directly yields its chart instead.
+    walked; a raw template file given directly yields its chart instead. So is a Kustomize
+    directory, and a file given directly inside one (a patch, a base's resource) yields it.
     """
     charts: set[str] = set()
+    kustomizations: dict[str, str | None] = {}  # directory -> its Kustomize directory, for files given
 
     def chart_once(directory: str) -> Iterator[str]:
         key = os.path.abspath(directory)
@@ -120,11 +125,11 @@ def discover(paths: Iterable[str]) -> Iterator[str]:
             yield path
             continue
         if not os.path.isdir(path):
-            chart = _chart_of_template(path)
-            yield from chart_once(chart) if chart else (path,)
+            unit = _chart_of_template(path) or _kustomization_of(path, kustomizations)
+            yield from chart_once(unit) if unit else (path,)
             continue
         for directory, subdirs, files in os.walk(path):
-            if CHART_FILE in files:
+            if CHART_FILE in files or not KUSTOMIZATION_FILES_SET.isdisjoint(files):
                 subdirs[:] = []
                 yield from chart_once(directory)
                 continue
@@ -148,12 +153,40 @@ def _chart_of_template(path: str) -> str | None:
     return None
 
 
+def is_kustomization(directory: str) -> bool:
+    return any(os.path.isfile(os.path.join(directory, name)) for name in KUSTOMIZATION_FILES)
+
+
+def _kustomization_of(path: str, known: dict[str, str | None]) -> str | None:
+    """The Kustomize directory a file belongs to: the nearest one above it, within its repository."""
+    directory = os.path.dirname(os.path.abspath(path))
+    climbed: list[str] = []
+    found = None
+    while directory not in known:
+        climbed.append(directory)
+        if is_kustomization(directory):
+            found = directory
+            break
+        parent = os.path.dirname(directory)
+        if parent == directory or os.path.exists(os.path.join(directory, ".git")):
+            break  # a kustomization above the repository is not this project's
+        directory = parent
+    else:
+        found = known[directory]
+    for seen in climbed:
+        known[seen] = found
+    if found is None:
+        return None
+    return found if os.path.isabs(path) else os.path.relpath(found)
+
+
 def load(paths: Iterable[str], stdin=None, helm: HelmOptions | None = None, *,
          chart_helm: Mapping[str, HelmOptions] | None = None, exclude: Callable[[str], bool] | None = None
          ) -> LoadResult:
     """Read every input; `helm` renders charts (`chart_helm`: per chart directory, by absolute
     path) and maps `helm template` output to its templates; `exclude` skips paths."""
     result = LoadResult()
+    paths = tuple(paths)
     given = []
     for path in paths:
         if path == STDIN or os.path.exists(path):
@@ -161,8 +194,12 @@ def load(paths: Iterable[str], stdin=None, helm: HelmOptions | None = None, *,
         else:  # a path the user typed: point at the command line, not at a line of no file
             result.diagnostics.append(Diagnostic(Location(COMMAND_LINE, 0, 0),
                                                  f"no such file or directory {display_path(path)!r}"))
+    kustomizations: list[str] = []  # rendered after the files: which of them are bases needs them all
     for path in discover(given):
         if exclude is not None and path != STDIN and exclude(path):
+            continue
+        if path != STDIN and os.path.isdir(path) and not os.path.isfile(os.path.join(path, CHART_FILE)):
+            kustomizations.append(path)
             continue
         if path != STDIN and os.path.isdir(path):
             from kubelint_ports.loading.helm import load_chart
@@ -190,6 +227,10 @@ def load(paths: Iterable[str], stdin=None, helm: HelmOptions | None = None, *,
             from kubelint_ports.loading.helm import map_template_output
 
             result.documents[first:] = map_template_output(result.documents[first:], helm)
+    if kustomizations:
+        from kubelint_ports.loading.kustomize import load_kustomizations
+
+        load_kustomizations(kustomizations, paths, result)
     return result
 
 

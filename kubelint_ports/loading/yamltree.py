@@ -238,6 +238,42 @@ def parse_field_path(path: str) -> list[str | int]:
     return segments
 
 
+def format_field_path(segments: list[str | int]) -> str:
+    """The inverse of `parse_field_path`: keys holding a dot are quoted."""
+    parts = []
+    for segment in segments:
+        if isinstance(segment, int):
+            parts.append(f"[{segment}]")
+        else:
+            text = f'"{segment}"' if "." in segment else segment
+            parts.append(f".{text}" if parts else text)
+    return "".join(parts)
+
+
+def field_path_to(root: Node, target: Node) -> str | None:
+    """The field path of a node inside `root` (a key node names its key), or None when not inside."""
+    segments = _segments_to(root, target, [])
+    return None if segments is None else format_field_path(segments)
+
+
+def _segments_to(node: Node, target: Node, path: list[str | int]) -> list[str | int] | None:
+    if node is target:
+        return path
+    if isinstance(node, MappingNode):
+        for key, value in node.value:
+            if key is target:
+                return path + [key.value]
+            found = _segments_to(value, target, path + [key.value])
+            if found is not None:
+                return found
+    elif isinstance(node, SequenceNode):
+        for index, item in enumerate(node.value):
+            found = _segments_to(item, target, path + [index])
+            if found is not None:
+                return found
+    return None
+
+
 def resolve(root: Node, path: str) -> tuple[Node | None, Node]:
     """The key node (None for list items) and value node at `path`, or the deepest ancestor."""
     key_node: Node | None = None

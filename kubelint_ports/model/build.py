@@ -23,25 +23,35 @@ from kubelint_ports.model.objects import (
     HostClaim,
     InvalidPort,
     PortReference,
+    PodTemplateKind,
     Service,
     ServiceAddress,
     ServicePort,
     Workload,
 )
 
-# kind -> (pod spec path, replicas path or None for "one pod")
+ONE_PER_NODE = "one pod per eligible node"  # a replicas "path" that is no path: the DaemonSet shape
+# kind -> (pod spec path, replicas path or None for "one pod", or ONE_PER_NODE)
 WORKLOAD_KINDS = {
     "Pod": ("spec", None),
     "Deployment": ("spec.template.spec", "spec.replicas"),
     "ReplicaSet": ("spec.template.spec", "spec.replicas"),
     "StatefulSet": ("spec.template.spec", "spec.replicas"),
     "ReplicationController": ("spec.template.spec", "spec.replicas"),
-    "DaemonSet": ("spec.template.spec", None),
+    "DaemonSet": ("spec.template.spec", ONE_PER_NODE),
     "Job": ("spec.template.spec", "spec.parallelism"),
     "CronJob": ("spec.jobTemplate.spec.template.spec", "spec.jobTemplate.spec.parallelism"),
 }
 # Only the built-in API groups: a CRD may reuse a kind name (Knative's `Service`).
 CORE_GROUPS = frozenset(("", "apps", "extensions", "batch"))
+# Custom resources whose controllers make pods from an embedded pod template, by (group, kind).
+# The config's `pod-templates` adds kinds (and may reshape these).
+CUSTOM_WORKLOAD_KINDS = {
+    ("argoproj.io", "Rollout"): ("spec.template.spec", "spec.replicas"),  # Argo Rollouts
+    ("apps.kruise.io", "CloneSet"): ("spec.template.spec", "spec.replicas"),  # OpenKruise
+    ("apps.kruise.io", "StatefulSet"): ("spec.template.spec", "spec.replicas"),  # Advanced StatefulSet
+    ("apps.kruise.io", "DaemonSet"): ("spec.template.spec", ONE_PER_NODE),  # Advanced DaemonSet
+}
 SCHEDULING_FIELDS = ("nodeName", "nodeSelector", "affinity", "tolerations")
 PROTOCOLS = ("TCP", "UDP", "SCTP")
 
@@ -55,8 +65,9 @@ def build_cluster(documents: Iterable[Document], facts: ClusterFacts = ClusterFa
                       ephemeral_port_range=facts.ephemeral_port_range or DEFAULT_EPHEMERAL_PORT_RANGE)
     diagnostics: list[Diagnostic] = []
     documents = list(documents)
+    custom_kinds = custom_workload_kinds(facts.pod_templates)
     for document in documents:
-        guarded(add_object, document, cluster, diagnostics)
+        guarded(add_object, document, cluster, diagnostics, custom_kinds=custom_kinds)
     live_documents = list(live_documents)
     if live_documents:
         linted = len(cluster.workloads), len(cluster.services)
@@ -85,12 +96,25 @@ def guarded(function, document: Document, cluster: Cluster, diagnostics: list[Di
         diagnostics.append(Diagnostic(document.node_location(error.node), str(error)))
 
 
-def add_object(document: Document, cluster: Cluster, live: bool = False) -> None:
+def custom_workload_kinds(configured: Iterable[PodTemplateKind]) -> dict[tuple[str, str], tuple[str, str | int | None]]:
+    """The custom resources read as workloads: the known ones, then the config's (which win)."""
+    kinds = dict(CUSTOM_WORKLOAD_KINDS)
+    for entry in configured:
+        replicas = ONE_PER_NODE if entry.replicas is None else entry.replicas
+        kinds[(entry.group, entry.kind)] = (f"{entry.template}.spec", replicas)
+    return kinds
+
+
+def add_object(document: Document, cluster: Cluster, live: bool = False,
+               custom_kinds: dict[tuple[str, str], tuple[str, str | int | None]] | None = None) -> None:
     root = document.root
     api_version = yt.as_str(yt.get(root, "apiVersion"))
     kind = yt.as_str(yt.get(root, "kind"))
     group = api_version.rpartition("/")[0]
     if group not in CORE_GROUPS:
+        shape = (custom_kinds or CUSTOM_WORKLOAD_KINDS).get((group, kind))
+        if shape is not None and not live:  # running pods of a custom kind are listed as Pods
+            cluster.workloads.append(read_workload(document, object_ref(root, api_version, kind), shape))
         return
     if kind == "Service":
         service = read_service(document, object_ref(root, api_version, kind))
@@ -193,13 +217,17 @@ class PortReader:
         return protocol
 
 
-def read_workload(document: Document, ref: ObjectRef) -> Workload:
+def read_workload(document: Document, ref: ObjectRef,
+                  shape: tuple[str, str | int | None] | None = None) -> Workload:
+    """`shape`: (pod spec path, replicas path or fixed count or ONE_PER_NODE); default: the kind's."""
     root = document.root
-    pod_spec_path, replicas_path = WORKLOAD_KINDS[ref.kind]
+    pod_spec_path, replicas_path = shape or WORKLOAD_KINDS[ref.kind]
     pod_spec = yt.mapping(yt.at(root, pod_spec_path), pod_spec_path)
     replicas: int | None = 1
-    if ref.kind == "DaemonSet":
+    if replicas_path == ONE_PER_NODE:
         replicas = None
+    elif isinstance(replicas_path, int):
+        replicas = replicas_path
     elif replicas_path and (node := yt.at(root, replicas_path)) is not None:
         replicas = yt.as_int(node)
     host_network = yt.as_bool(yt.get(pod_spec, "hostNetwork"))
@@ -219,7 +247,7 @@ def read_workload(document: Document, ref: ObjectRef) -> Workload:
             claims.extend(read_container_ports(container, container_path, name, host_network, reader, declared))
             if host_network:
                 silent.extend(listening_ports(container, container_path, name))
-    template_metadata = "metadata" if ref.kind == "Pod" else pod_spec_path.rpartition(".")[0] + ".metadata"
+    template_metadata = pod_spec_path.rpartition(".")[0] + ".metadata" if "." in pod_spec_path else "metadata"
     labels = yt.to_plain(yt.mapping(yt.at(root, template_metadata + ".labels"), "labels")) or {}
     scheduling = placement.scheduling_from_pod_spec(
         {key: yt.to_plain(yt.get(pod_spec, key)) for key in SCHEDULING_FIELDS})

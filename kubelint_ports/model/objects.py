@@ -29,6 +29,7 @@ class ClusterFacts:
     # Datapath facts the user states (config `facts:`, --cni-plugins-version, --proxy-mode):
     # (name, value, where it is stated); model.network.datapath_facts reads them.
     stated: tuple[tuple[str, Any, str], ...] = ()
+    pod_templates: tuple["PodTemplateKind", ...] = ()  # custom resources that embed a pod template
 
     def datapath_statements(self) -> tuple[tuple[str, Any, str], ...]:
         """`stated`, plus the options that have their own field (when `stated` does not hold them)."""
@@ -37,6 +38,16 @@ class ClusterFacts:
                       (("proxy-mode", self.proxy_mode), ("cni-plugins-version", self.cni_plugins_version))
                       if value and name not in named)
         return extra + self.stated
+
+
+@dataclass(frozen=True, slots=True)
+class PodTemplateKind:
+    """A custom resource kind that embeds a pod template (the config's `pod-templates`)."""
+
+    group: str  # API group, e.g. "argoproj.io"
+    kind: str
+    template: str  # dotted path of the pod template (its `metadata` and `spec`), e.g. "spec.template"
+    replicas: str | int | None = "spec.replicas"  # a dotted path, a fixed count, or None: one pod per node
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,7 +155,8 @@ class Workload:
 
     @property
     def is_daemonset(self) -> bool:
-        return self.ref.kind == "DaemonSet"
+        """One pod per eligible node: a DaemonSet, or a custom kind that behaves like one."""
+        return self.replicas is None
 
     @property
     def pods(self) -> str:
