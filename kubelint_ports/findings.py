@@ -80,10 +80,12 @@ class Finding:
 
 @dataclass(frozen=True, slots=True, order=True)
 class Diagnostic:
-    """An input problem (unreadable file, wrong field type): not a finding, exit code 2."""
+    """An input problem (unreadable file, wrong field type): not a finding, exit code 2; or, when
+    `internal`, a failure of the tool itself on that input (a bug): exit code 3."""
 
     location: Location
     message: str
+    internal: bool = False
 
 
 @dataclass(slots=True)

@@ -67,11 +67,25 @@ def policy_from_data(data: dict[str, Any], path: str) -> Policy:
 
 
 def read_policy_file(path: Path) -> dict[str, Any]:
+    from kubelint_ports.loading import budgets, files
+
     try:
-        data = yaml.load(path.read_bytes(), Loader=_Loader)
+        text = files.read_file(str(path), budgets.current().max_file_bytes)
+        if budgets.may_have_aliases(text):
+            budgets.compose(text)  # refuses alias bombs before they are built as shared objects
+        else:
+            budgets.check_text(text)
+        data = yaml.load(text, Loader=_Loader)
+    except OSError as error:
+        raise PolicyError(str(path), 0, f"cannot read: {error.strerror or error}") from None
+    except budgets.LimitError as error:
+        mark = error.problem_mark
+        raise PolicyError(str(path), mark.line + 1 if mark else 1, str(error)) from None
     except yaml.MarkedYAMLError as error:
         mark = error.problem_mark
         raise PolicyError(str(path), mark.line + 1 if mark else 1, f"invalid YAML: {error.problem}") from None
+    except yaml.YAMLError as error:
+        raise PolicyError(str(path), 1, f"unreadable YAML: {getattr(error, 'reason', '') or error}") from None
     if not isinstance(data, dict):
         raise PolicyError(str(path), 1, "a policy file must be a mapping")
     return data
@@ -107,11 +121,13 @@ def validate_policy(data: dict[str, Any], path: Path) -> None:
 
 def line_of_key(path: Path, keys) -> int:
     """The line of the deepest existing key on `keys` in a YAML file, for error messages."""
-    from kubelint_ports.loading import yamltree
+    from kubelint_ports.loading import budgets, files, yamltree
 
     try:
-        root = yaml.compose(path.read_bytes(), Loader=_Loader)
-    except yaml.YAMLError:
+        root = budgets.compose(files.read_file(str(path), budgets.current().max_file_bytes), loader=_Loader)
+    except (OSError, yaml.YAMLError):
+        return 1
+    if root is None:
         return 1
     dotted = ".".join(f"[{k}]" if isinstance(k, int) else str(k) for k in keys).replace(".[", "[")
     key_node, value_node = yamltree.resolve(root, dotted)

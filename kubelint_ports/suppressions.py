@@ -71,11 +71,19 @@ class BaselineError(ValueError):
 
 
 def read_baseline(path: str) -> frozenset[str]:
+    from kubelint_ports.loading import budgets, files
+
     try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
+        try:
+            data = json.loads(files.read_file(path, budgets.current().max_file_bytes).decode("utf-8"))
+        except RecursionError:  # the C decoder stops at Python's recursion limit
+            raise BaselineError(f"{path}: not a kubelint-ports baseline (nested too deeply)") from None
         if data.get("version") != BASELINE_VERSION:
             raise BaselineError(f"{path}: unsupported baseline version {data.get('version')!r}")
-        return frozenset(entry["fingerprint"] for entry in data["findings"])
+        fingerprints = frozenset(entry["fingerprint"] for entry in data["findings"])
+        if not all(isinstance(fingerprint, str) for fingerprint in fingerprints):
+            raise BaselineError(f"{path}: not a kubelint-ports baseline (a fingerprint is not a string)")
+        return fingerprints
     except OSError as error:
         raise BaselineError(f"{path}: cannot read the baseline: {error.strerror}") from None
     except (ValueError, KeyError, TypeError, AttributeError) as error:

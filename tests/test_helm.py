@@ -231,7 +231,7 @@ def test_remote_schema_reference_is_refused_before_helm_could_fetch_it(tmp_path)
          "properties": {"port": {"$ref": "https://schemas.example.com/port.json"}}}))
     report = lint(str(chart))
     assert len(report.diagnostics) == 1
-    assert "remote schema https://schemas.example.com/port.json" in report.diagnostics[0].message
+    assert "refers to the schema https://schemas.example.com/port.json" in report.diagnostics[0].message
     assert "never uses the network" in report.diagnostics[0].message
 
 
