@@ -13,7 +13,7 @@ import typer
 
 from kubelint_ports import __version__
 
-EXIT_CLEAN, EXIT_FINDINGS, EXIT_USAGE = 0, 1, 2
+EXIT_CLEAN, EXIT_FINDINGS, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 3
 
 app = typer.Typer(
     name="kubelint-ports",
@@ -108,6 +108,10 @@ NAMESPACE_OPTION = typer.Option(None, "--namespace", rich_help_panel=HELM,
                          help="Release namespace for the charts (default: Helm's, `default`).")
 HELM_BINARY_OPTION = typer.Option(None, "--helm-binary", metavar="PATH", rich_help_panel=HELM,
                            help="Render charts with `PATH template` instead of the embedded engine.")
+LIMIT_OPTION = typer.Option([], "--limit", metavar="NAME=VALUE", rich_help_panel=POLICY,
+                            help="Raise or lower a budget against hostile input (repeatable): max-depth, max-aliases, "
+                                 "max-nodes, max-file-mib, helm-seconds, helm-output-mib, helm-memory-mib, "
+                                 "input-seconds (README, Limits).")
 
 
 @app.command()
@@ -159,6 +163,7 @@ def lint(
                                              help="The chart that `helm template` output (on stdin or in a file) "
                                                   "came from, to report template lines (default: the current "
                                                   "directory or ./CHART_NAME)."),
+    limits: List[str] = LIMIT_OPTION,
 ) -> None:
     """Lint Kubernetes manifests and Helm charts for port-allocation mistakes."""
     from kubelint_ports.engine import lint_paths
@@ -174,8 +179,9 @@ def lint(
         policies=tuple(policies), baseline=baseline, scope=scope.value,
         helm=dict(values=tuple(values), set=tuple(set_values), set_string=tuple(set_strings),
                   release_name=release_name, namespace=namespace, kube_version=kube_version,
-                  helm_binary=helm_binary, chart_root=chart_root)))
+                  helm_binary=helm_binary, chart_root=chart_root), limits=tuple(limits)))
     report = lint_paths(settings.paths, settings.options, policies=settings.policies)
+    echo_notes(report.notes)
     format_options = FormatOptions(show_suppressed=show_suppressed, sarif_category=sarif_category, link_base=link_base)
     for kind, path in extra_reports:
         with open(path, "w", encoding="utf-8", newline="\n") as stream:
@@ -188,6 +194,8 @@ def lint(
     finally:
         if output:
             stream.close()
+    if report.internal_errors:
+        raise typer.Exit(EXIT_INTERNAL)
     if report.diagnostics:
         raise typer.Exit(EXIT_USAGE)
     if write_baseline:
@@ -260,6 +268,7 @@ def ports(
     release_name: Optional[str] = RELEASE_NAME_OPTION,
     namespace: Optional[str] = NAMESPACE_OPTION,
     helm_binary: Optional[str] = HELM_BINARY_OPTION,
+    limits: List[str] = LIMIT_OPTION,
 ) -> None:
     """Show the host ports each node must give: hostPort, hostNetwork and nodePort claims, conflicts marked."""
     from kubelint_ports.engine import load_cluster
@@ -269,21 +278,39 @@ def ports(
     settings = run_settings(CommandLine(
         paths=tuple(paths or ()), config=config, nodes=tuple(nodes), cluster=tuple(cluster),
         helm=dict(values=tuple(values), set=tuple(set_values), set_string=tuple(set_strings),
-                  release_name=release_name, namespace=namespace, helm_binary=helm_binary)))
-    model, _, diagnostics = load_cluster(settings.paths, settings.options)
+                  release_name=release_name, namespace=namespace, helm_binary=helm_binary), limits=tuple(limits)))
+    model, loaded, diagnostics = load_cluster(settings.paths, settings.options)
+    echo_notes(loaded.notes)
     for diagnostic in diagnostics:
-        typer.echo(f"{diagnostic.location}: input-error {diagnostic.message}", err=True)
+        label = "internal-error" if diagnostic.internal else "input-error"
+        typer.echo(printable(f"{diagnostic.location}: {label} {diagnostic.message}"), err=True)
     port_map = build_port_map(model)
     if output_format is PortsFormat.json:
         write_json(port_map, sys.stdout)
     else:
         write_text(port_map, sys.stdout, color if color is not None else sys.stdout.isatty())
+    if any(diagnostic.internal for diagnostic in diagnostics):
+        raise typer.Exit(EXIT_INTERNAL)
     raise typer.Exit(EXIT_USAGE if diagnostics else EXIT_CLEAN)
+
+
+def echo_notes(notes) -> None:
+    for note in notes:
+        typer.echo(printable(f"kubelint-ports: note: {note}"), err=True)
+
+
+def printable(text: str) -> str:
+    from kubelint_ports.formatters import printable as escape
+
+    return escape(text)
 
 
 def main() -> None:
     """Run the app, then leave without tearing down the model: freeing millions of YAML nodes one
-    by one at interpreter exit took as long as linting them (1.3 s on the 1,000-workload corpus)."""
+    by one at interpreter exit took as long as linting them (1.3 s on the 1,000-workload corpus).
+
+    Exit codes: 0 clean, 1 findings (per --fail-on), 2 input or usage errors, 3 an internal
+    error (a bug): an unexpected exception is never mistaken for findings."""
     try:
         app()
         code = EXIT_CLEAN
@@ -291,6 +318,29 @@ def main() -> None:
         code = exit_.code if isinstance(exit_.code, int) else (0 if exit_.code is None else EXIT_USAGE)
         if isinstance(exit_.code, str):
             print(exit_.code, file=sys.stderr)
-    sys.stdout.flush()
+    except KeyboardInterrupt:
+        code = 130
+    except BrokenPipeError:  # the reader left (`| head`): nothing more to say to it
+        code = 141
+    except BaseException as error:  # noqa: BLE001 (anything else is a bug: say so, exit 3)
+        code = internal_failure(error)
+    try:
+        sys.stdout.flush()
+    except (OSError, ValueError):  # a closed pipe (`| head`): the report was cut by the reader
+        pass
     sys.stderr.flush()
     os._exit(code)
+
+
+def internal_failure(error: BaseException) -> int:
+    import traceback
+
+    try:
+        print(printable(f"kubelint-ports: internal error (a bug; please report it with the lines below): "
+                        f"{type(error).__name__}: {str(error)[:500]}"), file=sys.stderr)
+        lines = "".join(traceback.format_exception(type(error), error, error.__traceback__)).splitlines()
+        for line in lines[-12:]:
+            print(printable(line), file=sys.stderr)
+    except BaseException:  # noqa: BLE001 (even printing failed: the exit code still says it)
+        pass
+    return EXIT_INTERNAL

@@ -98,6 +98,11 @@ class Report:
     files: int = 0
     objects: int = 0
     skipped: int = 0
+    notes: list[str] = field(default_factory=list)  # inputs passed over on purpose (FIFOs, outside links)
+
+    @property
+    def internal_errors(self) -> bool:
+        return any(diagnostic.internal for diagnostic in self.diagnostics)
 
     def counts(self) -> dict[str, int]:
         counts = {str(severity): 0 for severity in sorted(Severity, reverse=True)}

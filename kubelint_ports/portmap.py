@@ -88,13 +88,15 @@ def mark_conflicts(entries: list[PortEntry], node_ports: set[tuple[str, int]]) -
 
 def write_text(port_map: dict[str, list[PortEntry]], out: TextIO, color: bool = False) -> None:
     red, reset = ("\033[31m", "\033[0m") if color else ("", "")
+    from kubelint_ports.formatters import printable  # names and paths come from the inputs
+
     for node, entries in port_map.items():
-        out.write(f"{node}\n")
+        out.write(f"{printable(node)}\n")
         for e in entries:
-            flag = f"  {red}CONFLICT: {e.conflict}{reset}" if e.conflict else ""
+            flag = f"  {red}CONFLICT: {printable(e.conflict)}{reset}" if e.conflict else ""
             pods = f" ({e.pods})" if e.pods else ""
-            out.write(f"  {e.port:>5}/{e.protocol:<4} {e.host_ip:<15} {e.kind:<11} {e.certainty:<7} "
-                      f"{e.owner}{pods}  {e.location}{flag}\n")
+            out.write(printable(f"  {e.port:>5}/{e.protocol:<4} {e.host_ip:<15} {e.kind:<11} {e.certainty:<7} "
+                                f"{e.owner}{pods}  {e.location}") + f"{flag}\n")
     conflicts = sum(1 for entries in port_map.values() for e in entries if e.conflict)
     out.write(f"{len(port_map)} node groups, {sum(len(v) for v in port_map.values())} claims, "
               f"{conflicts} in conflict\n")

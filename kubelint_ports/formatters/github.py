@@ -9,16 +9,19 @@ from __future__ import annotations
 from typing import TextIO
 
 from kubelint_ports.findings import Location, Report, Severity
-from kubelint_ports.formatters import FormatOptions
+from kubelint_ports.formatters import FormatOptions, printable
 from kubelint_ports.formatters.text import summary_line
 
 COMMANDS = {Severity.ERROR: "error", Severity.WARNING: "warning", Severity.NOTE: "notice"}
 INPUT_ERROR_TITLE = "kubelint-ports input error"
+INTERNAL_ERROR_TITLE = "kubelint-ports internal error"
 STDIN_NAME = "<stdin>"
 
 
 def escape_data(text: str) -> str:
-    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+    """A workflow-command value: `%`, CR and LF as GitHub decodes them, then every other control
+    character escaped, so no input can end the command early or start another."""
+    return printable(text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A"))
 
 
 def escape_property(text: str) -> str:
@@ -48,7 +51,8 @@ def position(location: Location, *, with_end: bool = True) -> dict[str, object]:
 
 def format_report(report: Report, out: TextIO, options: FormatOptions) -> None:
     for diagnostic in report.diagnostics:
-        properties = {**position(diagnostic.location, with_end=False), "title": INPUT_ERROR_TITLE}
+        title = INTERNAL_ERROR_TITLE if diagnostic.internal else INPUT_ERROR_TITLE
+        properties = {**position(diagnostic.location, with_end=False), "title": title}
         out.write(command("error", properties, diagnostic.message))
     standing = [finding for finding in report.findings if not finding.suppressed]
     for finding in sorted(standing, key=lambda f: -f.severity):  # stable: report order within a level

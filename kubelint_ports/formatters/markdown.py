@@ -7,14 +7,14 @@ from typing import TextIO
 from urllib.parse import quote
 
 from kubelint_ports.findings import Location, Report
-from kubelint_ports.formatters import FormatOptions
+from kubelint_ports.formatters import FormatOptions, printable
 from kubelint_ports.formatters.text import summary_line
 
 MAX_BYTES = 900 * 1024  # GitHub takes at most 1 MiB of summary per step
 
 
 def cell(text: str) -> str:
-    return text.replace("\\", "\\\\").replace("|", "\\|").replace("\r", " ").replace("\n", "<br>")
+    return printable(text.replace("\\", "\\\\").replace("|", "\\|").replace("\r", " ").replace("\n", "<br>"))
 
 
 def link(location: Location, options: FormatOptions) -> str:
@@ -29,7 +29,8 @@ def format_report(report: Report, out: TextIO, options: FormatOptions) -> None:
     lines = ["## kubelint-ports", "", summary_line(report), ""]
     rows = []
     for diagnostic in report.diagnostics:
-        rows.append(f"| input error | | {link(diagnostic.location, options)} | | {cell(diagnostic.message)} |")
+        kind = "internal error" if diagnostic.internal else "input error"
+        rows.append(f"| {kind} | | {link(diagnostic.location, options)} | | {cell(diagnostic.message)} |")
     findings = sorted((f for f in report.findings if not f.suppressed or options.show_suppressed),
                       key=lambda f: (-f.severity, f))
     for finding in findings:

@@ -5,19 +5,22 @@ from __future__ import annotations
 from typing import TextIO
 
 from kubelint_ports.findings import Report, Severity
-from kubelint_ports.formatters import FormatOptions
+from kubelint_ports.formatters import FormatOptions, printable
 
 COLORS = {Severity.ERROR: "\033[31m", Severity.WARNING: "\033[33m", Severity.NOTE: "\033[36m"}
 BOLD, DIM, RESET = "\033[1m", "\033[2m", "\033[0m"
 
 
 def format_report(report: Report, out: TextIO, options: FormatOptions) -> None:
+    """Every text that comes from the inputs (paths, names, messages) is written through
+    `printable`: a manifest cannot put a control character or a new line on the terminal."""
     def paint(text: str, code: str) -> str:
         return f"{code}{text}{RESET}" if options.color else text
 
     for diagnostic in report.diagnostics:
-        out.write(f"{diagnostic.location}: {paint('input-error', BOLD + COLORS[Severity.ERROR])} "
-                  f"{diagnostic.message}\n")
+        label = "internal-error" if diagnostic.internal else "input-error"
+        out.write(f"{paint(printable(str(diagnostic.location)), BOLD)}: {paint(label, BOLD + COLORS[Severity.ERROR])} "
+                  f"{printable(diagnostic.message)}\n")
     previous_path = None
     for finding in report.findings:
         if finding.suppressed and not options.show_suppressed:
@@ -29,10 +32,10 @@ def format_report(report: Report, out: TextIO, options: FormatOptions) -> None:
         rule = paint(f"{finding.rule_id} ({finding.rule_name})", BOLD)
         origin = f" (from {finding.template})" if finding.template else ""
         suppressed = f" [suppressed: {finding.suppressed}]" if finding.suppressed else ""
-        out.write(f"{paint(str(finding.location), BOLD)}: {severity} {rule} {finding.message} "
-                  f"[{finding.subject}]{origin}{suppressed}\n")
+        out.write(f"{paint(printable(str(finding.location)), BOLD)}: {severity} {rule} "
+                  f"{printable(f'{finding.message} [{finding.subject}]{origin}{suppressed}')}\n")
         for related in finding.related:
-            out.write(f"    {paint(str(related), DIM)}: {related.message}\n")
+            out.write(f"    {paint(printable(str(related)), DIM)}: {printable(related.message)}\n")
     out.write(summary_line(report) + "\n")
 
 

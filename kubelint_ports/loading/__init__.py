@@ -185,7 +185,7 @@ def forget_input(result: LoadResult, before: tuple[int, int, int, int]) -> None:
 
 def internal_error(where: str, error: BaseException) -> Diagnostic:
     """An unexpected exception, reported against the input that caused it (exit code 3)."""
-    return Diagnostic(Location(where, 0, 0), f"internal error while reading it: {type(error).__name__}: "
+    return Diagnostic(Location(where, 0, 0), f"internal error (a bug in kubelint-ports; please report it): {type(error).__name__}: "
                                              f"{str(error)[:500]}", internal=True)
 
 

@@ -384,6 +384,10 @@ class NetworkReader:
             function(document, *args)
         except yt.FieldTypeError as error:
             self.diagnostics.append(Diagnostic(node_location(document, error.node), str(error)))
+        except Exception as error:  # a bug: name the object's file, keep the others
+            from kubelint_ports.loading import internal_error
+
+            self.diagnostics.append(internal_error(document.path, error))
 
     def owner(self, document: Document | EmbeddedDocument, ref: ObjectRef, outer: Document) -> ConfigObject:
         return ConfigObject(document, ref, id(outer) in self.live_ids)
