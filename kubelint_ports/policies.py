@@ -117,6 +117,17 @@ def validate_policy(data: dict[str, Any], path: Path) -> None:
     if params_errors:
         raise PolicyError(str(path), line_of_key(path, ["params", *params_errors[0].absolute_path]),
                           f"params: {params_errors[0].message}")
+    problem = check.check_params(data.get("params") or {}) if check.check_params else None
+    if problem:
+        raise PolicyError(str(path), line_of_key(path, ["params", "schema"]), problem)
+    if check.name == "port-schema":
+        from kubelint_ports.checks.port_schema import validator_for
+
+        try:
+            validator_for(json.dumps(data["params"]["schema"], sort_keys=True))
+        except jsonschema.SchemaError as error:
+            raise PolicyError(str(path), line_of_key(path, ["params", "schema"]),
+                              f"params.schema is not a valid JSON Schema: {error.message}") from None
 
 
 def line_of_key(path: Path, keys) -> int:
@@ -143,7 +154,10 @@ def load_policies(directory: Path | None = None, *, validate: bool = False) -> l
     for path in sorted(directory.glob("*.y*ml")):
         data = read_policy_file(path)
         if validate:
-            validate_policy(data, path)
+            try:
+                validate_policy(data, path)
+            except RecursionError:  # jsonschema recurses per level of the policy
+                raise PolicyError(str(path), 1, "nested too deeply to validate (limit max-depth)") from None
         try:
             policies.append(policy_from_data(data, str(path)))
         except (KeyError, TypeError, ValueError) as error:

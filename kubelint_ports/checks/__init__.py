@@ -49,18 +49,21 @@ class Check:
     # Compares several objects (or an object with cluster facts): wrong on a subset of the files,
     # so the per-file pre-commit hook (`--scope object`) leaves it out.
     cross_object: bool = False
+    # What the params schema cannot say: params -> why they are refused, or None.
+    check_params: Callable[[Mapping[str, Any]], str | None] | None = None
 
 
 CHECKS: dict[str, Check] = {}
 
 
 def register(name: str, params_schema: Mapping[str, Any] | None = None, *,
-             cross_object: bool = False) -> Callable[[CheckFunction], CheckFunction]:
+             cross_object: bool = False, check_params: Callable[[Mapping[str, Any]], str | None] | None = None
+             ) -> Callable[[CheckFunction], CheckFunction]:
     def decorate(function: CheckFunction) -> CheckFunction:
         if name in CHECKS:
             raise ValueError(f"check {name!r} registered twice")
         CHECKS[name] = Check(name, function, params_schema or {"type": "object", "additionalProperties": False},
-                             cross_object)
+                             cross_object, check_params)
         return function
 
     return decorate

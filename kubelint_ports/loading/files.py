@@ -155,6 +155,40 @@ def entry_problem(entry: os.DirEntry, root: str) -> str | None:
     return None
 
 
+# --- JSON Schema references ---------------------------------------------------------------------
+
+# Meta-schemas validators ship built in: naming one in `$schema` fetches nothing.
+KNOWN_META_SCHEMAS = frozenset(
+    f"{scheme}://json-schema.org/{path}{end}" for scheme in ("http", "https") for end in ("", "#")
+    for path in ("schema", "draft-04/schema", "draft-06/schema", "draft-07/schema", "draft/2019-09/schema",
+                 "draft/2020-12/schema"))
+_REFERENCES = ("$ref", "$dynamicRef", "$recursiveRef")
+
+
+def schema_reference_problem(schema, max_depth: int) -> str | None:
+    """Why a JSON Schema would make a validator fetch or read something outside it: a reference
+    that is not a `#...` fragment of the document (a URL of any scheme or case, a file, a name
+    resolved against an `$id`), or a `$schema` that is not a built-in meta-schema. Iterative."""
+    stack = [(schema, 0)]
+    while stack:
+        node, depth = stack.pop()
+        if depth > max_depth:
+            return f"is nested deeper than {max_depth} levels (limit max-depth)"
+        if isinstance(node, dict):
+            for key, value in node.items():
+                if key in _REFERENCES and isinstance(value, str) and not value.startswith("#"):
+                    return (f"refers to the schema {value}, outside it, which a validator would fetch or read: "
+                            "kubelint-ports never uses the network nor reads outside its inputs; put the "
+                            "definition in the schema's `$defs` and refer to it as \"#/$defs/...\"")
+                if key == "$schema" and isinstance(value, str) and value not in KNOWN_META_SCHEMAS:
+                    return (f"names the meta-schema {value}, which a validator would fetch: use a standard one "
+                            "(https://json-schema.org/draft-07/schema#, .../draft/2020-12/schema)")
+                stack.append((value, depth + 1))
+        elif isinstance(node, list):
+            stack.extend((item, depth + 1) for item in node)
+    return None
+
+
 # --- the per-input deadline ----------------------------------------------------------------------
 
 @contextmanager

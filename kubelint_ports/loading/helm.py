@@ -518,12 +518,6 @@ def render_failure(message: str, chart_dir: str, options: HelmOptions) -> Render
     return RenderError(message)
 
 
-# Meta-schemas validators ship built in: naming one in `$schema` fetches nothing.
-KNOWN_META_SCHEMAS = frozenset(
-    f"{scheme}://json-schema.org/{path}{end}" for scheme in ("http", "https") for end in ("", "#")
-    for path in ("schema", "draft-04/schema", "draft-06/schema", "draft-07/schema", "draft/2019-09/schema",
-                 "draft/2020-12/schema"))
-_REFERENCES = ("$ref", "$dynamicRef", "$recursiveRef")
 MAX_ARCHIVE_MEMBERS = 10_000
 MAX_NESTED_ARCHIVES = 4
 
@@ -572,34 +566,15 @@ def read_limited(path: str) -> bytes:
 
 
 def schema_problem(data: bytes) -> str | None:
-    """Why Helm must not validate with this values schema: a reference it would resolve outside
-    the schema (a URL of any scheme or case, a file, a relative name under an `$id`), or an
-    unknown `$schema` it would fetch. Only `#...` references inside the document are kept."""
+    """Why Helm must not validate with this values schema (`files.schema_reference_problem`)."""
     try:
         schema = json.loads(data)
     except RecursionError:
         return "is nested too deeply to check (limit max-depth)"
     except ValueError:
         return None  # Helm reports an unreadable schema itself
-    stack = [(schema, 0)]
-    limit = budgets.current().max_depth
-    while stack:
-        node, depth = stack.pop()
-        if depth > limit:
-            return f"is nested deeper than {limit} levels (limit max-depth)"
-        if isinstance(node, dict):
-            for key, value in node.items():
-                if key in _REFERENCES and isinstance(value, str) and not value.startswith("#"):
-                    return (f"refers to the schema {value}, outside it, which Helm would fetch or read: "
-                            "kubelint-ports never uses the network nor reads outside its inputs; put the "
-                            "definition in the schema's `$defs` and refer to it as \"#/$defs/...\"")
-                if key == "$schema" and isinstance(value, str) and value not in KNOWN_META_SCHEMAS:
-                    return (f"names the meta-schema {value!r}, which Helm would fetch: use a standard one "
-                            "(https://json-schema.org/draft-07/schema#, .../draft/2020-12/schema)")
-                stack.append((value, depth + 1))
-        elif isinstance(node, list):
-            stack.extend((item, depth + 1) for item in node)
-    return None
+    problem = files.schema_reference_problem(schema, budgets.current().max_depth)
+    return problem.replace("a validator", "Helm") if problem else None
 
 
 def archive_problem(path, nesting: int = 0) -> str | None:
