@@ -228,7 +228,7 @@ def read_bytes(path: str, stdin) -> bytes:
 
         stream = stdin if stdin is not None else sys.stdin.buffer
         return stream.read(limit + 1)
-    return files.read_file(path, limit)
+    return files.read_file(path, limit, pipes=True)
 
 
 def load_bytes(data: bytes, path: str, result: LoadResult) -> None:

@@ -38,7 +38,7 @@ class Limits:
 
     max_depth: int = 200  # nesting levels of one YAML or JSON text (aliases expanded)
     max_aliases: int = 1_000_000  # nodes of one document once aliases and merge keys are expanded
-    max_nodes: int = 2_000_000  # nodes of one document as written
+    max_nodes: int = 500_000  # nodes of one document as written (about 150 MB composed)
     max_file_mib: int = 64  # bytes read from one file
     helm_seconds: float = 10.0  # one chart's render
     helm_output_mib: int = 16  # one chart's rendered text
@@ -127,6 +127,7 @@ class LimitError(yaml.MarkedYAMLError):
 _INDICATOR_RUN = {}
 _LINE_BREAKS_BESIDE_LF = (b"\xc2\x85", b"\xe2\x80\xa8", b"\xe2\x80\xa9")  # NEL, LS, PS (libyaml's breaks)
 _UTF16_BOMS = (b"\xff\xfe", b"\xfe\xff")
+_NOT_INDICATORS = bytes(byte for byte in range(256) if byte not in b":,-?[{.")
 
 
 def _run_pattern(width: int) -> re.Pattern:
@@ -135,31 +136,53 @@ def _run_pattern(width: int) -> re.Pattern:
     return _INDICATOR_RUN[width]
 
 
-def depth_surely_within(data: bytes, depth: int) -> bool:
-    """True when the text cannot nest deeper than `depth`; False means "count it"."""
-    brackets = data.count(b"[") + data.count(b"{")
+def depth_surely_within(data: bytes, depth: int, start: int = 0, end: int | None = None) -> bool:
+    """True when the text (or `data[start:end]`, whole documents) cannot nest deeper than
+    `depth`; False means "count it"."""
+    end = len(data) if end is None else end
+    brackets = data.count(b"[", start, end) + data.count(b"{", start, end)
     block_levels = depth - brackets
     if block_levels < 4:
         return False
     # Block nesting is at most 2 x (column + 1) of the innermost block collection's start.
     width = block_levels // 2 - 1
-    if data.startswith(_UTF16_BOMS) or b"\x00" in data[:4]:
-        return False  # UTF-16: columns are not bytes
-    if data.count(b"\r") != data.count(b"\r\n") or any(brk in data for brk in _LINE_BREAKS_BESIDE_LF):
-        return False  # lines that do not end in LF: the scan below would not see them start
-    head = data[3:] if data.startswith(b"\xef\xbb\xbf") else data
-    if re.match(rb"[ \t?:-]{%d}" % width, head):
-        return False
-    return _run_pattern(width).search(data) is None
+    if start == 0:
+        if data.startswith(_UTF16_BOMS) or b"\x00" in data[:4]:
+            return False  # UTF-16: columns are not bytes
+        if data.count(b"\r") != data.count(b"\r\n") or any(brk in data for brk in _LINE_BREAKS_BESIDE_LF):
+            return False  # lines that do not end in LF: the scan below would not see them start
+        head = data[3:] if data.startswith(b"\xef\xbb\xbf") else data
+        if re.match(rb"[ \t?:-]{%d}" % width, head):
+            return False
+    return _run_pattern(width).search(data, start, end) is None
 
 
-def nodes_surely_within(data: bytes, nodes: int) -> bool:
-    """True when no document of the text can hold more than `nodes` nodes."""
-    if 2 * len(data) + 4 <= nodes:  # every node costs at least half a byte
+def nodes_surely_within(data: bytes, nodes: int, start: int = 0, end: int | None = None) -> bool:
+    """True when no document of the text (or of `data[start:end]`) can hold more than `nodes` nodes."""
+    end = len(data) if end is None else end
+    if 2 * (end - start) + 4 <= nodes:  # every node costs at least half a byte
         return True
-    indicators = sum(data.count(c) for c in (b":", b",", b"-", b"?", b"[", b"{"))
-    documents = data.count(b"---") + data.count(b"...") + 1
+    kept = data[start:end].translate(None, _NOT_INDICATORS)  # one pass: only `:,-?[{.` remain
+    dots = kept.count(b".")
+    indicators = len(kept) - dots
+    documents = (kept.count(b"-") + dots) // 3 + 1  # `---` and `...` start and end documents
     return 3 * indicators + documents <= nodes
+
+
+# A line starting `---` or `...` (then a blank or the end) always ends a document in libyaml: no
+# scalar or collection runs across it.
+_DOCUMENT_MARKER = re.compile(rb"\n(?:---|\.\.\.)(?=[ \t\r\n]|\Z)")
+
+
+def documents_surely_within(data: bytes, limits: Limits) -> bool:
+    """The cheap bounds applied document by document: a big file of small documents passes."""
+    starts = [0, *(match.start() + 1 for match in _DOCUMENT_MARKER.finditer(data)), len(data)]
+    if len(starts) < 3:
+        return False
+    if not depth_surely_within(data, limits.max_depth, 0, starts[1]) or not all(
+            depth_surely_within(data, limits.max_depth, a, b) for a, b in zip(starts[1:], starts[2:])):
+        return False
+    return all(nodes_surely_within(data, limits.max_nodes, a, b) for a, b in zip(starts, starts[1:]))
 
 
 def event_check(data: bytes | str, limits: Limits) -> None:
@@ -198,6 +221,8 @@ def check_text(data: bytes | str, limits: Limits | None = None) -> None:
     limits = limits or current()
     raw = data.encode("utf-8", "surrogatepass") if isinstance(data, str) else data
     if depth_surely_within(raw, limits.max_depth) and nodes_surely_within(raw, limits.max_nodes):
+        return
+    if documents_surely_within(raw, limits):
         return
     event_check(data, limits)
 

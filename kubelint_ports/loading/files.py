@@ -57,15 +57,16 @@ def symlink_escape(path: str) -> str | None:
     return os.path.realpath(path)
 
 
-def read_file(path: str, limit: int, deadline: float | None = None) -> bytes:
-    """At most `limit` + 1 bytes of a regular file or a pipe; OSError (NotRegular for devices,
+def read_file(path: str, limit: int, deadline: float | None = None, *, pipes: bool = False) -> bytes:
+    """At most `limit` + 1 bytes of a regular file, or with `pipes` of a pipe (an input named
+    directly: `<(helm template ...)`); OSError (NotRegular for FIFOs unless `pipes`, devices,
     sockets, directories) when it cannot be read, InputTimeout when a pipe outlives `deadline`."""
     descriptor = os.open(path, _READ_FLAGS)
     try:
         mode = os.fstat(descriptor).st_mode
         if stat.S_ISREG(mode):
             return _read_regular(descriptor, limit)
-        if stat.S_ISFIFO(mode):
+        if stat.S_ISFIFO(mode) and pipes:
             return read_stream(descriptor, limit, deadline)
         raise NotRegular(0, f"{kind_of(mode)}, not a file to read")
     finally:

@@ -345,15 +345,15 @@ class TemplateSource:
 
         try:
             if self.file is not None:
-                with open(self.file, encoding="utf-8-sig", errors="replace") as handle:
-                    return handle.read()
+                data = files.read_file(self.file, budgets.current().max_file_bytes)
+                return data.decode("utf-8-sig", "replace").replace("\r\n", "\n").replace("\r", "\n")  # as open() reads text
             if self.member is not None:
                 archive_path, inside = self.member
                 with tarfile.open(archive_path) as archive:  # members are `<chart name>/<inside>`
                     for info in archive:
                         if info.isfile() and info.name.partition("/")[2] == inside:
                             return archive.extractfile(info).read().decode("utf-8", "replace")
-        except (OSError, tarfile.TarError):
+        except (OSError, tarfile.TarError, EOFError):
             pass
         return ""
 

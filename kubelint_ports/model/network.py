@@ -35,7 +35,7 @@ from typing import Any, Union
 import yaml
 
 from kubelint_ports.findings import Diagnostic, Location, ObjectRef
-from kubelint_ports.loading import STDIN_NAME, Document, ManifestLoader, budgets
+from kubelint_ports.loading import STDIN_NAME, Document, ManifestLoader, budgets, files
 from kubelint_ports.loading import yamltree as yt
 
 IPNetwork = Union[ipaddress.IPv4Network, ipaddress.IPv6Network]
@@ -539,9 +539,9 @@ class NetworkReader:
         if path not in self.sources:
             lines = None
             if path != STDIN_NAME:
-                try:
-                    with open(path, encoding="utf-8-sig", errors="replace") as handle:
-                        lines = handle.read().splitlines()
+                try:  # a regular file only: a pipe read once is empty now, a FIFO would block
+                    lines = files.read_file(path, budgets.current().max_file_bytes).decode(
+                        "utf-8-sig", "replace").splitlines()
                 except OSError:
                     lines = None
             self.sources[path] = lines
