@@ -86,20 +86,19 @@ def _read_regular(descriptor: int, limit: int) -> bytes:
 
 
 def read_stream(descriptor: int, limit: int, deadline: float | None = None) -> bytes:
-    """A pipe until its end, `limit` + 1 bytes, or the deadline (InputTimeout)."""
+    """A pipe until its end, `limit` + 1 bytes, or the deadline (InputTimeout). A FIFO that no
+    writer holds open reads as empty at once (waiting for one could be forever)."""
     os.set_blocking(descriptor, False)
     chunks = []
     size = 0
     while size <= limit:
-        wait = None if deadline is None else deadline - time.monotonic()
-        if wait is not None and wait <= 0:
-            raise InputTimeout()
-        ready, _, _ = select.select([descriptor], [], [], wait)
-        if not ready:
-            continue
         try:
             chunk = os.read(descriptor, min(limit + 1 - size, 1 << 20))
-        except BlockingIOError:
+        except BlockingIOError:  # a writer, nothing written yet
+            wait = None if deadline is None else deadline - time.monotonic()
+            if wait is not None and wait <= 0:
+                raise InputTimeout() from None
+            select.select([descriptor], [], [], wait)
             continue
         if not chunk:
             break
