@@ -123,38 +123,28 @@ class LimitError(yaml.MarkedYAMLError):
 
 # --- the byte scan -----------------------------------------------------------------------------
 
-# A block collection starts after a line's run of indentation and indicators (`- `, `? `, `: `).
-_INDICATOR_RUN = {}
-_LINE_BREAKS_BESIDE_LF = (b"\xc2\x85", b"\xe2\x80\xa8", b"\xe2\x80\xa9")  # NEL, LS, PS (libyaml's breaks)
 _UTF16_BOMS = (b"\xff\xfe", b"\xfe\xff")
 _NOT_INDICATORS = bytes(byte for byte in range(256) if byte not in b":,-?[{.")
-
-
-def _run_pattern(width: int) -> re.Pattern:
-    if width not in _INDICATOR_RUN:
-        _INDICATOR_RUN[width] = re.compile(rb"\n[ \t?:-]{%d}" % width)
-    return _INDICATOR_RUN[width]
+_DEPTH_SHAPE = bytes(ord("[") if byte in b"[{" else ord(" ") if byte in b" \t?:-"
+                     else ord("\n") if byte in b"\n\r\x85\xa8\xa9" else ord("x") for byte in range(256))
 
 
 def depth_surely_within(data: bytes, depth: int, start: int = 0, end: int | None = None) -> bool:
     """True when the text (or `data[start:end]`, whole documents) cannot nest deeper than
     `depth`; False means "count it"."""
-    end = len(data) if end is None else end
-    brackets = data.count(b"[", start, end) + data.count(b"{", start, end)
-    block_levels = depth - brackets
+    if start == 0 and (data.startswith(_UTF16_BOMS) or b"\x00" in data[:4]):
+        return False  # UTF-16: columns are not bytes
+    # One pass maps the text to `[` (a flow opener), ` ` (indentation or a block indicator),
+    # `\n` (a possible line break: LF, CR, and the bytes of NEL, LS, PS) and `x` (anything else).
+    shape = data[start:end].translate(_DEPTH_SHAPE)
+    block_levels = depth - shape.count(b"[")
     if block_levels < 4:
         return False
     # Block nesting is at most 2 x (column + 1) of the innermost block collection's start.
-    width = block_levels // 2 - 1
-    if start == 0:
-        if data.startswith(_UTF16_BOMS) or b"\x00" in data[:4]:
-            return False  # UTF-16: columns are not bytes
-        if data.count(b"\r") != data.count(b"\r\n") or any(brk in data for brk in _LINE_BREAKS_BESIDE_LF):
-            return False  # lines that do not end in LF: the scan below would not see them start
-        head = data[3:] if data.startswith(b"\xef\xbb\xbf") else data
-        if re.match(rb"[ \t?:-]{%d}" % width, head):
-            return False
-    return _run_pattern(width).search(data, start, end) is None
+    run = b" " * (block_levels // 2 - 1)
+    if shape.startswith(run, 3 if start == 0 and data.startswith(b"\xef\xbb\xbf") else 0):
+        return False
+    return shape.find(b"\n" + run) < 0
 
 
 def nodes_surely_within(data: bytes, nodes: int, start: int = 0, end: int | None = None) -> bool:
