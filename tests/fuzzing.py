@@ -176,25 +176,32 @@ def _append_document(data, rng, corpus):
     return data + b"\n---\n" + generated_document(rng).encode()
 
 
-def _replace_scalar(data, rng, corpus):
+def _pick_pair(data: bytes, rng: random.Random):
+    """The lines of `data` and a random `key: value` line's index, key and value (None: no such line)."""
     lines = data.split(b"\n")
     candidates = [i for i, line in enumerate(lines) if b": " in line]
     if not candidates:
-        return data
+        return None
     index = rng.choice(candidates)
-    key = lines[index].split(b": ", 1)[0]
+    key, _, rest = lines[index].partition(b": ")
+    return lines, index, key, rest
+
+
+def _replace_scalar(data, rng, corpus):
+    picked = _pick_pair(data, rng)
+    if picked is None:
+        return data
+    lines, index, key, _ = picked
     lines[index] = key + b": " + scalar(rng).encode("utf-8", "surrogatepass")
     return b"\n".join(lines)
 
 
 def _wrap_value(data, rng, corpus):
     """A value nested a little (still within budgets) or a lot (over them)."""
-    lines = data.split(b"\n")
-    candidates = [i for i, line in enumerate(lines) if b": " in line]
-    if not candidates:
+    picked = _pick_pair(data, rng)
+    if picked is None:
         return data
-    index = rng.choice(candidates)
-    key, _, rest = lines[index].partition(b": ")
+    lines, index, key, rest = picked
     levels = rng.choice([1, 3, 50, 199, 201, 3000])
     opener, closer = rng.choice([(b"[", b"]"), (b"{a: ", b"}")])
     lines[index] = key + b": " + opener * levels + (rest or b"x") + closer * levels

@@ -21,10 +21,9 @@ from pathlib import Path
 import pytest
 
 from kubelint_ports.engine import LintOptions, lint_paths
-from kubelint_ports.loading import budgets, load, load_bytes, LoadResult
+from kubelint_ports.loading import load, load_bytes, LoadResult
 from kubelint_ports.loading import yamltree as yt
 from kubelint_ports.model import network, placement
-from kubelint_ports.model.build import build_cluster
 
 ROOT = Path(__file__).resolve().parents[1]
 HANG_GUARD = 120  # seconds: only a hang (or a machine far slower than any seen) reaches it
