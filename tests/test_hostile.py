@@ -616,3 +616,28 @@ def test_signals_never_kill_the_process_on_garbage(tmp_path):
     done = cli("lint", "g.yaml", cwd=tmp_path)
     assert done.returncode == 2
     assert signal.SIGSEGV  # (the assertion that matters is in cli(): no signal exit)
+
+
+def test_the_worker_answer_is_read_within_deadline_and_cap_where_pipes_cannot_be_polled():
+    """Windows reads the render worker's answer in a thread; the same bounds hold."""
+    import time
+
+    from kubelint_ports.loading import files
+    from kubelint_ports.loading.helm import read_line_in_thread
+
+    read, write = os.pipe()
+    with os.fdopen(read, "rb") as stream, os.fdopen(write, "wb") as sink:
+        sink.write(b'{"ready": "x"}\n')
+        sink.flush()
+        assert read_line_in_thread(stream, time.monotonic() + 5, 100) == b'{"ready": "x"}\n'
+        with pytest.raises(files.InputTimeout):
+            read_line_in_thread(stream, time.monotonic() + 0.2, 100)
+        sink.write(b"x" * 200 + b"\n")
+        sink.flush()
+        time.sleep(0.2)
+    read, write = os.pipe()
+    with os.fdopen(read, "rb") as stream, os.fdopen(write, "wb") as sink:
+        sink.write(b"y" * 200 + b"\n")
+        sink.flush()
+        with pytest.raises(OverflowError):
+            read_line_in_thread(stream, time.monotonic() + 5, 100)

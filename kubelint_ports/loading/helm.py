@@ -331,7 +331,10 @@ class RenderWorker:
     def answer(self, deadline: float, cap: int) -> dict:
         """One line from the worker, within the deadline and the size cap."""
         try:
-            line = read_line(self.process.stdout.fileno(), deadline, cap)
+            if os.name == "nt":  # select() takes only sockets there: a thread reads instead
+                line = read_line_in_thread(self.process.stdout, deadline, cap)
+            else:
+                line = read_line(self.process.stdout.fileno(), deadline, cap)
         except files.InputTimeout:
             raise RenderError(f"rendering took longer than {budgets.current().helm_seconds:g} s (limit helm-seconds; "
                               "a template that never ends?)") from None
@@ -377,6 +380,23 @@ def read_line(descriptor: int, deadline: float, cap: int) -> bytes:
             return b"".join(chunks)
         if size > cap:
             raise OverflowError()
+
+
+def read_line_in_thread(stream, deadline: float, cap: int) -> bytes:
+    """`read_line` where pipes cannot be polled: the worker is killed on expiry, which ends the read."""
+    import threading
+    import time
+
+    result: list[bytes] = []
+    reader = threading.Thread(target=lambda: result.append(stream.readline(cap + 1)), daemon=True)
+    reader.start()
+    reader.join(max(0.0, deadline - time.monotonic()))
+    if reader.is_alive():
+        raise files.InputTimeout()
+    line = result[0] if result else b""
+    if len(line) > cap:
+        raise OverflowError()
+    return line
 
 
 _WORKER: list[RenderWorker] = []
