@@ -281,6 +281,30 @@ def check_in_process(data: bytes, nodes: Path | None = None) -> None:
             raise Bug(f"formatter {name} raised {type(error).__name__}: {error}") from error
 
 
+def check_settings(data: bytes, scratch: Path) -> None:
+    """`data` as the configuration file, then as a user policy: a clear error or settings, never
+    another exception (the CLI turns those four into exit 2)."""
+    from kubelint_ports.config import ConfigError
+    from kubelint_ports.policies import PolicyError
+    from kubelint_ports.settings import CommandLine, resolve
+    from kubelint_ports.suppressions import BaselineError
+
+    config = scratch / "config.yaml"
+    config.write_bytes(data)
+    policies = scratch / "policies"
+    policies.mkdir(exist_ok=True)
+    (policies / "KP950-fuzzed.yaml").write_bytes(data)
+    for command in (CommandLine(config=str(config)), CommandLine(config=str(scratch / "empty.yaml"),
+                                                                 policies=(str(policies),))):
+        (scratch / "empty.yaml").write_text("")
+        try:
+            resolve(command)
+        except (ConfigError, PolicyError, BaselineError, ValueError):
+            pass
+        except Exception as error:  # noqa: BLE001
+            raise Bug(f"settings raised {type(error).__name__}: {error}") from error
+
+
 def check_cli(data: bytes, output_format: str, timeout: float = 120) -> int:
     """The CLI in its own process: exit 0, 1 or 2; 3 (internal error) or a signal is a Bug."""
     done = subprocess.run([sys.executable, "-m", "kubelint_ports", "lint", "-", "--format", output_format],
@@ -296,14 +320,18 @@ def campaign(count: int, seed: int, cli_every: int, save: Path | None, progress:
     rng = random.Random(seed)
     corpus = seed_corpus()
     failures: list[tuple[int, str]] = []
-    counts = {"inputs": 0, "cli": 0, "as-nodes": 0}
+    counts = {"inputs": 0, "cli": 0, "as-nodes": 0, "as-settings": 0}
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="kp-fuzz-") as scratch:
         nodes_file = Path(scratch) / "nodes.yaml"
         for index in range(count):
             data = make_input(rng, corpus)
             as_nodes = rng.random() < 0.05
+            as_settings = rng.random() < 0.03
             try:
+                if as_settings:
+                    check_settings(data, Path(scratch))
+                    counts["as-settings"] += 1
                 if as_nodes:
                     nodes_file.write_bytes(data)
                     counts["as-nodes"] += 1

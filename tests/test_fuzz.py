@@ -43,6 +43,12 @@ def test_fuzzed_node_inventories_never_break_the_linter(tmp_path_factory, rng):
     fuzzing.check_in_process(fuzzing.make_input(rng, CORPUS), nodes)
 
 
+@settings(max_examples=100, derandomize=True, database=None, deadline=None, suppress_health_check=list(HealthCheck))
+@given(st.randoms(use_true_random=False))
+def test_fuzzed_configuration_files_and_policies_are_clear_errors(tmp_path_factory, rng):
+    fuzzing.check_settings(fuzzing.make_input(rng, CORPUS), tmp_path_factory.mktemp("settings"))
+
+
 @pytest.mark.parametrize("seed", range(10))
 def test_the_cli_exits_0_1_or_2_on_fuzzed_input(seed):
     """Through the command line in its own process: never exit 3, never a signal."""
