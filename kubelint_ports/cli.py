@@ -74,7 +74,7 @@ def run_settings(command):
     try:
         return resolve(command)
     except (ConfigError, PolicyError, BaselineError, ValueError) as error:
-        typer.echo(f"kubelint-ports: error: {error}", err=True)
+        typer.echo(printable(f"kubelint-ports: error: {error}"), err=True)
         raise typer.Exit(EXIT_USAGE) from None
 
 
@@ -312,24 +312,39 @@ def main() -> None:
     Exit codes: 0 clean, 1 findings (per --fail-on), 2 input or usage errors, 3 an internal
     error (a bug): an unexpected exception is never mistaken for findings."""
     try:
-        app()
-        code = EXIT_CLEAN
+        # Not click's standalone mode: it exits 1 (the findings code) for an EOFError from anywhere,
+        # for Ctrl-C and for a closed pipe.
+        result = app(standalone_mode=False)
+        code = result if isinstance(result, int) else EXIT_CLEAN
+    except Exception as error:  # noqa: BLE001 (sorted below)
+        if is_a(error, "ClickException"):  # a usage error: click's message, exit 2
+            error.show()
+            code = EXIT_USAGE
+        elif is_a(error, "Abort") and isinstance(error.__cause__, KeyboardInterrupt):
+            code = 130
+        elif isinstance(error, BrokenPipeError):  # the reader left (`| head`): nothing more to say
+            code = 141
+        else:  # anything else is a bug: say so, exit 3
+            code = internal_failure(error.__cause__ if is_a(error, "Abort") and error.__cause__ else error)
     except SystemExit as exit_:
         code = exit_.code if isinstance(exit_.code, int) else (0 if exit_.code is None else EXIT_USAGE)
         if isinstance(exit_.code, str):
             print(exit_.code, file=sys.stderr)
     except KeyboardInterrupt:
         code = 130
-    except BrokenPipeError:  # the reader left (`| head`): nothing more to say to it
-        code = 141
-    except BaseException as error:  # noqa: BLE001 (anything else is a bug: say so, exit 3)
+    except BaseException as error:  # noqa: BLE001 (a bug: say so, exit 3)
         code = internal_failure(error)
-    try:
-        sys.stdout.flush()
-    except (OSError, ValueError):  # a closed pipe (`| head`): the report was cut by the reader
-        pass
-    sys.stderr.flush()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # a closed pipe (`| head`): the reader cut the report short
+            pass
     os._exit(code)
+
+
+def is_a(error: BaseException, name: str) -> bool:
+    """Click's exception classes by name: typer 0.2x vendors its own copy of click."""
+    return any(klass.__name__ == name for klass in type(error).__mro__)
 
 
 def internal_failure(error: BaseException) -> int:
