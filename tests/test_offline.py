@@ -1,5 +1,5 @@
 """The hostile cases that would reach the network, run with networking disabled: a new network
-namespace (`unshare -n`) whose every outgoing packet, loopback included, is dropped and counted
+namespace (`unshare -n`) where every address routes through loopback and every outgoing packet is dropped and counted
 by netfilter, and a Python audit hook that reports any socket or URL opened in the CLI's process.
 The test fails on any connection attempt, by either layer; the Helm render worker (Go code) is
 seen by the packet counters."""
@@ -71,10 +71,27 @@ def hostile_cases(tmp_path: Path) -> dict[str, list[str]]:
     return cases
 
 
+def test_the_packet_counters_see_a_connection_attempt(tmp_path):
+    """The control: the same namespace set-up counts a fetch from a remote address."""
+    program = ("import urllib.request\ntry:\n    urllib.request.urlopen('http://10.9.9.9/', timeout=0.5)\n"
+               "except OSError:\n    pass\n")
+    script = "\n".join(["ip link set lo up", "ip route add local 0.0.0.0/0 dev lo", "iptables -A OUTPUT -j DROP",
+                        f"'{sys.executable}' -c \"{program}\"", "iptables -L OUTPUT -v -x -n"])
+    done = subprocess.run(["unshare", "-n", "sh", "-c", script], cwd=tmp_path, capture_output=True, text=True,
+                          timeout=60)
+    if done.returncode != 0 and "Operation not permitted" in done.stderr:
+        pytest.skip(f"cannot create a network namespace here: {done.stderr.strip()}")
+    [counted] = [int(line.split()[0]) for line in done.stdout.splitlines() if line.strip().split()[2:3] == ["DROP"]]
+    assert counted > 0, done.stdout + done.stderr
+
+
 def test_hostile_inputs_make_no_connection_attempt(tmp_path):
     cases = hostile_cases(tmp_path)
     (tmp_path / "audited.py").write_text(AUDITED)
-    lines = ["ip link set lo up", "iptables -A OUTPUT -j DROP", "ip6tables -A OUTPUT -j DROP"]
+    # Every address is made local (routed through lo), so an attempt to reach any host or DNS server
+    # leaves a packet for the counters instead of failing before netfilter sees it.
+    lines = ["ip link set lo up", "ip route add local 0.0.0.0/0 dev lo", "ip -6 route add local ::/0 dev lo || true",
+             "iptables -A OUTPUT -j DROP", "ip6tables -A OUTPUT -j DROP"]
     for index, args in enumerate(cases.values()):
         quoted = " ".join(f"'{arg}'" for arg in args)
         lines.append(f"'{sys.executable}' audited.py {quoted} >out-{index}.txt 2>err-{index}.txt; "
