@@ -1,8 +1,8 @@
 """The hostile cases that would reach the network, run with networking disabled: a new network
-namespace (`unshare -n`) where every address routes through loopback and every outgoing packet is dropped and counted
-by netfilter, and a Python audit hook that reports any socket or URL opened in the CLI's process.
-The test fails on any connection attempt, by either layer; the Helm render worker (Go code) is
-seen by the packet counters."""
+namespace (`unshare -n`) where every address routes through loopback and every outgoing packet is
+dropped and counted by netfilter, and a Python audit hook that reports any socket or URL opened in
+the CLI's process. The test fails on any connection attempt, by either layer; the Helm render
+worker (Go code) is seen by the packet counters."""
 
 from __future__ import annotations
 

@@ -9,8 +9,10 @@ every node of a document before returning it, so a 60 MiB file of `[]` holds 30 
    2 x (the widest run of indentation and block indicators that starts a line), because a block
    collection's column grows at least every second level; node count is at most 2 x the file's
    bytes, or 3 x its indicator characters (`:` `,` `-` `?` `[` `{`) plus its documents.
-2. Only when that bound is over budget, libyaml's event parser (no recursion, no tree) counts the
-   real depth and nodes, stopping at the first event over budget.
+   The same bounds are tried document by document (`---` lines always end a document), so a
+   big file of small documents passes too.
+2. Only when those bounds are over budget, libyaml's event parser (no recursion, no tree) counts
+   the real depth and nodes, stopping at the first event over budget.
 
 After composing, aliases and merge keys are expanded virtually (sizes and depths memoised per
 node), so a "billion laughs" or merge-key bomb is refused before any reader walks it.
