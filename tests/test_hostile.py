@@ -641,3 +641,19 @@ def test_the_worker_answer_is_read_within_deadline_and_cap_where_pipes_cannot_be
         sink.flush()
         with pytest.raises(OverflowError):
             read_line_in_thread(stream, time.monotonic() + 5, 100)
+
+
+def test_values_files_and_chart_yaml_are_composed_within_the_budgets(tmp_path):
+    """Values files are composed to point findings at their keys; Chart.yaml for names."""
+    from kubelint_ports.loading.helm import chart_metadata
+    from kubelint_ports.loading.templatemap import ValuesFile
+
+    (tmp_path / "values.yaml").write_text("a: " + "[" * 30000)
+    assert ValuesFile(str(tmp_path / "values.yaml")).root is None
+    laughs = "a0: &a0 [x, x, x, x, x, x, x, x, x, x]\n" + "".join(
+        f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 10)}]\n" for i in range(1, 9))
+    (tmp_path / "laughs.yaml").write_text(laughs)
+    assert ValuesFile(str(tmp_path / "laughs.yaml")).root is None
+    chart = write_chart(tmp_path / "c")
+    (chart / "Chart.yaml").write_text("apiVersion: v2\nname: c\nversion: 0.1.0\n" + laughs)
+    assert chart_metadata(str(chart)) == {}
