@@ -366,7 +366,7 @@ def test_a_fifo_named_directly_without_a_writer_does_not_block(tmp_path):
 def test_a_fifo_with_a_silent_writer_stops_at_the_input_deadline(tmp_path):
     fifo = tmp_path / "f.yaml"
     os.mkfifo(fifo)
-    writer = subprocess.Popen(["sh", "-c", f"exec 3>'{fifo}'; sleep 60"])
+    writer = subprocess.Popen(["sh", "-c", f"exec 3>'{fifo}'; exec sleep 60"])
     try:
         done = cli("lint", "f.yaml", "--limit", "input-seconds=1", cwd=tmp_path)
     finally:
