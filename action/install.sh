@@ -11,7 +11,11 @@ extra=""
 if [ "${KP_HELM:-false}" = "true" ]; then extra="[helm]"; fi
 if [ -n "${KP_VERSION:-}" ]; then
   case "$KP_VERSION" in
-    *[!0-9A-Za-z.+-]*) echo "::error title=kubelint-ports::version '$KP_VERSION' is not a version number"; exit 2 ;;
+    *[!0-9A-Za-z.+-]*)
+      message="version '$KP_VERSION' is not a version number"
+      message="${message//%/%25}"; message="${message//$'\r'/%0D}"; message="${message//$'\n'/%0A}"
+      echo "::error title=kubelint-ports::$message"
+      exit 2 ;;
   esac
   "$venv/bin/python" -m pip install --quiet --disable-pip-version-check -c "$constraints" \
     "kubelint-ports${extra}==$KP_VERSION"

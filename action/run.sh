@@ -1,7 +1,21 @@
 #!/usr/bin/env bash
 # Runs kubelint-ports once: annotations on stdout, SARIF, JSON and a Markdown summary as reports;
 # sets the step outputs; the linter's exit code (per fail-on) decides the step's result.
+# Inputs arrive as environment variables only. Options are passed as `--name=value` and the paths
+# after `--`, so no input can become an option (`--helm-binary=./evil.sh`, `--output=F`); every
+# value put in a workflow command is escaped; a crash is a failure with no counts, never "0 findings".
 set -uo pipefail
+
+escape_data() {  # a workflow-command message: % CR LF as GitHub decodes them
+  local text="${1//%/%25}"
+  text="${text//$'\r'/%0D}"
+  printf '%s' "${text//$'\n'/%0A}"
+}
+
+fail() {
+  echo "::error title=kubelint-ports::$(escape_data "$1")"
+  exit "${2:-2}"
+}
 
 split() {  # a list input: items separated by spaces or new lines, never evaluated
   local text="${1:-}"
@@ -9,6 +23,14 @@ split() {  # a list input: items separated by spaces or new lines, never evaluat
   read -r -d '' -a items <<< "${text//$'\n'/ }" || true
   if [ "${#items[@]}" -gt 0 ]; then printf '%s\0' "${items[@]}"; fi
 }
+
+case "${KP_FAIL_ON:-error}" in
+  error|warning|note|never) ;;
+  *) fail "fail-on must be one of error, warning, note, never, not '${KP_FAIL_ON}'" ;;
+esac
+case "${KP_SARIF_FILE:-}${KP_CONFIG:-}" in
+  *$'\n'*|*$'\r'*) fail "sarif-file and config must not contain a line break" ;;
+esac
 
 args=(lint)
 if [ -n "${KP_ARGS:-}" ]; then  # extra options, split as a shell would (quotes kept), never run
@@ -25,21 +47,23 @@ sys.stdout.write("".join(word + "\0" for word in words))' > "$parsed"; then
   while IFS= read -r -d '' item; do args+=("$item"); done < "$parsed"
   rm -f "$parsed"
 fi
-while IFS= read -r -d '' item; do args+=("$item"); done < <(split "${KP_PATHS:-}")
-while IFS= read -r -d '' item; do args+=(--values "$item"); done < <(split "${KP_VALUES:-}")
-while IFS= read -r -d '' item; do args+=(--nodes "$item"); done < <(split "${KP_NODES:-}")
-while IFS= read -r -d '' item; do args+=(--cluster "$item"); done < <(split "${KP_CLUSTER:-}")
-[ -n "${KP_CONFIG:-}" ] && args+=(--config "$KP_CONFIG")
-args+=(--fail-on "${KP_FAIL_ON:-error}")
+while IFS= read -r -d '' item; do args+=("--values=$item"); done < <(split "${KP_VALUES:-}")
+while IFS= read -r -d '' item; do args+=("--nodes=$item"); done < <(split "${KP_NODES:-}")
+while IFS= read -r -d '' item; do args+=("--cluster=$item"); done < <(split "${KP_CLUSTER:-}")
+[ -n "${KP_CONFIG:-}" ] && args+=("--config=$KP_CONFIG")
+args+=("--fail-on=${KP_FAIL_ON:-error}")
 
 out="$RUNNER_TEMP/kubelint-ports"
 mkdir -p "$out"
+rm -f "$out/report.json"
 sarif="${KP_SARIF_FILE:-$out/results.sarif}"
-args+=(--report "json:$out/report.json" --report "sarif:$sarif" --report "markdown:$out/summary.md")
+args+=("--report=json:$out/report.json" "--report=sarif:$sarif" "--report=markdown:$out/summary.md")
 if [ -n "${GITHUB_REPOSITORY:-}" ] && [ -n "${GITHUB_SHA:-}" ]; then
-  args+=(--link-base "${GITHUB_SERVER_URL:-https://github.com}/$GITHUB_REPOSITORY/blob/$GITHUB_SHA")
+  args+=("--link-base=${GITHUB_SERVER_URL:-https://github.com}/$GITHUB_REPOSITORY/blob/$GITHUB_SHA")
 fi
-if [ "${KP_ANNOTATIONS:-true}" = "true" ]; then args+=(--format github); else args+=(--format text); fi
+if [ "${KP_ANNOTATIONS:-true}" = "true" ]; then args+=(--format=github); else args+=(--format=text); fi
+args+=(--)
+while IFS= read -r -d '' item; do args+=("$item"); done < <(split "${KP_PATHS:-}")
 
 kubelint-ports "${args[@]}"
 code=$?
@@ -47,16 +71,24 @@ code=$?
 if [ "${KP_SUMMARY:-true}" = "true" ] && [ -f "$out/summary.md" ] && [ -n "${GITHUB_STEP_SUMMARY:-}" ]; then
   cat "$out/summary.md" >> "$GITHUB_STEP_SUMMARY"
 fi
-if [ -f "$out/report.json" ]; then
+counts=""
+if [ "$code" -le 2 ] && [ -f "$out/report.json" ]; then
   counts=$(python3 - "$out/report.json" <<'PY'
 import json, sys
-summary = json.load(open(sys.argv[1], encoding="utf-8"))["summary"]
-print(summary["error"] + summary["warning"] + summary["note"], summary["error"])
+try:
+    summary = json.load(open(sys.argv[1], encoding="utf-8"))["summary"]
+    print(int(summary["error"]) + int(summary["warning"]) + int(summary["note"]), int(summary["error"]))
+except Exception:
+    pass
 PY
 )
+fi
+findings="" errors=""
+if [ -n "$counts" ]; then
   read -r findings errors <<< "$counts"
-else
-  findings=0 errors=0
+else  # a crash (exit 3 or a signal) or no report: the counts are unknown, not zero
+  echo "::error title=kubelint-ports::$(escape_data "kubelint-ports failed (exit $code) before reporting; its findings are unknown")"
+  [ "$code" -eq 0 ] && code=3
 fi
 {
   echo "sarif-file=$sarif"

@@ -13,7 +13,7 @@ import typer
 
 from kubelint_ports import __version__
 
-EXIT_CLEAN, EXIT_FINDINGS, EXIT_USAGE = 0, 1, 2
+EXIT_CLEAN, EXIT_FINDINGS, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 3
 
 app = typer.Typer(
     name="kubelint-ports",
@@ -77,7 +77,7 @@ def run_settings(command):
     try:
         return resolve(command)
     except (ConfigError, PolicyError, BaselineError, ValueError) as error:
-        typer.echo(f"kubelint-ports: error: {error}", err=True)
+        typer.echo(printable(f"kubelint-ports: error: {error}"), err=True)
         raise typer.Exit(EXIT_USAGE) from None
 
 
@@ -142,6 +142,10 @@ CNI_PLUGINS_VERSION_OPTION = typer.Option(
     help="containernetworking/plugins release on the nodes (decides portmap's rule order), e.g. 1.1.1.")
 HELM_BINARY_OPTION = typer.Option(None, "--helm-binary", metavar="PATH", rich_help_panel=HELM,
                            help="Render charts with `PATH template` instead of the embedded engine.")
+LIMIT_OPTION = typer.Option([], "--limit", metavar="NAME=VALUE", rich_help_panel=POLICY,
+                            help="Raise or lower a budget against hostile input (repeatable): max-depth, max-aliases, "
+                                 "max-nodes, max-file-mib, helm-seconds, helm-output-mib, helm-memory-mib, "
+                                 "input-seconds (README, Limits).")
 
 
 @app.command()
@@ -201,6 +205,7 @@ def lint(
                                              help="The chart that `helm template` output (on stdin or in a file) "
                                                   "came from, to report template lines (default: the current "
                                                   "directory or ./CHART_NAME)."),
+    limits: List[str] = LIMIT_OPTION,
 ) -> None:
     """Lint Kubernetes manifests and Helm charts for port-allocation mistakes."""
     from kubelint_ports.engine import lint_paths
@@ -220,12 +225,13 @@ def lint(
         helm=dict(values=tuple(values), set=tuple(set_values), set_string=tuple(set_strings),
                   release_name=release_name, namespace=namespace, kube_version=kube_version,
                   helm_binary=helm_binary, chart_root=chart_root),
-        select=tuple(select), ignore=tuple(ignore)))
+        select=tuple(select), ignore=tuple(ignore), limits=tuple(limits)))
     if getattr(settings.options.baseline, "version", None) == 1 and not quiet:
         typer.echo(f"kubelint-ports: note: {baseline or settings.config.get('baseline')} is a version 1 baseline "
                    "(its keys count list items, so a new sidecar breaks them); rewrite it with --write-baseline",
                    err=True)
     report = lint_paths(settings.paths, settings.options, policies=settings.policies)
+    echo_notes(report.notes)
     from kubelint_ports.loading import EMPTY_STDIN
 
     if any(d.message == EMPTY_STDIN for d in report.diagnostics):
@@ -246,6 +252,8 @@ def lint(
     finally:
         if output:
             stream.close()
+    if report.internal_errors:
+        raise typer.Exit(EXIT_INTERNAL)
     if report.diagnostics:
         raise typer.Exit(EXIT_USAGE)
     if write_baseline:
@@ -353,6 +361,7 @@ def ports(
     release_name: Optional[str] = RELEASE_NAME_OPTION,
     namespace: Optional[str] = NAMESPACE_OPTION,
     helm_binary: Optional[str] = HELM_BINARY_OPTION,
+    limits: List[str] = LIMIT_OPTION,
 ) -> None:
     """Show each node's host ports: who holds them (hostPort, hostNetwork, nodePort, node daemon) and
     what `lint` finds there; conflicts and captures are marked with their rule."""
@@ -366,11 +375,13 @@ def ports(
         cni_plugins_version=cni_plugins_version, ephemeral_port_range=ephemeral_port_range, nodes=tuple(nodes),
         cluster=tuple(cluster), policies=tuple(policies),
         helm=dict(values=tuple(values), set=tuple(set_values), set_string=tuple(set_strings),
-                  release_name=release_name, namespace=namespace, helm_binary=helm_binary)))
+                  release_name=release_name, namespace=namespace, helm_binary=helm_binary), limits=tuple(limits)))
     # The whole lint run: the map shows its model and its findings, so the two cannot disagree.
     report = lint_paths(settings.paths, settings.options, policies=settings.policies)
+    echo_notes(report.notes)
     for diagnostic in report.diagnostics:
-        typer.echo(f"{diagnostic.location}: input-error {diagnostic.message}", err=True)
+        label = "internal-error" if diagnostic.internal else "input-error"
+        typer.echo(printable(f"{diagnostic.location}: {label} {diagnostic.message}"), err=True)
     port_map = port_map_of(report)
     stream = open(output, "w", encoding="utf-8", newline="\n") if output else sys.stdout
     try:
@@ -385,6 +396,8 @@ def ports(
     finally:
         if output:
             stream.close()
+    if report.internal_errors:
+        raise typer.Exit(EXIT_INTERNAL)
     raise typer.Exit(EXIT_USAGE if report.diagnostics else EXIT_CLEAN)
 
 
@@ -461,12 +474,14 @@ def node_command(
     report = lint_snapshots(snapshots, manifests, settings.options, node=node_name, policies=settings.policies)
     stream = open(output, "w", encoding="utf-8", newline="\n") if output else sys.stdout
     try:
-        use_color = color if color is not None else (output is None and sys.stdout.isatty())
+        use_color = color if color is not None else (output is None and color_wanted(None, stream))
         get_formatter(output_format.value)(report, stream, FormatOptions(
             color=use_color and output_format is OutputFormat.text, sarif_category=sarif_category))
     finally:
         if output:
             stream.close()
+    if report.internal_errors:
+        raise typer.Exit(EXIT_INTERNAL)
     if report.diagnostics:
         raise typer.Exit(EXIT_USAGE)
     if settings.fail_on != "never" and any(
@@ -475,16 +490,68 @@ def node_command(
     raise typer.Exit(EXIT_CLEAN)
 
 
+def echo_notes(notes) -> None:
+    for note in notes:
+        typer.echo(printable(f"kubelint-ports: note: {note}"), err=True)
+
+
+def printable(text: str) -> str:
+    from kubelint_ports.formatters import printable as escape
+
+    return escape(text)
+
+
 def main() -> None:
     """Run the app, then leave without tearing down the model: freeing millions of YAML nodes one
-    by one at interpreter exit took as long as linting them (1.3 s on the 1,000-workload corpus)."""
+    by one at interpreter exit took as long as linting them (1.3 s on the 1,000-workload corpus).
+
+    Exit codes: 0 clean, 1 findings (per --fail-on), 2 input or usage errors, 3 an internal
+    error (a bug): an unexpected exception is never mistaken for findings."""
     try:
-        app()
-        code = EXIT_CLEAN
+        # Not click's standalone mode: it exits 1 (the findings code) for an EOFError from anywhere,
+        # for Ctrl-C and for a closed pipe.
+        result = app(standalone_mode=False)
+        code = result if isinstance(result, int) else EXIT_CLEAN
+    except Exception as error:  # noqa: BLE001 (sorted below)
+        if is_a(error, "ClickException"):  # a usage error: click's message, exit 2
+            error.show()
+            code = EXIT_USAGE
+        elif is_a(error, "Abort") and isinstance(error.__cause__, KeyboardInterrupt):
+            code = 130
+        elif isinstance(error, BrokenPipeError):  # the reader left (`| head`): nothing more to say
+            code = 141
+        else:  # anything else is a bug: say so, exit 3
+            code = internal_failure(error.__cause__ if is_a(error, "Abort") and error.__cause__ else error)
     except SystemExit as exit_:
         code = exit_.code if isinstance(exit_.code, int) else (0 if exit_.code is None else EXIT_USAGE)
         if isinstance(exit_.code, str):
             print(exit_.code, file=sys.stderr)
-    sys.stdout.flush()
-    sys.stderr.flush()
+    except KeyboardInterrupt:
+        code = 130
+    except BaseException as error:  # noqa: BLE001 (a bug: say so, exit 3)
+        code = internal_failure(error)
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # a closed pipe (`| head`): the reader cut the report short
+            pass
     os._exit(code)
+
+
+def is_a(error: BaseException, name: str) -> bool:
+    """Click's exception classes by name: typer 0.2x vendors its own copy of click."""
+    return any(klass.__name__ == name for klass in type(error).__mro__)
+
+
+def internal_failure(error: BaseException) -> int:
+    import traceback
+
+    try:
+        print(printable(f"kubelint-ports: internal error (a bug; please report it with the lines below): "
+                        f"{type(error).__name__}: {str(error)[:500]}"), file=sys.stderr)
+        lines = "".join(traceback.format_exception(type(error), error, error.__traceback__)).splitlines()
+        for line in lines[-12:]:
+            print(printable(line), file=sys.stderr)
+    except BaseException:  # noqa: BLE001 (even printing failed: the exit code still says it)
+        pass
+    return EXIT_INTERNAL

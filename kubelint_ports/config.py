@@ -117,14 +117,21 @@ def display(path: Path) -> str:
 def read_yaml(path: Path, shown: str):
     import yaml
 
-    from kubelint_ports.loading import ManifestLoader
+    from kubelint_ports.loading import budgets, files
     from kubelint_ports.loading import yamltree as yt
 
     try:
-        root = yaml.compose(path.read_bytes(), Loader=ManifestLoader)
+        root = budgets.compose(files.read_file(str(path), budgets.current().max_file_bytes))
+    except OSError as error:
+        raise ConfigError(shown, 0, f"cannot read: {error.strerror or error}") from None
+    except budgets.LimitError as error:
+        mark = error.problem_mark
+        raise ConfigError(shown, mark.line + 1 if mark else 1, str(error)) from None
     except yaml.MarkedYAMLError as error:
         mark = error.problem_mark
         raise ConfigError(shown, mark.line + 1 if mark else 1, f"invalid YAML: {error.problem}") from None
+    except yaml.YAMLError as error:  # not UTF-8, control characters
+        raise ConfigError(shown, 1, f"unreadable YAML: {getattr(error, 'reason', '') or error}") from None
     if root is None or yt.is_null(root):
         return {}, lambda keys: 1
     if not isinstance(root, yt.MappingNode):
@@ -170,11 +177,19 @@ def read_toml(path: Path, shown: str):
         import tomllib
     except ModuleNotFoundError:  # Python 3.10
         import tomli as tomllib
-    text = path.read_text(encoding="utf-8")
+    from kubelint_ports.loading import budgets, files
+
     try:
+        text = files.read_file(str(path), budgets.current().max_file_bytes).decode("utf-8")
         document = tomllib.loads(text)
+    except OSError as error:
+        raise ConfigError(shown, 0, f"cannot read: {error.strerror or error}") from None
+    except UnicodeDecodeError as error:
+        raise ConfigError(shown, 1, f"not UTF-8 text: {error.reason}") from None
     except tomllib.TOMLDecodeError as error:
         raise ConfigError(shown, getattr(error, "lineno", 1) or 1, f"invalid TOML: {error}") from None
+    except RecursionError:  # tomllib recurses per nested array or inline table
+        raise ConfigError(shown, 1, "invalid TOML: nested too deeply") from None
     data = document.get("tool", {}).get("kubelint-ports", {})
     lines = text.splitlines()
     header = next((i + 1 for i, line in enumerate(lines) if line.strip().startswith("[tool.kubelint-ports")), 1)

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 from kubelint_ports.checks import CHECKS, Hit
 from kubelint_ports.findings import Diagnostic, Finding, Location, Report
-from kubelint_ports.loading import LoadResult, display_path, load
+from kubelint_ports.loading import LoadResult, budgets, display_path, load
 from kubelint_ports.model import Cluster, ClusterFacts, build_cluster
 from kubelint_ports.policies import Policy, builtin_policies, enabled_by_default
 from kubelint_ports.suppressions import annotation_reason, apply_exemptions
@@ -30,14 +30,15 @@ class LintOptions:
     exclude: Callable[[str], bool] | None = None  # paths to skip (the config's `exclude` globs)
     exemptions: tuple[Exemption, ...] = ()  # accepted findings, from the config
     baseline: frozenset[str] = frozenset()  # fingerprints of findings accepted by --baseline
+    limits: budgets.Limits = budgets.DEFAULT_LIMITS  # budgets against hostile input (--limit, `limits:`)
 
 
 def lint_paths(paths: Sequence[str], options: LintOptions = LintOptions(), *, stdin=None,
                policies: Sequence[Policy] | None = None) -> Report:
-    with collector_paused():
+    with collector_paused(), budgets.applied(options.limits):
         cluster, loaded, diagnostics = load_cluster(paths, options, stdin=stdin)
         policies = tuple(policies if policies is not None else enabled_by_default(builtin_policies()))
-        findings = run_checks(cluster, policies)
+        findings = run_checks(cluster, policies, diagnostics)
         if options.exemptions or options.baseline:
             findings = apply_exemptions(findings, options.exemptions, options.baseline)
     return Report(
@@ -48,13 +49,14 @@ def lint_paths(paths: Sequence[str], options: LintOptions = LintOptions(), *, st
         objects=len(loaded.documents),
         skipped=loaded.skipped,
         cluster=cluster,
+        notes=loaded.notes,
     )
 
 
 def load_cluster(paths: Sequence[str], options: LintOptions, *, stdin=None
                  ) -> tuple[Cluster, LoadResult, list[Diagnostic]]:
     """Every input read and modelled: linted manifests, running objects, the node inventory."""
-    with collector_paused():
+    with collector_paused(), budgets.applied(options.limits):
         loaded = load(paths, stdin=stdin, helm=options.helm, chart_helm=dict(options.chart_helm),
                       exclude=options.exclude)
         live = load(options.cluster_files) if options.cluster_files else None
@@ -90,16 +92,28 @@ def collector_paused():
             gc.enable()
 
 
-def run_checks(cluster: Cluster, policies: Iterable[Policy], reads: str = "cluster") -> list[Finding]:
-    """Run the policies whose check reads `reads` ("cluster": manifests; "node-snapshot": dumps)."""
+def run_checks(cluster: Cluster, policies: Iterable[Policy], diagnostics: list[Diagnostic] | None = None,
+               reads: str = "cluster") -> list[Finding]:
+    """Findings of the policies whose check reads `reads` ("cluster": manifests; "node-snapshot":
+    dumps). A check or a finding that fails unexpectedly (a bug) becomes an
+    internal error in `diagnostics`, naming the rule or the input: the other rules still run."""
     findings: set[Finding] = set()
     for policy in policies:
         check = CHECKS[policy.check]
         if check.reads != reads:
             continue
-        for hit in check.function(cluster, policy.params):
-            if not getattr(hit.subject, "live", False):  # running objects only appear as related
-                findings.add(to_finding(hit, policy))
+        hit = None
+        try:
+            for hit in check.function(cluster, policy.params):
+                if not getattr(hit.subject, "live", False):  # running objects only appear as related
+                    findings.add(to_finding(hit, policy))
+        except Exception as error:
+            if diagnostics is None:
+                raise
+            where = hit.subject.document.path if hit is not None else f"rule {policy.id} ({policy.name})"
+            diagnostics.append(Diagnostic(Location(where, 0, 0), (
+                f"internal error in rule {policy.id} ({policy.name}): {type(error).__name__}: {str(error)[:500]}"),
+                internal=True))
     return sorted(findings)
 
 

@@ -135,10 +135,12 @@ def _digest(*parts: str) -> str:
 
 @dataclass(frozen=True, slots=True, order=True)
 class Diagnostic:
-    """An input problem (unreadable file, wrong field type): not a finding, exit code 2."""
+    """An input problem (unreadable file, wrong field type): not a finding, exit code 2; or, when
+    `internal`, a failure of the tool itself on that input (a bug): exit code 3."""
 
     location: Location
     message: str
+    internal: bool = False
 
 
 @dataclass(slots=True)
@@ -153,6 +155,11 @@ class Report:
     skipped: int = 0
     # The model the checks read (a model.Cluster): the port map and the HTML page show it.
     cluster: object = field(default=None, repr=False)
+    notes: list[str] = field(default_factory=list)  # inputs passed over on purpose (FIFOs, outside links)
+
+    @property
+    def internal_errors(self) -> bool:
+        return any(diagnostic.internal for diagnostic in self.diagnostics)
 
     def counts(self) -> dict[str, int]:
         counts = {str(severity): 0 for severity in sorted(Severity, reverse=True)}

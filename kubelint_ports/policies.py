@@ -71,11 +71,25 @@ def policy_from_data(data: dict[str, Any], path: str) -> Policy:
 
 
 def read_policy_file(path: Path) -> dict[str, Any]:
+    from kubelint_ports.loading import budgets, files
+
     try:
-        data = yaml.load(path.read_bytes(), Loader=_Loader)
+        text = files.read_file(str(path), budgets.current().max_file_bytes)
+        if budgets.may_have_aliases(text):
+            budgets.compose(text)  # refuses alias bombs before they are built as shared objects
+        else:
+            budgets.check_text(text)
+        data = yaml.load(text, Loader=_Loader)
+    except OSError as error:
+        raise PolicyError(str(path), 0, f"cannot read: {error.strerror or error}") from None
+    except budgets.LimitError as error:
+        mark = error.problem_mark
+        raise PolicyError(str(path), mark.line + 1 if mark else 1, str(error)) from None
     except yaml.MarkedYAMLError as error:
         mark = error.problem_mark
         raise PolicyError(str(path), mark.line + 1 if mark else 1, f"invalid YAML: {error.problem}") from None
+    except yaml.YAMLError as error:
+        raise PolicyError(str(path), 1, f"unreadable YAML: {getattr(error, 'reason', '') or error}") from None
     if not isinstance(data, dict):
         raise PolicyError(str(path), 1, "a policy file must be a mapping")
     return data
@@ -107,15 +121,28 @@ def validate_policy(data: dict[str, Any], path: Path) -> None:
     if params_errors:
         raise PolicyError(str(path), line_of_key(path, ["params", *params_errors[0].absolute_path]),
                           f"params: {params_errors[0].message}")
+    problem = check.check_params(data.get("params") or {}) if check.check_params else None
+    if problem:
+        raise PolicyError(str(path), line_of_key(path, ["params", "schema"]), problem)
+    if check.name == "port-schema":
+        from kubelint_ports.checks.port_schema import validator_for
+
+        try:
+            validator_for(json.dumps(data["params"]["schema"], sort_keys=True))
+        except jsonschema.SchemaError as error:
+            raise PolicyError(str(path), line_of_key(path, ["params", "schema"]),
+                              f"params.schema is not a valid JSON Schema: {error.message}") from None
 
 
 def line_of_key(path: Path, keys) -> int:
     """The line of the deepest existing key on `keys` in a YAML file, for error messages."""
-    from kubelint_ports.loading import yamltree
+    from kubelint_ports.loading import budgets, files, yamltree
 
     try:
-        root = yaml.compose(path.read_bytes(), Loader=_Loader)
-    except yaml.YAMLError:
+        root = budgets.compose(files.read_file(str(path), budgets.current().max_file_bytes), loader=_Loader)
+    except (OSError, yaml.YAMLError):
+        return 1
+    if root is None:
         return 1
     dotted = ".".join(f"[{k}]" if isinstance(k, int) else str(k) for k in keys).replace(".[", "[")
     key_node, value_node = yamltree.resolve(root, dotted)
@@ -131,7 +158,10 @@ def load_policies(directory: Path | None = None, *, validate: bool = False) -> l
     for path in sorted(directory.glob("*.y*ml")):
         data = read_policy_file(path)
         if validate:
-            validate_policy(data, path)
+            try:
+                validate_policy(data, path)
+            except RecursionError:  # jsonschema recurses per level of the policy
+                raise PolicyError(str(path), 1, "nested too deeply to validate (limit max-depth)") from None
         try:
             policies.append(policy_from_data(data, str(path)))
         except (KeyError, TypeError, ValueError) as error:

@@ -352,10 +352,12 @@ def summary(port_map: PortMap) -> str:
 
 
 def write_text(port_map: PortMap, out: TextIO, color: bool = False) -> None:
+    from kubelint_ports.formatters import printable  # names and paths come from the inputs
+
     paint = {"conflict": "\033[31m", "capture": "\033[33m", "reserved": "\033[35m"}
     reset = "\033[0m"
     for node, ports in port_map.ports_by_node().items():
-        out.write(f"{node}\n")
+        out.write(f"{printable(node)}\n")
         if not ports:
             out.write("  (no host ports)\n")
         for (protocol, port), holders in ports.items():
@@ -366,11 +368,11 @@ def write_text(port_map: PortMap, out: TextIO, color: bool = False) -> None:
                     flag = f"{paint[state]}{flag}{reset}"
                 owner = h.owner + (f" ({h.pods})" if h.pods else "") + (f" [{h.note}]" if h.note else "")
                 where = str(h.location) if h.location else "-"
-                out.write(f"  {h.port:>5}/{h.protocol:<4} {h.host_ip:<15} {h.kind:<11} {h.placement:<7} "
-                          f"{owner}  {where}{'  ' + flag if flag else ''}\n")
+                out.write(printable(f"  {h.port:>5}/{h.protocol:<4} {h.host_ip:<15} {h.kind:<11} {h.placement:<7} "
+                                    f"{owner}  {where}") + f"{'  ' + flag if flag else ''}\n")
             answer = port_map.receiver_at(protocol, port, holders)
             if answer is not None:
-                out.write(f"             receives: {answer.winner if answer.certain else answer.text}\n")
+                out.write(printable(f"             receives: {answer.winner if answer.certain else answer.text}") + "\n")
     if port_map.datapath_facts:
         out.write(f"receivers decided with {facts_text(port_map.datapath_facts)}\n")
     out.write(summary(port_map) + "\n")

@@ -9,6 +9,7 @@ from typing import Any
 
 from kubelint_ports.config import Config, apply_rules, load_config
 from kubelint_ports.engine import LintOptions
+from kubelint_ports.loading import budgets
 from kubelint_ports.model import ClusterFacts
 from kubelint_ports.model.objects import DEFAULT_EPHEMERAL_PORT_RANGE
 from kubelint_ports.model.objects import PodTemplateKind
@@ -40,6 +41,7 @@ class CommandLine:
     helm: dict[str, Any] = field(default_factory=dict)  # HelmOptions fields given on the command line
     select: tuple[str, ...] = ()  # --select: rule ids, names or id prefixes (comma-separated allowed)
     ignore: tuple[str, ...] = ()  # --ignore: likewise
+    limits: tuple[str, ...] = ()  # --limit NAME=VALUE
 
 
 @dataclass(frozen=True)
@@ -76,7 +78,30 @@ def port_range_fact(option: str | None, config: Config, key: str) -> tuple[int, 
 
 def resolve(command: CommandLine) -> Settings:
     """Raises ConfigError, PolicyError, BaselineError or ValueError (a bad option) with a clear text."""
-    config = load_config(command.config)
+    command_limits = parse_limit_options(command.limits)
+    with budgets.applied(budgets.parse_limits(command_limits)):
+        config = load_config(command.config)
+    try:
+        limits = budgets.parse_limits({**(config.get("limits") or {}), **command_limits})
+    except ValueError as error:
+        raise config.error(["limits"], str(error)) from None
+    with budgets.applied(limits):
+        return resolve_within(command, config, limits)
+
+
+def parse_limit_options(pairs: tuple[str, ...]) -> dict[str, str]:
+    """`--limit max-depth=300` options as a mapping (checked by `budgets.parse_limits`)."""
+    given = {}
+    for pair in pairs:
+        name, equals, value = pair.partition("=")
+        if not equals:
+            raise ValueError(f"--limit {pair!r} is not NAME=VALUE (names: {', '.join(budgets.limit_names())})")
+        given[name.strip()] = value.strip()
+    budgets.parse_limits(given)
+    return given
+
+
+def resolve_within(command: CommandLine, config: Config, limits: budgets.Limits) -> Settings:
 
     def pick(option: Any, key: str) -> Any:
         return option if option not in (None, (), "") else config.get(key)
@@ -114,6 +139,7 @@ def resolve(command: CommandLine) -> Settings:
         exclude=config.excluded if config.get("exclude") else None,
         exemptions=config.exemptions,
         baseline=baseline,
+        limits=limits,
     )
     paths = tuple(command.paths) or tuple(config.paths("paths")) or DEFAULT_PATHS
     return Settings(paths, options, tuple(policies), command.fail_on or config.get("fail-on") or "error", config)
@@ -258,6 +284,7 @@ def effective(settings: Settings) -> dict[str, Any]:
         "baseline": len(options.baseline),
         "exemptions": [dataclasses.asdict(e) for e in options.exemptions],
         **{key: settings.config.get(key) for key in ("select", "ignore") if settings.config.get(key) is not None},
+        "limits": {name.replace("_", "-"): value for name, value in dataclasses.asdict(options.limits).items()},
         "rules": {p.id: {"name": p.name, "severity": str(p.severity), **({"params": p.params} if p.params else {}),
                          **({"source": p.path} if not p.path.startswith(builtin) else {})}
                   for p in settings.policies},

@@ -22,23 +22,22 @@ BASELINE_VERSION = FINGERPRINT_VERSION
 READABLE_BASELINE_VERSIONS = (1, BASELINE_VERSION)
 
 
-def annotations(document) -> dict[str, str]:
+def annotation(document, name: str) -> str:
+    """One annotation's text ("" when absent). Looked up through the mapping's key index, built
+    once per mapping: re-expanding `<<` merge keys for every finding made a 100 KB file take 60 s."""
     from kubelint_ports.loading import yamltree as yt
 
     node = yt.get(yt.get(document.root, "metadata"), "annotations")
-    if not isinstance(node, yt.MappingNode):
-        return {}
-    return {key.value: value.value for key, value in yt.pairs(node)
-            if isinstance(key, yt.ScalarNode) and isinstance(value, yt.ScalarNode)}
+    value = yt.get(node, name) if isinstance(node, yt.MappingNode) else None
+    return value.value if isinstance(value, yt.ScalarNode) else ""
 
 
 def annotation_reason(document, rule_id: str, rule_name: str) -> str:
     """The reason an object's `kubelint-ports.io/ignore` annotation gives for this rule, or ""."""
-    values = annotations(document)
-    listed = {token.strip() for token in values.get(IGNORE_ANNOTATION, "").split(",") if token.strip()}
+    listed = {token.strip() for token in annotation(document, IGNORE_ANNOTATION).split(",") if token.strip()}
     if not listed or not (listed & EVERY_RULE or rule_name in listed or rule_id in {t.upper() for t in listed}):
         return ""
-    return values.get(REASON_ANNOTATION, "").strip() or f"{IGNORE_ANNOTATION} annotation"
+    return annotation(document, REASON_ANNOTATION).strip() or f"{IGNORE_ANNOTATION} annotation"
 
 
 def apply_exemptions(findings: Iterable[Finding], exemptions: Sequence, baseline: frozenset[str] = frozenset()
@@ -87,13 +86,21 @@ class Baseline(frozenset):
 
 
 def read_baseline(path: str) -> Baseline:
+    from kubelint_ports.loading import budgets, files
+
     try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
+        try:
+            data = json.loads(files.read_file(path, budgets.current().max_file_bytes).decode("utf-8"))
+        except RecursionError:  # the C decoder stops at Python's recursion limit
+            raise BaselineError(f"{path}: not a kubelint-ports baseline (nested too deeply)") from None
         version = data.get("version")
         if version not in READABLE_BASELINE_VERSIONS:
             raise BaselineError(f"{path}: unsupported baseline version {version!r} (this kubelint-ports reads "
                                 f"{' and '.join(map(str, READABLE_BASELINE_VERSIONS))}; a newer one wrote it?)")
-        return Baseline.of((entry["fingerprint"] for entry in data["findings"]), version)
+        fingerprints = [entry["fingerprint"] for entry in data["findings"]]
+        if not all(isinstance(fingerprint, str) for fingerprint in fingerprints):
+            raise BaselineError(f"{path}: not a kubelint-ports baseline (a fingerprint is not a string)")
+        return Baseline.of(fingerprints, version)
     except OSError as error:
         raise BaselineError(f"{path}: cannot read the baseline: {error.strerror}") from None
     except (ValueError, KeyError, TypeError, AttributeError) as error:

@@ -362,3 +362,44 @@ def test_scripts_run_on_the_bash_of_macos_runners(script):
     assert not found, f"{script} uses {found}"
     done = subprocess.run(["bash", "-n", str(ROOT / "action" / script)], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
+
+
+def test_paths_are_never_options(github, tmp_path):
+    """`--helm-binary=./evil.sh` ran a program and `--output=F` overwrote a file: paths go after --."""
+    evil = github.workspace / "evil.sh"
+    marker = tmp_path / "pwned-helm-binary"
+    evil.write_text(f"#!/bin/sh\ntouch '{marker}'\n")
+    evil.chmod(0o755)
+    (github.workspace / "chart").mkdir()
+    (github.workspace / "chart" / "Chart.yaml").write_text("apiVersion: v2\nname: chart\nversion: 0.1.0\n")
+    (github.workspace / "victim.txt").write_text("precious\n")
+    done, outputs, _ = github("lint", paths="--helm-binary=./evil.sh chart --output=victim.txt")
+    assert not marker.exists(), "a path became --helm-binary"
+    assert (github.workspace / "victim.txt").read_text() == "precious\n", "a path became --output"
+    assert done.returncode == 2  # the two option-like names are files that do not exist
+
+
+def test_a_line_break_in_sarif_file_cannot_inject_outputs(github):
+    (github.workspace / "ok.yaml").write_text("apiVersion: v1\nkind: Service\nmetadata: {name: s}\n"
+                                              "spec: {ports: [{port: 80}]}\n")
+    done, outputs, _ = github("lint", paths="ok.yaml", sarif_file="x.sarif\nfindings=0")
+    assert done.returncode == 2 and "line break" in done.stdout
+    assert github.files["GITHUB_OUTPUT"].read_text() == ""
+
+
+@pytest.mark.parametrize("crash", ["exit 3", "kill -SEGV $$"])
+def test_a_crash_is_a_failure_never_zero_findings(github, crash):
+    bin_dir = github.runner_temp.parent / "bin"
+    (bin_dir / "kubelint-ports").write_text(f"#!/bin/sh\necho 'Traceback: a bug' >&2\n{crash}\n")
+    (github.workspace / "ok.yaml").write_text("apiVersion: v1\nkind: Service\nmetadata: {name: s}\n")
+    done, outputs, _ = github("lint", paths="ok.yaml")
+    assert done.returncode != 0
+    assert outputs["findings"] == "" and outputs["errors"] == ""
+    assert "::error title=kubelint-ports::kubelint-ports failed" in done.stdout
+
+
+def test_install_error_escapes_the_version(github):
+    done, _, _ = github("install", version="1.0\n::add-mask::secret")
+    assert done.returncode == 2
+    assert [line for line in done.stdout.splitlines() if line.startswith("::")] == [
+        "::error title=kubelint-ports::version '1.0%0A::add-mask::secret' is not a version number"]

@@ -280,7 +280,7 @@ def test_remote_schema_reference_is_refused_before_helm_could_fetch_it(tmp_path)
          "properties": {"port": {"$ref": "https://schemas.example.com/port.json"}}}))
     report = lint(str(chart))
     assert len(report.diagnostics) == 1
-    assert "remote schema https://schemas.example.com/port.json" in report.diagnostics[0].message
+    assert "refers to the schema https://schemas.example.com/port.json" in report.diagnostics[0].message
     assert "never uses the network" in report.diagnostics[0].message
 
 
@@ -597,3 +597,34 @@ def test_packaged_subchart_findings_name_the_archive(tmp_path):
     assert database.location.path.endswith("web/charts/" + os.path.basename(archive))
     assert (database.location.line, database.location.column) == (0, 0)
     assert database.related[0].line == 12  # db.hostPort in the parent's values file still maps
+
+
+# --- the render worker and the SDK's private render call ------------------------------------------
+
+
+def test_kube_version_uses_the_private_render_call_only_with_a_tested_sdk():
+    """--kube-version needs `_native.call_string("helm_render", ...)` while `Chart.render` has no
+    `kube_version` keyword; any SDK version not read and tested is refused, never guessed at."""
+    from kubelint_ports.loading import helm_worker
+
+    class Chart:
+        def render(self, values, *, name=None, namespace=None):
+            raise AssertionError("not reached")
+
+    class Untested:
+        __version__ = "9.9.9"
+
+    with pytest.raises(helm_worker.Unsupported, match="--helm-binary"):
+        helm_worker.render_call(Untested, Chart(), {}, "r", None, "1.30.0")
+
+
+@needs_engine
+def test_the_installed_sdk_renders_kube_version_through_a_tested_entry_point():
+    import inspect
+
+    import helm_python
+    from kubelint_ports.loading import helm_worker
+
+    assert (helm_python.__version__ in helm_worker.TESTED_PRIVATE_API
+            or "kube_version" in inspect.signature(helm_python.Chart.render).parameters), (
+        f"helm-python-sdk {helm_python.__version__}: read its render entry point, then add it to TESTED_PRIVATE_API")

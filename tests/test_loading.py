@@ -231,12 +231,12 @@ def test_invalid_encoding_is_an_error_naming_the_line():
     assert diagnostic.location.line == 3
 
 
-def test_huge_file_is_refused_with_a_clear_error(tmp_path, monkeypatch):
-    import kubelint_ports.loading as loading
+def test_huge_file_is_refused_with_a_clear_error(tmp_path):
+    from kubelint_ports.loading import budgets
 
-    monkeypatch.setattr(loading, "MAX_FILE_BYTES", 100)
-    path = write(tmp_path, "huge.yaml", DEPLOYMENT)
-    result = load([str(path)])
+    path = write(tmp_path, "huge.yaml", DEPLOYMENT + "#" * (1 << 20))
+    with budgets.applied(budgets.Limits(max_file_mib=1)):
+        result = load([str(path)])
     [diagnostic] = result.diagnostics
     assert "limit" in diagnostic.message and diagnostic.location.path.endswith("huge.yaml")
 

@@ -55,18 +55,22 @@ class Check:
     cross_object: bool = False
     # What the check reads: "cluster" (manifests, `lint`) or "node-snapshot" (dumps, `node`).
     reads: str = "cluster"
+    # What the params schema cannot say: params -> why they are refused, or None.
+    check_params: Callable[[Mapping[str, Any]], str | None] | None = None
 
 
 CHECKS: dict[str, Check] = {}
 
 
 def register(name: str, params_schema: Mapping[str, Any] | None = None, *,
-             cross_object: bool = False, reads: str = "cluster") -> Callable[[CheckFunction], CheckFunction]:
+             cross_object: bool = False, reads: str = "cluster",
+             check_params: Callable[[Mapping[str, Any]], str | None] | None = None
+             ) -> Callable[[CheckFunction], CheckFunction]:
     def decorate(function: CheckFunction) -> CheckFunction:
         if name in CHECKS:
             raise ValueError(f"check {name!r} registered twice")
         CHECKS[name] = Check(name, function, params_schema or {"type": "object", "additionalProperties": False},
-                             cross_object, reads)
+                             cross_object, reads, check_params)
         return function
 
     return decorate

@@ -28,15 +28,28 @@ PARAMS_SCHEMA = {
 }
 
 
+def schema_problem(params: Mapping[str, Any]) -> str | None:
+    """A user's schema may refer only to itself: a validator would fetch any other reference."""
+    from kubelint_ports.loading import budgets, files
+
+    problem = files.schema_reference_problem(params.get("schema"), budgets.current().max_depth)
+    return f"params.schema {problem}" if problem else None
+
+
 @lru_cache(maxsize=64)
 def validator_for(schema_json: str):
     import json
 
     import jsonschema
+    import referencing
 
     schema = json.loads(schema_json)
+    problem = schema_problem({"schema": schema})
+    if problem:  # policies are checked when loaded; this keeps the network out even when not
+        raise ValueError(problem)
     jsonschema.Draft202012Validator.check_schema(schema)
-    return jsonschema.Draft202012Validator(schema)
+    # A registry without `retrieve`: an unknown reference is an error, never a download.
+    return jsonschema.Draft202012Validator(schema, registry=referencing.Registry())
 
 
 def container_port_contexts(cluster: Cluster) -> Iterator[tuple[Any, str, dict[str, Any]]]:
@@ -67,7 +80,7 @@ def service_port_contexts(cluster: Cluster) -> Iterator[tuple[Any, str, dict[str
             }
 
 
-@register("port-schema", params_schema=PARAMS_SCHEMA)
+@register("port-schema", params_schema=PARAMS_SCHEMA, check_params=schema_problem)
 def port_schema(cluster: Cluster, params: Mapping[str, Any]) -> Iterator[Hit]:
     import json
 

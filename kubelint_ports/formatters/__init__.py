@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TextIO
@@ -40,3 +41,20 @@ FORMATTERS: dict[str, str] = {
 
 def get_formatter(name: str) -> Formatter:
     return importlib.import_module(FORMATTERS[name]).format_report
+
+
+# C0 and C1 controls, DEL, and the Unicode line separators and bidirectional overrides: raw in a
+# terminal or a CI log they move the cursor, recolour, start a new line (a forged `::error::` or
+# `::add-mask::` workflow command) or reorder what is read. Tab stays.
+_UNPRINTABLE = re.compile("[\x00-\x08\x0a-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+
+
+def printable(text: str) -> str:
+    """`text` with every control character written as an escape (`\\n`, `\\x1b`, `\\u2028`)."""
+    return _UNPRINTABLE.sub(_escape, text)
+
+
+def _escape(match: re.Match) -> str:
+    character = match.group()
+    return {"\n": "\\n", "\r": "\\r"}.get(character) or (
+        f"\\x{ord(character):02x}" if ord(character) < 0x100 else f"\\u{ord(character):04x}")

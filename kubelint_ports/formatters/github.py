@@ -9,16 +9,19 @@ from __future__ import annotations
 from typing import TextIO
 
 from kubelint_ports.findings import Location, Report, Severity
-from kubelint_ports.formatters import FormatOptions
+from kubelint_ports.formatters import FormatOptions, printable
 from kubelint_ports.formatters.text import summary_line
 from kubelint_ports.sourceroot import find_source_root, relative_to_root
 
 COMMANDS = {Severity.ERROR: "error", Severity.WARNING: "warning", Severity.NOTE: "notice"}
 INPUT_ERROR_TITLE = "kubelint-ports input error"
+INTERNAL_ERROR_TITLE = "kubelint-ports internal error"
 
 
 def escape_data(text: str) -> str:
-    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+    """A workflow-command value: `%`, CR and LF as GitHub decodes them, then every other control
+    character escaped, so no input can end the command early or start another."""
+    return printable(text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A"))
 
 
 def escape_property(text: str) -> str:
@@ -51,7 +54,7 @@ def position(location: Location, root: str, *, with_end: bool = True) -> dict[st
 def format_report(report: Report, out: TextIO, options: FormatOptions) -> None:
     root = options.source_root or find_source_root()
     for diagnostic in report.diagnostics:
-        properties = {**position(diagnostic.location, root, with_end=False), "title": INPUT_ERROR_TITLE}
+        properties = {**position(diagnostic.location, root, with_end=False), "title": INTERNAL_ERROR_TITLE if diagnostic.internal else INPUT_ERROR_TITLE}
         message = diagnostic.message if diagnostic.location.is_file else f"{diagnostic.location}: {diagnostic.message}"
         out.write(command("error", properties, message))
     standing = [finding for finding in report.findings if not finding.suppressed]
@@ -61,6 +64,6 @@ def format_report(report: Report, out: TextIO, options: FormatOptions) -> None:
         if finding.template:
             message += f" (from {finding.template})"
         for related in finding.related:  # an annotation has one place; name the others in its text
-            message += f"\n{related}: {related.message}"
+            message += f"\n{relative_to_root(related.path, root)}:{related.line}:{related.column}: {related.message}"
         out.write(command(COMMANDS[finding.severity], properties, message))
     out.write(summary_line(report) + "\n")

@@ -44,9 +44,11 @@ def format_report(report: Report, out: TextIO, options: FormatOptions) -> None:
         **({"statistics": [{"rule": rule_id, "name": name, "severity": str(severity), "count": count}
                            for count, rule_id, name, severity in report.rule_counts()]} if options.statistics else
            {"findings": [finding_dict(finding) for finding in report.findings]}),
-        "errors": [{**location_dict(d.location), "message": d.message} for d in report.diagnostics],
+        "errors": [{**location_dict(d.location), "message": d.message, "internal": d.internal}
+                   for d in report.diagnostics],
         "summary": {**report.counts(), "suppressed": sum(1 for f in report.findings if f.suppressed),
-                    "inputErrors": len(report.diagnostics), "files": report.files,
+                    "inputErrors": sum(1 for d in report.diagnostics if not d.internal),
+                    "internalErrors": sum(1 for d in report.diagnostics if d.internal), "files": report.files,
                     "objects": report.objects, "skipped": report.skipped},
     }
     json.dump(document, out, indent=2, sort_keys=True)

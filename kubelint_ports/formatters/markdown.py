@@ -8,7 +8,7 @@ from typing import TextIO
 from urllib.parse import quote
 
 from kubelint_ports.findings import Location, Report
-from kubelint_ports.formatters import FormatOptions
+from kubelint_ports.formatters import FormatOptions, printable
 from kubelint_ports.formatters.text import summary_line
 from kubelint_ports.sourceroot import find_source_root, relative_to_root
 
@@ -16,7 +16,7 @@ MAX_BYTES = 900 * 1024  # GitHub takes at most 1 MiB of summary per step
 
 
 def cell(text: str) -> str:
-    return text.replace("\\", "\\\\").replace("|", "\\|").replace("\r", " ").replace("\n", "<br>")
+    return printable(text.replace("\\", "\\\\").replace("|", "\\|").replace("\r", " ").replace("\n", "<br>"))
 
 
 def link(location: Location, options: FormatOptions, root: str) -> str:
@@ -34,7 +34,8 @@ def format_report(report: Report, out: TextIO, options: FormatOptions) -> None:
     lines = ["## kubelint-ports", "", summary_line(report), ""]
     rows = []
     for diagnostic in report.diagnostics:
-        rows.append(f"| input error | | {link(diagnostic.location, options, root)} | | {cell(diagnostic.message)} |")
+        kind = "internal error" if diagnostic.internal else "input error"
+        rows.append(f"| {kind} | | {link(diagnostic.location, options, root)} | | {cell(diagnostic.message)} |")
     findings = sorted((f for f in report.findings if not f.suppressed or options.show_suppressed),
                       key=lambda f: (-f.severity, f))
     for finding in findings:

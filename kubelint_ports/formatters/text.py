@@ -13,7 +13,7 @@ import textwrap
 from typing import TextIO
 
 from kubelint_ports.findings import Finding, Report, Severity
-from kubelint_ports.formatters import FormatOptions
+from kubelint_ports.formatters import FormatOptions, printable
 
 COLORS = {Severity.ERROR: "\033[31m", Severity.WARNING: "\033[33m", Severity.NOTE: "\033[36m"}
 BOLD, DIM, RESET = "\033[1m", "\033[2m", "\033[0m"
@@ -25,12 +25,15 @@ HINT = "Run with -v for why and how to fix each finding; `kubelint-ports explain
 
 
 def format_report(report: Report, out: TextIO, options: FormatOptions) -> None:
+    """Every text that comes from the inputs (paths, names, messages) is written through
+    `printable`: a manifest cannot put a control character or a new line on the terminal."""
     def paint(text: str, code: str) -> str:
         return f"{code}{text}{RESET}" if options.color else text
 
     for diagnostic in report.diagnostics:
-        out.write(f"{paint(str(diagnostic.location), BOLD)}: {paint('input-error', BOLD + COLORS[Severity.ERROR])} "
-                  f"{diagnostic.message}\n")
+        label = "internal-error" if diagnostic.internal else "input-error"
+        out.write(f"{paint(printable(str(diagnostic.location)), BOLD)}: {paint(label, BOLD + COLORS[Severity.ERROR])} "
+                  f"{printable(diagnostic.message)}\n")
     shown = [finding for finding in report.findings if not finding.suppressed or options.show_suppressed]
     if options.statistics:
         write_statistics(report, out, paint)
@@ -49,12 +52,12 @@ def format_report(report: Report, out: TextIO, options: FormatOptions) -> None:
 
 
 def write_group(path: str, findings: list[Finding], out: TextIO, options: FormatOptions, paint) -> None:
-    out.write(paint(path, BOLD) + "\n")
+    out.write(paint(printable(path), BOLD) + "\n")
     width = max(len(place(finding)) for finding in findings)
     for finding in findings:
         prefix_length = 2 + width + 2 + SEVERITY_WIDTH + 2 + len(finding.rule_id) + 2
         suffix = " (suppressed)" if finding.suppressed else ""
-        claim, cut = fit(finding.headline, WIDTH - prefix_length - len(suffix))
+        claim, cut = fit(printable(finding.headline), WIDTH - prefix_length - len(suffix))
         severity = paint(f"{str(finding.severity):<{SEVERITY_WIDTH}}", COLORS[finding.severity])
         out.write(f"  {place(finding):<{width}}  {severity}  {paint(finding.rule_id, BOLD)}  {claim}{suffix}\n")
         if options.explain:
@@ -84,13 +87,14 @@ def write_details(finding: Finding, explanation: str, out: TextIO, paint) -> Non
                              break_long_words=False, break_on_hyphens=False)
 
     if explanation:
-        out.write(wrapped(explanation) + "\n")
+        out.write(wrapped(printable(explanation)) + "\n")
     origin = f" (from {finding.template})" if finding.template else ""
-    out.write(paint(wrapped(f"{finding.rule_id} {finding.rule_name} on {finding.subject}{origin}"), DIM) + "\n")
+    out.write(paint(wrapped(printable(f"{finding.rule_id} {finding.rule_name} on {finding.subject}{origin}")), DIM)
+              + "\n")
     for related in finding.related:
-        out.write(f"{DETAIL_INDENT}{paint(str(related), DIM)}: {related.message}\n")
+        out.write(f"{DETAIL_INDENT}{paint(printable(str(related)), DIM)}: {printable(related.message)}\n")
     if finding.suppressed:
-        out.write(wrapped(f"suppressed: {finding.suppressed}") + "\n")
+        out.write(wrapped(printable(f"suppressed: {finding.suppressed}")) + "\n")
 
 
 def write_statistics(report: Report, out: TextIO, paint) -> None:

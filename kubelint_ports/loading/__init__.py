@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 import yaml
 
 from kubelint_ports.findings import COMMAND_LINE, STDIN_NAME, Diagnostic, Location
-from kubelint_ports.loading import yamltree
+from kubelint_ports.loading import budgets, files, yamltree
 from kubelint_ports.loading.yamltree import MappingNode, Node, ScalarNode, SequenceNode
 
 if TYPE_CHECKING:
@@ -30,8 +30,6 @@ if TYPE_CHECKING:
 
 MANIFEST_SUFFIXES = (".yaml", ".yml", ".json", ".conflist")  # .conflist: a CNI network configuration list
 SKIPPED_DIRECTORIES = frozenset(("node_modules", "__pycache__"))  # never manifests, often huge
-MAX_FILE_BYTES = 64 * 1024 * 1024
-MAX_EXPANDED_NODES = 1_000_000
 STDIN = "-"
 # Empty standard input is an input error: `helm template ... | kubelint-ports lint -` whose first
 # command failed must not pass as "nothing found".
@@ -91,6 +89,7 @@ class LoadResult:
     diagnostics: list[Diagnostic] = field(default_factory=list)
     files: int = 0
     skipped: int = 0  # YAML documents that are not Kubernetes objects
+    notes: list[str] = field(default_factory=list)  # what was passed over and why (not errors)
 
 
 def display_path(path: str) -> str:
@@ -104,15 +103,19 @@ def display_path(path: str) -> str:
     return shown.replace(os.sep, "/")
 
 
-def discover(paths: Iterable[str]) -> Iterator[str]:
+def discover(paths: Iterable[str], notes: list[str] | None = None) -> Iterator[str]:
     """Files named directly, and manifest files below directories (sorted, hidden ones skipped).
 
     A Helm chart (a directory with `Chart.yaml`) is yielded as its directory, once, and not
     walked; a raw template file given directly yields its chart instead. So is a Kustomize
-    directory, and a file given directly inside one (a patch, a base's resource) yields it.
+    directory, and a file given directly inside one (a patch, a base's resource) yields it. Below a
+    directory only regular files are yielded, and symlinks only to targets inside it; what is passed
+    over for that is said in `notes`.
     """
     charts: set[str] = set()
     kustomizations: dict[str, str | None] = {}  # directory -> its Kustomize directory, for files given
+    notes = notes if notes is not None else []
+    max_depth = budgets.current().max_depth
 
     def chart_once(directory: str) -> Iterator[str]:
         key = os.path.abspath(directory)
@@ -128,16 +131,21 @@ def discover(paths: Iterable[str]) -> Iterator[str]:
             unit = _chart_of_template(path) or _kustomization_of(path, kustomizations)
             yield from chart_once(unit) if unit else (path,)
             continue
-        for directory, subdirs, files in os.walk(path):
-            if CHART_FILE in files or not KUSTOMIZATION_FILES_SET.isdisjoint(files):
+        for directory, subdirs, entries, walk_notes in files.walk_tree(path, max_depth):
+            notes.extend(walk_notes)
+            names = {entry.name for entry in entries}
+            if CHART_FILE in names or not KUSTOMIZATION_FILES_SET.isdisjoint(names):
                 subdirs[:] = []
                 yield from chart_once(directory)
                 continue
-            subdirs[:] = sorted(d for d in subdirs if not d.startswith(".") and d not in SKIPPED_DIRECTORIES)
-            for name in sorted(files):
-                if name.endswith(MANIFEST_SUFFIXES) and not name.startswith("."):
-                    yield os.path.join(directory, name)
-
+            subdirs[:] = [d for d in subdirs if not d.startswith(".") and d not in SKIPPED_DIRECTORIES]
+            for entry in entries:
+                if entry.name.endswith(MANIFEST_SUFFIXES) and not entry.name.startswith("."):
+                    problem = files.entry_problem(entry, path)
+                    if problem is None:
+                        yield entry.path
+                    else:
+                        notes.append(f"{display_path(entry.path)}: skipped, {problem}")
 
 
 def _chart_of_template(path: str) -> str | None:
@@ -184,7 +192,10 @@ def load(paths: Iterable[str], stdin=None, helm: HelmOptions | None = None, *,
          chart_helm: Mapping[str, HelmOptions] | None = None, exclude: Callable[[str], bool] | None = None
          ) -> LoadResult:
     """Read every input; `helm` renders charts (`chart_helm`: per chart directory, by absolute
-    path) and maps `helm template` output to its templates; `exclude` skips paths."""
+    path) and maps `helm template` output to its templates; `exclude` skips paths.
+
+    Each input is read within the `input-seconds` budget, and an unexpected failure on one input
+    is an internal error naming it: the other inputs are still read."""
     result = LoadResult()
     paths = tuple(paths)
     given = []
@@ -195,71 +206,112 @@ def load(paths: Iterable[str], stdin=None, helm: HelmOptions | None = None, *,
             result.diagnostics.append(Diagnostic(Location(COMMAND_LINE, 0, 0),
                                                  f"no such file or directory {display_path(path)!r}"))
     kustomizations: list[str] = []  # rendered after the files: which of them are bases needs them all
-    for path in discover(given):
+    seconds = budgets.current().input_seconds
+    for path in discover(given, result.notes):
         if exclude is not None and path != STDIN and exclude(path):
             continue
         if path != STDIN and os.path.isdir(path) and not os.path.isfile(os.path.join(path, CHART_FILE)):
             kustomizations.append(path)
             continue
-        if path != STDIN and os.path.isdir(path):
-            from kubelint_ports.loading.helm import load_chart
-
-            load_chart(path, (chart_helm or {}).get(os.path.abspath(path), helm), result)
-            continue
-        shown = display_path(path)
-        result.files += 1
+        before = (len(result.documents), len(result.diagnostics), result.files, result.skipped)
         try:
-            data = read_bytes(path, stdin)
-        except OSError as error:
-            result.diagnostics.append(Diagnostic(Location(shown, 0, 0), f"cannot read: {error.strerror or error}"))
-            continue
-        if len(data) > MAX_FILE_BYTES:
-            result.diagnostics.append(Diagnostic(
-                Location(shown, 0, 0),
-                f"file is {len(data) / 2**20:.0f} MiB, over the {MAX_FILE_BYTES // 2**20} MiB limit; not linted"))
-            continue
-        if path == STDIN and not data.strip():
-            result.diagnostics.append(Diagnostic(Location(shown, 0, 0), EMPTY_STDIN))
-            continue
-        first = len(result.documents)
-        load_bytes(data, shown, result)
-        if any(document.origin for document in result.documents[first:]):
-            from kubelint_ports.loading.helm import map_template_output
-
-            result.documents[first:] = map_template_output(result.documents[first:], helm)
+            with files.time_limit(seconds):
+                load_input(path, stdin, helm, chart_helm, result)
+        except files.InputTimeout:
+            forget_input(result, before)
+            result.diagnostics.append(Diagnostic(Location(display_path(path), 0, 0), (
+                f"reading it took longer than {seconds:g} s (limit input-seconds); not linted")))
+        except Exception as error:  # a bug: name the input, keep the others
+            forget_input(result, before)
+            result.diagnostics.append(internal_error(display_path(path), error))
     if kustomizations:
         from kubelint_ports.loading.kustomize import load_kustomizations
 
-        load_kustomizations(kustomizations, paths, result)
+        try:
+            load_kustomizations(kustomizations, paths, result)
+        except Exception as error:  # a bug: name the builds, keep what the other inputs gave
+            result.diagnostics.append(internal_error(", ".join(map(display_path, kustomizations)), error))
     return result
 
 
+def forget_input(result: LoadResult, before: tuple[int, int, int, int]) -> None:
+    """Drop what a failed input added, but count it as read."""
+    documents, diagnostics, files_read, skipped = before
+    del result.documents[documents:], result.diagnostics[diagnostics:]
+    result.files, result.skipped = files_read + 1, skipped
+
+
+def internal_error(where: str, error: BaseException) -> Diagnostic:
+    """An unexpected exception, reported against the input that caused it (exit code 3)."""
+    return Diagnostic(Location(where, 0, 0), f"internal error (a bug in kubelint-ports; please report it): {type(error).__name__}: "
+                                             f"{str(error)[:500]}", internal=True)
+
+
+def load_input(path: str, stdin, helm: HelmOptions | None, chart_helm: Mapping[str, HelmOptions] | None,
+               result: LoadResult) -> None:
+    if path != STDIN and os.path.isdir(path):
+        from kubelint_ports.loading.helm import load_chart
+
+        load_chart(path, (chart_helm or {}).get(os.path.abspath(path), helm), result)
+        return
+    shown = display_path(path)
+    result.files += 1
+    limit = budgets.current().max_file_bytes
+    escape = files.symlink_escape(path) if path != STDIN else None
+    if escape:
+        result.diagnostics.append(Diagnostic(Location(shown, 0, 0), (
+            f"not read: a symlink to {escape}, outside the current directory and its own")))
+        return
+    try:
+        data = read_bytes(path, stdin)
+    except OSError as error:
+        result.diagnostics.append(Diagnostic(Location(shown, 0, 0), f"cannot read: {error.strerror or error}"))
+        return
+    if len(data) > limit:
+        result.diagnostics.append(Diagnostic(
+            Location(shown, 0, 0), f"file is over the {limit // 2**20} MiB limit (limit max-file-mib); not linted"))
+        return
+    if path == STDIN and not data.strip():
+        result.diagnostics.append(Diagnostic(Location(shown, 0, 0), EMPTY_STDIN))
+        return
+    first = len(result.documents)
+    load_bytes(data, shown, result)
+    if any(document.origin for document in result.documents[first:]):
+        from kubelint_ports.loading.helm import map_template_output
+
+        result.documents[first:] = map_template_output(result.documents[first:], helm)
+
+
 def read_bytes(path: str, stdin) -> bytes:
+    limit = budgets.current().max_file_bytes
     if path == STDIN:
         import sys
 
         stream = stdin if stdin is not None else sys.stdin.buffer
-        return stream.read(MAX_FILE_BYTES + 1)
-    with open(path, "rb") as handle:
-        return handle.read(MAX_FILE_BYTES + 1)
+        return stream.read(limit + 1)
+    return files.read_file(path, limit, pipes=True)
 
 
 def load_bytes(data: bytes, path: str, result: LoadResult) -> None:
     """Parse one file's documents into `result`; a YAML error keeps the documents before it."""
     origins = source_comments(data)
-    has_aliases = b"*" in data and b"&" in data
+    has_aliases = budgets.may_have_aliases(data)
     previous_end = -1
     try:
-        for root in yaml.compose_all(data, Loader=ManifestLoader):
+        for root in budgets.compose_all(data, loader=ManifestLoader, expand_check=False):
             start_line = root.start_mark.line
             origin = origin_for(origins, previous_end, start_line)
             previous_end = root.end_mark.line
             try:
                 if has_aliases:
-                    check_expansion(root)
+                    budgets.check_expansion(root)
                 add_document(root, path, origin, result)
-            except yamltree.FieldTypeError as error:
+            except (budgets.LimitError, yamltree.FieldTypeError) as error:
                 result.diagnostics.append(Diagnostic(node_location(path, error.node), str(error)))
+    except budgets.LimitError as error:  # over a budget before composing: the place the scan found
+        mark = error.problem_mark
+        line, column = (mark.line + 1, mark.column + 1) if mark else (1, 1)
+        result.diagnostics.append(Diagnostic(Location(path, line, column), str(error)))
     except yaml.MarkedYAMLError as error:
         mark = error.problem_mark or error.context_mark
         line, column = (mark.line + 1, mark.column + 1) if mark else (1, 1)
@@ -298,35 +350,6 @@ def origin_for(origins: tuple[list[int], list[str]], previous_end: int, start_li
     if index >= 0 and lines[index] >= previous_end:
         return sources[index]
     return ""
-
-
-def check_expansion(root: Node) -> None:
-    """Reject alias graphs that would expand past the budget, or that refer to themselves."""
-    sizes: dict[int, int] = {}
-    in_progress: set[int] = set()
-
-    def expanded(node: Node) -> int:
-        key = id(node)
-        if key in sizes:
-            return sizes[key]
-        if key in in_progress:
-            raise yamltree.FieldTypeError(node, "recursive YAML alias: a node contains itself")
-        if isinstance(node, ScalarNode):
-            return 1
-        in_progress.add(key)
-        children = (item for pair in node.value for item in pair) if isinstance(node, MappingNode) else node.value
-        total = 1
-        for item in children:
-            total += expanded(item)
-            if total > MAX_EXPANDED_NODES:
-                raise yamltree.FieldTypeError(
-                    node, f"YAML aliases expand to more than {MAX_EXPANDED_NODES:,} nodes "
-                          "(a 'billion laughs' document?); not linted")
-        in_progress.discard(key)
-        sizes[key] = total
-        return total
-
-    expanded(root)
 
 
 def add_document(root: Node, path: str, origin: str, result: LoadResult) -> None:

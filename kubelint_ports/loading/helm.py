@@ -1,9 +1,11 @@
 """Helm charts -> rendered documents whose positions are template lines.
 
-A chart renders in-process with `helm-python-sdk` (Helm's own engine in a native library, no
-binary needed) or, without it or with `--helm-binary`, with `helm template`. Nothing here touches
-the network: missing dependencies are an error naming them, and a values schema that refers to a
-remote schema is refused before Helm could fetch it.
+A chart renders with `helm-python-sdk` (Helm's own engine in a native library, no binary needed)
+in a worker process (`helm_worker.py`) that is killed at the `helm-seconds` deadline and whose
+data size and output are capped; or, without the SDK or with `--helm-binary`, with `helm
+template` under the same budgets. Nothing here touches the network nor reads outside the chart:
+missing dependencies are an error naming them, and a chart with a values schema referring to
+anything but itself, a symlink leaving it, or a FIFO is refused before Helm could follow it.
 
 Importing this module imports neither the SDK nor `subprocess`: only linting a chart (or
 `helm template` output) pays for them.
@@ -14,23 +16,24 @@ from __future__ import annotations
 import json
 import os
 import re
+import stat
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 import yaml
 
 from kubelint_ports.findings import Diagnostic, Location
-from kubelint_ports.loading import Document, LoadResult, display_path, load_bytes
+from kubelint_ports.loading import Document, LoadResult, budgets, display_path, files, load_bytes
 from kubelint_ports.loading import yamltree as yt
+from kubelint_ports.loading.helm_worker import merge_set, merge_values  # noqa: F401 (one copy, shared with the worker)
 from kubelint_ports.loading.templatemap import (
     Segment, TemplateDocument, TemplateSource, ValuesFile, ValuesSource, chart_relative)
 
 CHART_FILE = "Chart.yaml"
 MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
-BINARY_TIMEOUT_SECONDS = 300
 # Where `helm-python-sdk` ships wheels (kept in step with pyproject.toml's markers).
 SDK_PLATFORMS = "Linux x86_64/aarch64 (glibc 2.28+), macOS arm64, macOS 15+ x86_64, Windows x86_64"
-_TEMPLATE_POSITION = re.compile(r"\(?([\w.-]+(?:/[\w.-]+)*?/templates/[^\s:()]+):(\d+)(?::(\d+))?")
+_TEMPLATE_POSITION = re.compile(r"\(?([\w.-]+(?:/[\w.-]+)*?/templates/[^\s:()]+):([0-9]{1,9})(?::([0-9]{1,9}))?")
 _SCHEMA_POINTER = re.compile(r"([\w.-]+): - at '(/[^']*)'")  # "<chart>: - at '/a/b': ..." (one line)
 _URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
 
@@ -116,10 +119,11 @@ def subchart_location(chart_dir: str, names: Sequence[str]) -> tuple[str, str] |
 
 
 def chart_metadata(chart_dir: str) -> dict:
+    """Chart.yaml as plain data (strings), within the budgets; {} when unreadable."""
     try:
-        with open(os.path.join(chart_dir, CHART_FILE), encoding="utf-8") as handle:
-            data = yaml.safe_load(handle)
-    except (OSError, yaml.YAMLError):
+        root = budgets.compose(files.read_file(os.path.join(chart_dir, CHART_FILE), budgets.current().max_file_bytes))
+        data = yt.to_plain(root)
+    except (OSError, yaml.YAMLError, yt.FieldTypeError):
         return {}
     return data if isinstance(data, dict) else {}
 
@@ -135,32 +139,6 @@ def aliased_names(chart_dir: str, alias: str) -> list[str]:
 
 
 # --- values --------------------------------------------------------------------------------------
-
-
-def merge_values(base: dict, override: dict) -> dict:
-    """Helm's merge of values files: maps merge key by key, anything else replaces."""
-    for key, value in override.items():
-        if isinstance(value, dict) and isinstance(base.get(key), dict):
-            merge_values(base[key], value)
-        else:
-            base[key] = value
-    return base
-
-
-def merge_set(base, parsed):
-    """`--set` parsed alone, applied onto the values like Helm's strvals.ParseInto: maps merge,
-    and a list written with indexes (`a[1]=x`, parsed as [None, "x"]) keeps the other items."""
-    if isinstance(parsed, dict) and isinstance(base, dict):
-        for key, value in parsed.items():
-            base[key] = merge_set(base.get(key), value)
-        return base
-    if isinstance(parsed, list) and isinstance(base, list):
-        merged = list(base) + [None] * max(0, len(parsed) - len(base))
-        for index, value in enumerate(parsed):
-            if value is not None:
-                merged[index] = merge_set(merged[index], value)
-        return merged
-    return parsed
 
 
 def set_keys(expressions: Iterable[str]) -> list[list[Segment]]:
@@ -190,34 +168,9 @@ def set_keys(expressions: Iterable[str]) -> list[list[Segment]]:
                     continue
                 if match.group(1):
                     segments.append(match.group(1).replace("\\.", "."))
-                segments.extend(int(i) for i in re.findall(r"\[(\d+)\]", match.group(2)))
+                segments.extend(int(i) for i in re.findall(r"\[([0-9]{1,9})\]", match.group(2)))
             keys.append(segments)
     return keys
-
-
-def read_values_files(helm, options: HelmOptions) -> dict:
-    values: dict = {}
-    for path in options.values:
-        if _URL.match(path):
-            raise RenderError(f"values file {path}: kubelint-ports reads local files only, never the network")
-        try:
-            with open(path, encoding="utf-8") as handle:
-                text = handle.read()
-        except OSError as error:
-            raise RenderError(f"cannot read values file {display_path(path)}: {error.strerror or error}") from None
-        try:
-            parsed = helm.values_from_yaml(text) if text.strip() else {}
-        except helm.HelmError as error:
-            raise RenderError(f"values file {display_path(path)}: {one_line(str(error))}") from None
-        merge_values(values, parsed or {})
-    try:
-        for expression in options.set:
-            values = merge_set(values, helm.parse_set_string(expression))
-        for expression in options.set_string:
-            values = merge_set(values, helm.parse_set_string_values(expression))
-    except helm.HelmError as error:
-        raise RenderError(f"--set {expression!r}: {one_line(str(error))}") from None
-    return values
 
 
 def values_source(chart_dir: str, names: Sequence[str], options: HelmOptions) -> ValuesSource:
@@ -276,11 +229,16 @@ def find_helm_binary(options: HelmOptions) -> str | None:
 
 def render_chart(chart_dir: str, options: HelmOptions) -> dict[str, str]:
     """{template path (`web/templates/x.yaml`): rendered text}, or RenderError."""
-    check_local_schemas(chart_dir)
+    check_chart_files(chart_dir)
+    check_values_files(options)
     if not options.helm_binary:
-        helm = in_process_engine()
-        if helm is not None:
-            return render_in_process(helm, chart_dir, options)
+        worker = render_worker()
+        if in_process_engine() is not None:
+            manifests = worker.render(chart_dir, options)
+            if manifests is not None:
+                return manifests
+        else:
+            worker.stop()
     binary = find_helm_binary(options)
     if binary is None:
         raise RenderError(
@@ -290,64 +248,192 @@ def render_chart(chart_dir: str, options: HelmOptions) -> dict[str, str]:
     return render_with_binary(binary, chart_dir, options)
 
 
-def render_in_process(helm, chart_dir: str, options: HelmOptions) -> dict[str, str]:
-    try:
-        chart = helm.Chart.load(chart_dir)
-    except helm.HelmError as error:
-        raise RenderError(f"not a loadable chart: {one_line(str(error))}") from None
-    try:
-        missing = missing_dependencies(chart)
-        if missing:
-            raise RenderError(
-                f"missing dependencies: {', '.join(missing)}: declared in Chart.yaml but not in charts/; "
-                f"run `helm dependency build {display_path(chart_dir)}` (kubelint-ports never downloads them)")
-        values = read_values_files(helm, options)
-        name = options.release_name or chart.name
-        if options.release_name:
-            try:
-                helm.validate_release_name(options.release_name)
-            except helm.HelmError as error:
-                raise RenderError(f"release name {options.release_name!r}: {one_line(str(error))}") from None
+def check_values_files(options: HelmOptions) -> None:
+    """Values files are local regular files: never a URL (Helm would fetch it), never a FIFO."""
+    for path in options.values:
+        if _URL.match(path):
+            raise RenderError(f"values file {path}: kubelint-ports reads local files only, never the network")
         try:
-            return render_call(helm, chart, values, name, options)
-        except helm.HelmError as error:
-            raise render_failure(str(error), chart_dir, options) from None
-    finally:
-        chart.close()
+            mode = os.stat(path).st_mode
+        except OSError as error:
+            raise RenderError(f"cannot read values file {display_path(path)}: {error.strerror or error}") from None
+        if not stat.S_ISREG(mode):
+            raise RenderError(f"values file {display_path(path)} is {files.kind_of(mode)}, not a file to read")
 
 
-def render_call(helm, chart, values: dict, name: str, options: HelmOptions) -> dict[str, str]:
-    if not options.kube_version:
-        return chart.render(values, name=name, namespace=options.namespace)
-    # `Chart.render` has no kube_version keyword (0.2.x); the C ABI's render options do
-    # (`kube_version`, documented and append-only), so call it the way `Chart.render` does.
-    import inspect
+class RenderWorker:
+    """The process `helm_worker.py` runs in: started on the first chart of a run, reused for the
+    next ones, killed (and started again when needed) when a render outlives `helm-seconds`,
+    outgrows `helm-memory-mib`, or its answer outgrows `helm-output-mib`."""
 
-    if "kube_version" in inspect.signature(chart.render).parameters:
-        return chart.render(values, name=name, namespace=options.namespace, kube_version=options.kube_version)
-    from helm_python import _native
+    def __init__(self) -> None:
+        self.process = None
+        self.errors = None  # the worker's stderr: Go's reason when it dies
 
-    render_options = {"name": name, "kube_version": normalized_kube_version(options.kube_version)}
-    if options.namespace:
-        render_options["namespace"] = options.namespace
-    rendered = _native.call_string("helm_render", chart._raw(), json.dumps(values), json.dumps(render_options))
-    return json.loads(rendered)
+    def start(self) -> None:
+        import subprocess
+        import sys
+        import tempfile
+
+        limits = budgets.current()
+        self.errors = tempfile.TemporaryFile()
+        environment = {**os.environ, "GOTRACEBACK": "single"}
+        self.process = subprocess.Popen(
+            [sys.executable, os.path.join(os.path.dirname(os.path.abspath(__file__)), "helm_worker.py"),
+             str(limits.helm_memory_mib * budgets.MIB)],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.errors, env=environment)
+
+    def stop(self) -> None:
+        if self.process is not None:
+            if self.process.poll() is None:
+                self.process.kill()
+            self.process.wait()
+            for stream in (self.process.stdin, self.process.stdout):
+                stream.close()
+            self.process = None
+        if self.errors is not None:
+            self.errors.close()
+            self.errors = None
+
+    def render(self, chart_dir: str, options: HelmOptions) -> dict[str, str] | None:
+        """The rendered chart; None when the worker has no engine (the SDK does not load here)."""
+        import time
+
+        limits = budgets.current()
+        request = {"chart": os.path.abspath(chart_dir), "values": [os.path.abspath(v) for v in options.values],
+                   "set": list(options.set), "set_string": list(options.set_string),
+                   "release_name": options.release_name, "namespace": options.namespace,
+                   "kube_version": options.kube_version, "max_file_bytes": limits.max_file_bytes,
+                   "max_output_bytes": limits.helm_output_mib * budgets.MIB}
+        deadline = time.monotonic() + limits.helm_seconds
+        # JSON may escape every character of the output (\u0000): 6 bytes each, at most.
+        cap = 6 * request["max_output_bytes"] + budgets.MIB
+        finished = False
+        try:
+            if self.process is None:
+                self.start()
+                hello = self.answer(deadline, budgets.MIB)
+                if "ready" not in hello:
+                    self.stop()
+                    return None
+            self.process.stdin.write(json.dumps(request).encode("utf-8") + b"\n")
+            self.process.stdin.flush()
+            answer = self.answer(deadline, cap)
+            finished = True
+        except BrokenPipeError:
+            raise self.died() from None
+        finally:
+            if not finished:
+                self.stop()
+        if "manifests" in answer:
+            return answer["manifests"]
+        raise worker_failure(answer, chart_dir, options)
+
+    def answer(self, deadline: float, cap: int) -> dict:
+        """One line from the worker, within the deadline and the size cap."""
+        try:
+            if os.name == "nt":  # select() takes only sockets there: a thread reads instead
+                line = read_line_in_thread(self.process.stdout, deadline, cap)
+            else:
+                line = read_line(self.process.stdout.fileno(), deadline, cap)
+        except files.InputTimeout:
+            raise RenderError(f"rendering took longer than {budgets.current().helm_seconds:g} s (limit helm-seconds; "
+                              "a template that never ends?)") from None
+        except OverflowError:
+            raise RenderError(f"the rendered output is over {budgets.current().helm_output_mib} MiB "
+                              "(limit helm-output-mib)") from None
+        if not line.endswith(b"\n"):
+            raise self.died()
+        return json.loads(line)
+
+    def died(self) -> RenderError:
+        self.process.wait()
+        self.errors.seek(0)
+        reason = self.errors.read(budgets.MIB).decode("utf-8", "replace")
+        if "out of memory" in reason or "cannot allocate memory" in reason or "MemoryError" in reason:
+            return RenderError(f"rendering needed more than {budgets.current().helm_memory_mib} MiB "
+                               "(limit helm-memory-mib; a template building a huge string?)")
+        last = next((line for line in reason.splitlines() if line.strip()), "")[:300]
+        return RenderError(f"the Helm engine stopped (exit {self.process.returncode}){': ' + last if last else ''}")
 
 
-def normalized_kube_version(version: str) -> str:
-    return f"v{version}" if version[:1].isdigit() else version
+def read_line(descriptor: int, deadline: float, cap: int) -> bytes:
+    """Bytes up to and including a newline (or the end of the stream); InputTimeout past the
+    deadline, OverflowError past `cap` bytes."""
+    import select
+    import time
+
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        wait = deadline - time.monotonic()
+        if wait <= 0:
+            raise files.InputTimeout()
+        ready, _, _ = select.select([descriptor], [], [], wait)
+        if not ready:
+            continue
+        chunk = os.read(descriptor, 1 << 20)
+        if not chunk:
+            return b"".join(chunks)
+        chunks.append(chunk)
+        size += len(chunk)
+        if chunk.endswith(b"\n"):
+            return b"".join(chunks)
+        if size > cap:
+            raise OverflowError()
 
 
-def missing_dependencies(chart) -> list[str]:
-    """Dependencies Chart.yaml declares that charts/ does not hold (Helm's CheckDependencies)."""
-    present = {str(dependency.get("name")) for dependency in chart.dependencies}
-    missing = []
-    for dependency in chart.metadata.get("dependencies") or []:
-        name = str(dependency.get("name"))
-        if name not in present:
-            details = " ".join(str(dependency[key]) for key in ("version", "repository") if dependency.get(key))
-            missing.append(f"{name} ({details})" if details else name)
-    return missing
+def read_line_in_thread(stream, deadline: float, cap: int) -> bytes:
+    """`read_line` where pipes cannot be polled: the worker is killed on expiry, which ends the read."""
+    import threading
+    import time
+
+    result: list[bytes] = []
+    reader = threading.Thread(target=lambda: result.append(stream.readline(cap + 1)), daemon=True)
+    reader.start()
+    reader.join(max(0.0, deadline - time.monotonic()))
+    if reader.is_alive():
+        raise files.InputTimeout()
+    line = result[0] if result else b""
+    if len(line) > cap:
+        raise OverflowError()
+    return line
+
+
+_WORKER: list[RenderWorker] = []
+
+
+def render_worker() -> RenderWorker:
+    if not _WORKER:
+        import atexit
+
+        _WORKER.append(RenderWorker())
+        atexit.register(_WORKER[0].stop)
+    return _WORKER[0]
+
+
+def worker_failure(answer: dict, chart_dir: str, options: HelmOptions) -> RenderError:
+    kind, message = answer.get("error"), str(answer.get("message", ""))
+    if kind == "load":
+        return RenderError(f"not a loadable chart: {one_line(message)}")
+    if kind == "missing":
+        return RenderError(
+            f"missing dependencies: {message}: declared in Chart.yaml but not in charts/; "
+            f"run `helm dependency build {display_path(chart_dir)}` (kubelint-ports never downloads them)")
+    if kind == "values-file":
+        path, _, error = message.partition("\0")
+        return RenderError(f"values file {display_path(path)}: {one_line(error)}")
+    if kind == "release":
+        return RenderError(f"release name {options.release_name!r}: {one_line(message)}")
+    if kind == "render":
+        return render_failure(message, chart_dir, options)
+    if kind == "output":
+        return RenderError(f"the rendered output is over {budgets.current().helm_output_mib} MiB "
+                           "(limit helm-output-mib)")
+    if kind == "memory":
+        return RenderError(f"rendering needed more than {budgets.current().helm_memory_mib} MiB "
+                           "(limit helm-memory-mib)")
+    return RenderError(one_line(message) or f"the Helm engine failed ({kind})")
 
 
 def helm_template_command(binary: str, chart_dir: str, release_name: str, options: HelmOptions) -> list[str]:
@@ -370,23 +456,55 @@ def helm_template_command(binary: str, chart_dir: str, release_name: str, option
 
 
 def render_with_binary(binary: str, chart_dir: str, options: HelmOptions) -> dict[str, str]:
+    """`helm template`, within the same budgets as the embedded engine: deadline, output cap and
+    (on POSIX) the data size of the process."""
     import subprocess
+    import tempfile
+    import time
 
-    for path in options.values:
-        if _URL.match(path):
-            raise RenderError(f"values file {path}: kubelint-ports reads local files only, never the network")
+    limits = budgets.current()
     command = helm_template_command(binary, chart_dir, options.release_name or chart_name(chart_dir), options)
-    try:
-        completed = subprocess.run(command, capture_output=True, text=True, timeout=BINARY_TIMEOUT_SECONDS,
-                                   stdin=subprocess.DEVNULL)
-    except OSError as error:
-        raise RenderError(f"cannot run {binary}: {error.strerror or error}") from None
-    except subprocess.TimeoutExpired:
-        raise RenderError(f"`helm template` took longer than {BINARY_TIMEOUT_SECONDS} s") from None
-    if completed.returncode != 0:
-        message = completed.stderr.strip() or f"`helm template` exited with {completed.returncode}"
+    deadline = time.monotonic() + limits.helm_seconds
+    with tempfile.TemporaryFile() as errors:
+        try:
+            process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=errors,
+                                       preexec_fn=memory_limiter(limits.helm_memory_mib * budgets.MIB))
+        except OSError as error:
+            raise RenderError(f"cannot run {binary}: {error.strerror or error}") from None
+        try:
+            output = files.read_stream(process.stdout.fileno(), limits.helm_output_mib * budgets.MIB, deadline)
+            if len(output) > limits.helm_output_mib * budgets.MIB:
+                raise OverflowError()
+            process.wait(timeout=max(0.1, deadline - time.monotonic()))
+        except (files.InputTimeout, subprocess.TimeoutExpired):
+            raise RenderError(f"`helm template` took longer than {limits.helm_seconds:g} s (limit helm-seconds)") from None
+        except OverflowError:
+            raise RenderError(f"`helm template` printed more than {limits.helm_output_mib} MiB "
+                              "(limit helm-output-mib)") from None
+        finally:
+            if process.poll() is None:
+                process.kill()
+            process.wait()
+            process.stdout.close()
+        errors.seek(0)
+        stderr = errors.read(1 << 20).decode("utf-8", "replace")
+    if process.returncode != 0:
+        message = stderr.strip() or f"`helm template` exited with {process.returncode}"
         raise render_failure(re.sub(r"^Error: ", "", message), chart_dir, options)
-    return split_template_output(completed.stdout)
+    return split_template_output(output.decode("utf-8", "replace"))
+
+
+def memory_limiter(limit: int):
+    """A preexec_fn capping the child's data size (Go reports "out of memory" and stops)."""
+    try:
+        import resource
+    except ImportError:
+        return None
+
+    def apply() -> None:
+        resource.setrlimit(resource.RLIMIT_DATA, (limit, limit))
+
+    return apply
 
 
 def split_template_output(text: str) -> dict[str, str]:
@@ -412,7 +530,7 @@ def render_failure(message: str, chart_dir: str, options: HelmOptions) -> Render
                                                  int(position.group(2)), int(position.group(3) or 1)))
     pointer = _SCHEMA_POINTER.search(message)
     if pointer:
-        segments: list[Segment] = [int(p) if p.isdigit() else p.replace("~1", "/").replace("~0", "~")
+        segments: list[Segment] = [int(p) if re.fullmatch("[0-9]{1,9}", p) else p.replace("~1", "/").replace("~0", "~")
                                    for p in pointer.group(2).split("/")[1:]]
         names = () if pointer.group(1) == chart_name(chart_dir) else (pointer.group(1),)
         location = values_source(chart_dir, names, options).locate(segments) if segments else None
@@ -421,36 +539,108 @@ def render_failure(message: str, chart_dir: str, options: HelmOptions) -> Render
     return RenderError(message)
 
 
-def check_local_schemas(chart_dir: str) -> None:
-    """Helm fetches a values schema's remote `$ref`s while validating: refuse them instead."""
-    for directory, subdirs, files in os.walk(chart_dir):
-        subdirs[:] = sorted(d for d in subdirs if not d.startswith("."))
-        if "values.schema.json" not in files:
-            continue
-        path = os.path.join(directory, "values.schema.json")
-        try:
-            with open(path, encoding="utf-8") as handle:
-                schema = json.load(handle)
-        except (OSError, ValueError):
-            continue  # Helm reports an unreadable schema itself
-        remote = next(remote_references(schema), None)
-        if remote:
-            raise RenderError(
-                f"{display_path(path)} refers to the remote schema {remote}, which Helm would download: "
-                "kubelint-ports never uses the network; put that schema in the chart and refer to it locally")
+MAX_ARCHIVE_MEMBERS = 10_000
+MAX_NESTED_ARCHIVES = 4
 
 
-def remote_references(schema) -> Iterable[str]:
-    if isinstance(schema, dict):
-        for key, value in schema.items():
-            if (key in ("$ref", "$dynamicRef", "$recursiveRef", "$schema") and isinstance(value, str)
-                    and re.match(r"^https?://", value) and not re.match(r"^https?://json-schema\.org/", value)):
-                yield value
-            else:
-                yield from remote_references(value)
-    elif isinstance(schema, list):
-        for item in schema:
-            yield from remote_references(item)
+def check_chart_files(chart_dir: str) -> None:
+    """Refuse a chart Helm would make read or fetch something outside it: a symlink leaving the
+    chart (or looping inside it), a FIFO or device (Helm would block on it), a values schema
+    referring to anything but itself, an archived subchart with links or such a schema."""
+    root = os.path.realpath(chart_dir)
+    for directory, subdirs, entries, notes in files.walk_tree(chart_dir, budgets.current().max_depth):
+        if notes:
+            raise RenderError(notes[0])
+        for name in list(subdirs):
+            if os.path.islink(os.path.join(directory, name)):  # walk_tree lists links with files
+                subdirs.remove(name)
+        for entry in entries:
+            shown = display_path(entry.path)
+            if entry.is_symlink():
+                target = os.path.realpath(entry.path)
+                if not files.inside(root, entry.path):
+                    raise RenderError(f"{shown} is a symlink to {target}, outside the chart: "
+                                      "Helm would read it; kubelint-ports reads nothing outside its inputs")
+                if os.path.isdir(target) and files.inside(target, directory):
+                    raise RenderError(f"{shown} is a symlink to its own parent directory: Helm would walk it forever")
+            try:
+                mode = os.stat(entry.path).st_mode
+            except OSError as error:
+                raise RenderError(f"{shown}: {error.strerror or error}") from None
+            if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
+                raise RenderError(f"{shown} is {files.kind_of(mode)}: Helm would block reading it")
+            if entry.name == "values.schema.json":
+                problem = schema_problem(read_limited(entry.path))
+                if problem:
+                    raise RenderError(f"{shown} {problem}")
+            elif entry.name.endswith(".tgz") and os.path.basename(directory) == "charts":
+                problem = archive_problem(entry.path)
+                if problem:
+                    raise RenderError(f"{shown}: {problem}")
+
+
+def read_limited(path: str) -> bytes:
+    try:
+        return files.read_file(path, budgets.current().max_file_bytes)
+    except OSError as error:
+        raise RenderError(f"{display_path(path)}: {error.strerror or error}") from None
+
+
+def schema_problem(data: bytes) -> str | None:
+    """Why Helm must not validate with this values schema (`files.schema_reference_problem`)."""
+    try:
+        schema = json.loads(data)
+    except RecursionError:
+        return "is nested too deeply to check (limit max-depth)"
+    except ValueError:
+        return None  # Helm reports an unreadable schema itself
+    problem = files.schema_reference_problem(schema, budgets.current().max_depth)
+    return problem.replace("a validator", "Helm") if problem else None
+
+
+def archive_problem(path, nesting: int = 0) -> str | None:
+    """Why a packaged subchart (`charts/*.tgz`) must not be rendered: links or paths leaving the
+    archive, a remote values schema inside, or more data than the budgets (a decompression bomb)."""
+    import io
+    import tarfile
+
+    limit = budgets.current().max_file_bytes
+    total = 0
+    try:
+        opened = tarfile.open(path, mode="r:*") if isinstance(path, str) else tarfile.open(fileobj=path, mode="r:*")
+        with opened as archive:
+            for count, member in enumerate(archive):
+                if count > MAX_ARCHIVE_MEMBERS:
+                    return f"more than {MAX_ARCHIVE_MEMBERS:,} members"
+                parts = member.name.split("/")
+                if member.issym() or member.islnk() or member.name.startswith("/") or ".." in parts:
+                    return f"member {member.name!r} is a link or leaves the archive; not rendered"
+                if not (member.isfile() or member.isdir()):
+                    return f"member {member.name!r} is not a file"
+                total += member.size
+                if member.size > limit or total > limit:
+                    return f"more than {limit // budgets.MIB} MiB once unpacked (limit max-file-mib)"
+                if member.isfile() and (parts[-1] == "values.schema.json" or parts[-1].endswith(".tgz")):
+                    data = archive.extractfile(member).read()
+                    if parts[-1] == "values.schema.json":
+                        problem = schema_problem(data)
+                        if problem:
+                            return f"{member.name} {problem}"
+                    elif nesting < MAX_NESTED_ARCHIVES:
+                        problem = archive_problem(io.BytesIO(data), nesting + 1)
+                        if problem:
+                            return f"{member.name}: {problem}"
+                    else:
+                        return f"archives nested deeper than {MAX_NESTED_ARCHIVES} levels"
+    except (OSError, tarfile.TarError, EOFError, ValueError, zlib_error()) as error:
+        return f"not a readable chart archive ({error})"
+    return None
+
+
+def zlib_error():
+    import zlib
+
+    return zlib.error
 
 
 def one_line(message: str) -> str:
@@ -519,7 +709,11 @@ def is_test_hook(root: yt.Node) -> bool:
 
 
 def template_source(chart_dir: str, origin: str, options: HelmOptions) -> TemplateSource:
+    """Where a `# Source:` path's template is: only ever a regular file inside the chart (a path
+    with `..`, or one leaving the chart through a symlink, has no lines to open)."""
     relative, names = chart_relative(origin)
+    if any(part in ("", ".", "..") for part in origin.split("/")):
+        return TemplateSource(display_path(chart_dir), None, None)
     found = subchart_location(chart_dir, names) if names else ("dir", chart_dir)
     values = values_source(chart_dir, names, options)
     if found is None:
@@ -531,6 +725,8 @@ def template_source(chart_dir: str, origin: str, options: HelmOptions) -> Templa
         inside = "/".join(parts[1 + 2 * depth:])
         return TemplateSource(display_path(location), None, values, member=(location, inside))
     file = os.path.join(location, *relative.split("/"))
+    if not (files.inside(chart_dir, file) and os.path.isfile(file)):
+        return TemplateSource(display_path(file), None, values)
     return TemplateSource(display_path(file), file, values)
 
 

@@ -29,9 +29,9 @@ from dataclasses import dataclass, field
 import yaml
 
 from kubelint_ports.findings import Diagnostic, Location
+from kubelint_ports.loading import budgets, files as input_files
 from kubelint_ports.loading import (
     KUSTOMIZATION_FILES,
-    MAX_FILE_BYTES,
     Document,
     LoadResult,
     ManifestLoader,
@@ -281,8 +281,7 @@ def compose_file(path: str) -> yt.Node | None:
 
 def compose_all_file(path: str) -> list[yt.Node]:
     try:
-        with open(path, "rb") as handle:
-            return compose_text(handle.read(MAX_FILE_BYTES))
+        return compose_text(input_files.read_file(path, budgets.current().max_file_bytes))
     except OSError:
         return []
 
@@ -290,7 +289,7 @@ def compose_all_file(path: str) -> list[yt.Node]:
 def compose_text(text: str | bytes) -> list[yt.Node]:
     """Every non-empty document; unreadable YAML is none (kustomize reports it)."""
     try:
-        return [doc for doc in yaml.compose_all(text, Loader=ManifestLoader) if not yt.is_null(doc)]
+        return [doc for doc in budgets.compose_all(text, loader=ManifestLoader) if not yt.is_null(doc)]
     except yaml.YAMLError:
         return []
 
@@ -747,8 +746,10 @@ def entry_location(tree: Kustomization, message: str) -> Location | None:
 def add_built(directory: str, tree: Kustomization, text: str, scratch: str, result: LoadResult) -> None:
     """A build's objects, with their origins and the patches that may have written them."""
     data = text.encode("utf-8")
-    if len(data) > MAX_FILE_BYTES:
-        raise KustomizeError(f"renders {len(data) / 2**20:.0f} MiB, over the {MAX_FILE_BYTES // 2**20} MiB limit")
+    limit = budgets.current().max_file_bytes
+    if len(data) > limit:
+        raise KustomizeError(f"renders {len(data) / 2**20:.0f} MiB, over the {limit // 2**20} MiB limit "
+                             f"(limit max-file-mib)")
     shown = display_path(directory)
     rendered = LoadResult()
     load_bytes(data, shown, rendered)

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 import yaml
 
 from kubelint_ports.findings import Location
-from kubelint_ports.loading import Document, ManifestLoader, display_path
+from kubelint_ports.loading import Document, ManifestLoader, budgets, display_path, files
 from kubelint_ports.loading import yamltree as yt
 
 Segment = str | int
@@ -35,7 +35,7 @@ _ACTION = re.compile(r"\{\{(.*?)\}\}", re.DOTALL)
 _MASK = "\x01"
 _CONTROL_WORDS = frozenset(("if", "else", "end", "range", "with", "define", "block", "break", "continue"))
 _GENERATORS = re.compile(r"\b(include|template|toYaml|toJson|tpl|toPrettyJson|nindent|indent)\b")
-_INDENT_HINT = re.compile(r"\bn?indent\s+(\d+)")
+_INDENT_HINT = re.compile(r"\bn?indent\s+([0-9]{1,4})\b")
 _KEY = re.compile(r"""("(?:[^"\\]|\\.)*"|'(?:[^']|'')*'|[^\s#'"\[\]{}][^#]*?)\s*:(?=\s|$)""")
 _BLOCK_SCALAR = re.compile(r"^[|>][-+0-9]*\s*(#.*)?$")
 _DOC_SEPARATOR = re.compile(r"^---(\s|$)")
@@ -239,8 +239,8 @@ class ValuesFile:
         if not self._loaded:
             self._loaded = True
             try:
-                with open(self.path, "rb") as handle:
-                    self._root = yaml.compose(handle.read(), Loader=ManifestLoader)
+                self._root = budgets.compose(files.read_file(self.path, budgets.current().max_file_bytes),
+                                             loader=ManifestLoader)
             except (OSError, yaml.YAMLError):
                 self._root = None
         return self._root
@@ -345,15 +345,15 @@ class TemplateSource:
 
         try:
             if self.file is not None:
-                with open(self.file, encoding="utf-8-sig", errors="replace") as handle:
-                    return handle.read()
+                data = files.read_file(self.file, budgets.current().max_file_bytes)
+                return data.decode("utf-8-sig", "replace").replace("\r\n", "\n").replace("\r", "\n")  # as open() reads text
             if self.member is not None:
                 archive_path, inside = self.member
                 with tarfile.open(archive_path) as archive:  # members are `<chart name>/<inside>`
                     for info in archive:
                         if info.isfile() and info.name.partition("/")[2] == inside:
                             return archive.extractfile(info).read().decode("utf-8", "replace")
-        except (OSError, tarfile.TarError):
+        except (OSError, tarfile.TarError, EOFError):
             pass
         return ""
 

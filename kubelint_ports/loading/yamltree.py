@@ -146,6 +146,9 @@ def mapping(node: Node | None, what: str) -> MappingNode | None:
     return node
 
 
+MAX_QUOTED = 80  # characters of a value quoted in a message
+
+
 def describe(node: Node) -> str:
     if isinstance(node, MappingNode):
         return "a mapping"
@@ -153,22 +156,34 @@ def describe(node: Node) -> str:
         return "a list"
     kind = {STR: "string", INT: "integer", BOOL: "boolean", NULL: "null", FLOAT: "number"}.get(
         scalar_type(node), "value")
-    return f"the {kind} {node.value!r}"
+    return f"the {kind} {quoted(node.value)}"
+
+
+def quoted(text: str) -> str:
+    """`repr` of a value for a message, shortened: a message must not carry a whole file."""
+    return repr(text) if len(text) <= MAX_QUOTED else repr(text[:MAX_QUOTED]) + f"... ({len(text):,} characters)"
+
+
+MAX_INT_DIGITS = 64  # far past int64; longer digit strings are not read as numbers at all
 
 
 def parse_int(text: str) -> int | None:
-    """YAML 1.1 integer forms (sexagesimal excluded: no port is written that way)."""
-    if not _INT_FORMS.fullmatch(text):
+    """YAML 1.1 integer forms (sexagesimal excluded: no port is written that way); None for
+    anything else, including digit strings too long to be a number any API field holds."""
+    if len(text) > MAX_INT_DIGITS or not _INT_FORMS.fullmatch(text):
         return None
     sign = -1 if text[0] == "-" else 1
     digits = text.lstrip("+-").replace("_", "")
-    if digits.startswith("0b"):
-        return sign * int(digits[2:], 2)
-    if digits.startswith("0x"):
-        return sign * int(digits[2:], 16)
-    if len(digits) > 1 and digits.startswith("0"):
-        return sign * int(digits[1:], 8)
-    return sign * int(digits)
+    try:
+        if digits.startswith("0b"):
+            return sign * int(digits[2:], 2)
+        if digits.startswith("0x"):
+            return sign * int(digits[2:], 16)
+        if len(digits) > 1 and digits.startswith("0"):
+            return sign * int(digits[1:], 8)
+        return sign * int(digits)
+    except ValueError:  # `0x_`, `0b_`: the form's digits are all underscores
+        return None
 
 
 def as_int(node: Node) -> int:
@@ -224,7 +239,7 @@ def to_plain(node: Node | None, budget: list[int] | None = None):
             for key, value in pairs(node)}
 
 
-_SEGMENT = re.compile(r'\.?(?:"([^"]*)"|\[(\d+)\]|([^.\["]+))')
+_SEGMENT = re.compile(r'\.?(?:"([^"]*)"|\[([0-9]{1,18})\]|([^.\["]+))')
 
 
 def parse_field_path(path: str) -> list[str | int]:

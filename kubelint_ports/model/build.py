@@ -94,6 +94,10 @@ def guarded(function, document: Document, cluster: Cluster, diagnostics: list[Di
         function(document, cluster, **kwargs)
     except yt.FieldTypeError as error:
         diagnostics.append(Diagnostic(document.node_location(error.node), str(error)))
+    except Exception as error:  # a bug: name the object's file, keep the others
+        from kubelint_ports.loading import internal_error
+
+        diagnostics.append(internal_error(document.path, error))
 
 
 def custom_workload_kinds(configured: Iterable[PodTemplateKind]) -> dict[tuple[str, str], tuple[str, str | int | None]]:

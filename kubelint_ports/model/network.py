@@ -35,7 +35,7 @@ from typing import Any, Union
 import yaml
 
 from kubelint_ports.findings import Diagnostic, Location, ObjectRef
-from kubelint_ports.loading import STDIN_NAME, Document, ManifestLoader
+from kubelint_ports.loading import STDIN_NAME, Document, ManifestLoader, budgets, files
 from kubelint_ports.loading import yamltree as yt
 from kubelint_ports.model.datapath import DatapathFacts, Fact, parse_version
 
@@ -60,6 +60,7 @@ _WORKLOAD_POD_SPECS = {"Pod": "spec", "DaemonSet": "spec.template.spec", "Deploy
                        "ReplicaSet": "spec.template.spec", "StatefulSet": "spec.template.spec"}
 _CORE_GROUPS = frozenset(("", "apps", "extensions"))
 MAX_EMBEDDED_CHARS = 1024 * 1024
+_DECIMAL = re.compile(r"[0-9]{1,10}")  # ASCII digits, short enough for int() (ParseCIDR's own limit is lower)
 
 
 # --- CIDRs -------------------------------------------------------------------------------------
@@ -91,14 +92,14 @@ def parse_cidr(entry: str) -> tuple[IPNetwork | None, str]:
     if ":" not in address and "." in address:
         # ParseCIDRSloppy (k8s.io/utils/net) reads 010.0.0.0 as decimal, Python refuses it
         parts = address.split(".")
-        if all(part.isdigit() for part in parts):
+        if all(_DECIMAL.fullmatch(part) for part in parts):
             address = ".".join(str(int(part)) for part in parts)
-    if not prefix.isdigit():
-        return None, f"the prefix length {prefix!r} is not a number"
+    if not _DECIMAL.fullmatch(prefix):
+        return None, f"the prefix length {yt.quoted(prefix)} is not a number"
     try:
         address_object = ipaddress.ip_address(address)
     except ValueError:
-        return None, f"{address!r} is not an IP address"
+        return None, f"{yt.quoted(address)} is not an IP address"
     if int(prefix) > address_object.max_prefixlen:
         return None, f"/{prefix} is longer than an IPv{address_object.version} address (/{address_object.max_prefixlen})"
     return ipaddress.ip_network(f"{address}/{int(prefix)}", strict=False), ""
@@ -416,6 +417,10 @@ class NetworkReader:
             function(document, *args)
         except yt.FieldTypeError as error:
             self.diagnostics.append(Diagnostic(node_location(document, error.node), str(error)))
+        except Exception as error:  # a bug: name the object's file, keep the others
+            from kubelint_ports.loading import internal_error
+
+            self.diagnostics.append(internal_error(document.path, error))
 
     def owner(self, document: Document | EmbeddedDocument, ref: ObjectRef, outer: Document) -> ConfigObject:
         return ConfigObject(document, ref, id(outer) in self.live_ids)
@@ -546,12 +551,12 @@ class NetworkReader:
               *, json_text: bool = False) -> EmbeddedDocument | None:
         """Compose a ConfigMap value; an unreadable one is an input error inside the value."""
         try:
-            root = yaml.compose(value.value, Loader=ManifestLoader)
+            root = budgets.compose(value.value, loader=ManifestLoader)
         except yaml.YAMLError as error:
-            if json_text:
+            if json_text and not isinstance(error, budgets.LimitError):
                 try:
                     data = json.loads(value.value)
-                except ValueError:
+                except (ValueError, RecursionError):
                     data = None
                 if data is not None:  # valid JSON that YAML 1.1 cannot read (tabs): no inner positions
                     return EmbeddedDocument(document, prefix, _json_node(data))
@@ -575,9 +580,9 @@ class NetworkReader:
         if path not in self.sources:
             lines = None
             if path != STDIN_NAME:
-                try:
-                    with open(path, encoding="utf-8-sig", errors="replace") as handle:
-                        lines = handle.read().splitlines()
+                try:  # a regular file only: a pipe read once is empty now, a FIFO would block
+                    lines = files.read_file(path, budgets.current().max_file_bytes).decode(
+                        "utf-8-sig", "replace").splitlines()
                 except OSError:
                     lines = None
             self.sources[path] = lines
@@ -792,23 +797,26 @@ class NetworkReader:
 
     def read_nodes(self, cluster: Any) -> None:
         for name, document in sorted((getattr(cluster, "node_documents", None) or {}).items()):
-            spec = yt.get(document.root, "spec")
-            owner = ConfigObject(document, ObjectRef(yt.as_str(yt.get(document.root, "apiVersion")) or "v1",
-                                                     "Node", "", name), live=True)
-            pod_cidrs = yt.items(yt.get(spec, "podCIDRs"), "spec.podCIDRs")
-            if pod_cidrs:
-                for index, item in enumerate(pod_cidrs):
-                    self.cidr_setting(owner, "pod", f"podCIDR of Node {name}", yt.as_str(item),
-                                      f"spec.podCIDRs[{index}]", "", order="node", single=True, cluster_wide=False)
-            elif yt.get(spec, "podCIDR") is not None:
-                self.cidr_setting(owner, "pod", f"podCIDR of Node {name}", yt.as_str(yt.get(spec, "podCIDR")),
-                                  "spec.podCIDR", "", order="node", single=True, cluster_wide=False)
-            runtime = yt.as_str(yt.at(document.root, "status.nodeInfo.containerRuntimeVersion"))
-            if "://" in runtime:
-                name_part, _, version_part = runtime.partition("://")
-                self.network.runtimes.append((name_part, parse_version(version_part), name))
+            self.guarded(self.read_node, document, name)  # a podCIDRs of the wrong type costs that node
         # Nodes are never reported: an invalid podCIDR there is the API server's business.
         self.network.invalid = [invalid for invalid in self.network.invalid if invalid.owner.ref.kind != "Node"]
+
+    def read_node(self, document: Document, name: str) -> None:
+        spec = yt.get(document.root, "spec")
+        owner = ConfigObject(document, ObjectRef(yt.as_str(yt.get(document.root, "apiVersion")) or "v1",
+                                                 "Node", "", name), live=True)
+        pod_cidrs = yt.items(yt.get(spec, "podCIDRs"), "spec.podCIDRs")
+        if pod_cidrs:
+            for index, item in enumerate(pod_cidrs):
+                self.cidr_setting(owner, "pod", f"podCIDR of Node {name}", yt.as_str(item),
+                                  f"spec.podCIDRs[{index}]", "", order="node", single=True, cluster_wide=False)
+        elif yt.get(spec, "podCIDR") is not None:
+            self.cidr_setting(owner, "pod", f"podCIDR of Node {name}", yt.as_str(yt.get(spec, "podCIDR")),
+                              "spec.podCIDR", "", order="node", single=True, cluster_wide=False)
+        runtime = yt.as_str(yt.at(document.root, "status.nodeInfo.containerRuntimeVersion"))
+        if "://" in runtime:
+            name_part, _, version_part = runtime.partition("://")
+            self.network.runtimes.append((name_part, parse_version(version_part), name))
 
     def read_facts(self, facts: Any) -> None:
         for role, option, text in (("service", "--service-cidr", getattr(facts, "service_cidr", None)),
@@ -1123,7 +1131,7 @@ def proxy_from_config(root: yt.Node, owner: ConfigObject, label: str, prefix: st
 def parse_port_range(text: str) -> tuple[int, int] | None:
     """apimachinery PortRange: `30000-32767`, `30000+2767`, or one port."""
     text = text.strip()
-    match = re.fullmatch(r"(\d+)(?:([-+])(\d+))?", text)
+    match = re.fullmatch(r"([0-9]{1,10})(?:([-+])([0-9]{1,10}))?", text)
     if not match:
         return None
     low = int(match.group(1))
@@ -1170,7 +1178,7 @@ def agreed(found: list[tuple[Any, str]]) -> Fact | None:
     values = {value for value, _ in found}
     if len(values) != 1:
         return None
-    places = list(dict.fromkeys(place for _, place in found))
+    places = sorted(set(place for _, place in found))  # the same words whatever the input order
     more = f" and {len(places) - 1} more" if len(places) > 1 else ""
     return Fact(values.pop(), places[0] + more)
 
@@ -1195,7 +1203,7 @@ def datapath_facts(network: NetworkConfig, stated: Iterable[tuple[str, Any, str]
     found["masquerade_all"] = agreed([(p.masquerade_all, p.label) for p in proxies])
     runtimes = network.runtimes
     if runtimes and all(runtime == "cri-o" for runtime, _, _ in runtimes):
-        found["hostport"] = Fact("crio", f"containerRuntimeVersion of Node {runtimes[0][2]}"
+        found["hostport"] = Fact("crio", f"containerRuntimeVersion of Node {min(node for _, _, node in runtimes)}"
                                          + (f" and {len(runtimes) - 1} more" if len(runtimes) > 1 else ""))
         found["crio_version"] = agreed([(version, f"containerRuntimeVersion of Node {node}")
                                         for _, version, node in runtimes if version is not None])

@@ -135,7 +135,7 @@ UNSCHEDULABLE_TAINT = Taint("node.kubernetes.io/unschedulable", "", NO_SCHEDULE)
 # Booleans as the Kubernetes YAML decoder (YAML 1.1) reads them.
 _YAML_TRUE = frozenset({"true", "True", "TRUE", "yes", "Yes", "YES", "on", "On", "ON", "y", "Y"})
 _SCALARS = (str, int, float)
-_INT64 = re.compile(r"[+-]?[0-9]+")
+_INT64 = re.compile(r"[+-]?[0-9]+", re.ASCII)
 
 
 # --- reading untyped YAML -------------------------------------------------------------------
@@ -257,7 +257,7 @@ def tolerates(tolerations: Iterable[Toleration], taint: Taint) -> bool:
 
 def _int64(text: str | None) -> int | None:
     # strconv.ParseInt(s, 10, 64): no spaces or underscores, which Python's int() would accept.
-    if text is None or not _INT64.fullmatch(text):
+    if text is None or len(text) > 20 or not _INT64.fullmatch(text):
         return None
     number = int(text)
     return number if -(2**63) <= number < 2**63 else None

@@ -11,7 +11,7 @@ import os
 from dataclasses import dataclass, field
 
 from kubelint_ports.findings import COMMAND_LINE, Diagnostic, Location
-from kubelint_ports.loading import MAX_FILE_BYTES, display_path
+from kubelint_ports.loading import budgets, display_path, files
 from kubelint_ports.loading.snapshot.detect import KINDS, detect
 from kubelint_ports.loading.snapshot.records import SnapshotFile
 
@@ -65,13 +65,14 @@ def missing_backend(snapshot: Snapshot) -> list[Diagnostic]:
 
 def read_file(path: str) -> tuple[SnapshotFile | None, list[Diagnostic]]:
     shown = display_path(path)
+    limit = budgets.current().max_file_bytes
     try:
-        with open(path, "rb") as handle:
-            data = handle.read(MAX_FILE_BYTES + 1)
+        data = files.read_file(path, limit)
     except OSError as error:
         return None, [Diagnostic(Location(shown, 0, 0), f"cannot read: {error.strerror or error}")]
-    if len(data) > MAX_FILE_BYTES:
-        return None, [Diagnostic(Location(shown, 0, 0), f"file is over the {MAX_FILE_BYTES // 2**20} MiB limit; not read")]
+    if len(data) > limit:
+        return None, [Diagnostic(Location(shown, 0, 0),
+                                 f"file is over the {limit // 2**20} MiB limit (limit max-file-mib); not read")]
     if b"\0" in data[:65536]:
         return None, [Diagnostic(Location(shown, 1, 1), "binary data, not the text output of a tool")]
     text = data.decode("utf-8", "replace")

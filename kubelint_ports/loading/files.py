@@ -1,0 +1,214 @@
+"""Reading input files safely: regular files (and pipes named directly) only, a size cap, a
+deadline, no symlink leaving the tree it was found in, and directory walks without recursion.
+
+A FIFO named `x.yaml` inside a directory would block `open()` forever and a device would never
+end; both are skipped with a note. A pipe named directly (`<(helm template ...)`) is read, but
+never past the input's deadline. A symlink is followed only to a target inside the tree it was
+found in (the directory walked, or for a path named directly the current directory or the
+link's own directory), so a committed `evil.yaml -> ~/.ssh/id_rsa` is never read, let alone
+quoted in a report.
+"""
+
+from __future__ import annotations
+
+import os
+import select
+import signal
+import stat
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+_READ_FLAGS = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_CLOEXEC", 0)
+_KINDS = ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a character device"),
+          (stat.S_ISBLK, "a block device"), (stat.S_ISDIR, "a directory"))
+
+
+class InputTimeout(Exception):
+    """An input took longer than its `input-seconds` budget."""
+
+
+class NotRegular(OSError):
+    """A path that is not a file to read (a device, a socket, a directory)."""
+
+
+def kind_of(mode: int) -> str:
+    for test, name in _KINDS:
+        if test(mode):
+            return name
+    return "not a regular file"
+
+
+def inside(root: str, path: str) -> bool:
+    """Whether `path` (resolved) lies in the directory `root` (resolved)."""
+    root = os.path.realpath(root)
+    target = os.path.realpath(path)
+    return target == root or target.startswith(root.rstrip(os.sep) + os.sep)
+
+
+def symlink_escape(path: str) -> str | None:
+    """For a path named directly: the target of a symlink leaving both the current directory and
+    the link's own directory, else None."""
+    if not os.path.islink(path):
+        return None
+    if inside(os.curdir, path) or inside(os.path.dirname(os.path.abspath(path)), path):
+        return None
+    return os.path.realpath(path)
+
+
+def read_file(path: str, limit: int, deadline: float | None = None, *, pipes: bool = False) -> bytes:
+    """At most `limit` + 1 bytes of a regular file, or with `pipes` of a pipe (an input named
+    directly: `<(helm template ...)`); OSError (NotRegular for FIFOs unless `pipes`, devices,
+    sockets, directories) when it cannot be read, InputTimeout when a pipe outlives `deadline`."""
+    descriptor = os.open(path, _READ_FLAGS)
+    try:
+        mode = os.fstat(descriptor).st_mode
+        if stat.S_ISREG(mode):
+            return _read_regular(descriptor, limit)
+        if stat.S_ISFIFO(mode) and pipes:
+            return read_stream(descriptor, limit, deadline)
+        raise NotRegular(0, f"{kind_of(mode)}, not a file to read")
+    finally:
+        os.close(descriptor)
+
+
+def _read_regular(descriptor: int, limit: int) -> bytes:
+    chunks = []
+    remaining = limit + 1
+    while remaining > 0:
+        chunk = os.read(descriptor, min(remaining, 1 << 20))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        remaining -= len(chunk)
+    return b"".join(chunks)
+
+
+def read_stream(descriptor: int, limit: int, deadline: float | None = None) -> bytes:
+    """A pipe until its end, `limit` + 1 bytes, or the deadline (InputTimeout). A FIFO that no
+    writer holds open reads as empty at once (waiting for one could be forever)."""
+    os.set_blocking(descriptor, False)
+    chunks = []
+    size = 0
+    while size <= limit:
+        try:
+            chunk = os.read(descriptor, min(limit + 1 - size, 1 << 20))
+        except BlockingIOError:  # a writer, nothing written yet
+            wait = None if deadline is None else deadline - time.monotonic()
+            if wait is not None and wait <= 0:
+                raise InputTimeout() from None
+            select.select([descriptor], [], [], wait)
+            continue
+        if not chunk:
+            break
+        chunks.append(chunk)
+        size += len(chunk)
+    return b"".join(chunks)
+
+
+def walk_tree(top: str, max_depth: int) -> Iterator[tuple[str, list[str], list[os.DirEntry], list[str]]]:
+    """`os.walk` top-down without recursion and without following symlinked directories:
+    (directory, subdirectory names (prune in place), other entries, notes). Directories deeper
+    than `max_depth` below `top` are not entered (a note says so)."""
+    stack: list[tuple[str, int]] = [(top, 0)]
+    while stack:
+        directory, depth = stack.pop()
+        notes: list[str] = []
+        subdirs: list[str] = []
+        entries: list[os.DirEntry] = []
+        try:
+            with os.scandir(directory) as listing:
+                found = sorted(listing, key=lambda entry: entry.name)
+        except OSError as error:
+            yield directory, [], [], [f"cannot read directory {directory}: {error.strerror or error}"]
+            continue
+        for entry in found:
+            try:
+                if entry.is_dir(follow_symlinks=False):
+                    subdirs.append(entry.name)
+                    continue
+            except OSError:
+                pass
+            entries.append(entry)
+        yield directory, subdirs, entries, notes
+        if subdirs and depth + 1 > max_depth:
+            yield directory, [], [], [f"{directory}: directories nested deeper than {max_depth} levels are not walked"]
+            continue
+        for name in reversed(subdirs):
+            stack.append((os.path.join(directory, name), depth + 1))
+
+
+def entry_problem(entry: os.DirEntry, root: str) -> str | None:
+    """Why a directory entry is not read as a file: not regular, or a symlink leaving `root`."""
+    try:
+        if entry.is_symlink():
+            if not inside(root, entry.path):
+                return f"a symlink to {os.path.realpath(entry.path)}, outside {root}"
+            mode = os.stat(entry.path).st_mode
+        else:
+            mode = entry.stat(follow_symlinks=False).st_mode
+    except OSError as error:
+        return f"cannot read: {error.strerror or error}"
+    if not stat.S_ISREG(mode):
+        return kind_of(mode)
+    return None
+
+
+# --- JSON Schema references ---------------------------------------------------------------------
+
+# Meta-schemas validators ship built in: naming one in `$schema` fetches nothing.
+KNOWN_META_SCHEMAS = frozenset(
+    f"{scheme}://json-schema.org/{path}{end}" for scheme in ("http", "https") for end in ("", "#")
+    for path in ("schema", "draft-04/schema", "draft-06/schema", "draft-07/schema", "draft/2019-09/schema",
+                 "draft/2020-12/schema"))
+_REFERENCES = ("$ref", "$dynamicRef", "$recursiveRef")
+
+
+def schema_reference_problem(schema, max_depth: int) -> str | None:
+    """Why a JSON Schema would make a validator fetch or read something outside it: a reference
+    that is not a `#...` fragment of the document (a URL of any scheme or case, a file, a name
+    resolved against an `$id`), or a `$schema` that is not a built-in meta-schema. Iterative."""
+    stack = [(schema, 0)]
+    while stack:
+        node, depth = stack.pop()
+        if depth > max_depth:
+            return f"is nested deeper than {max_depth} levels (limit max-depth)"
+        if isinstance(node, dict):
+            for key, value in node.items():
+                if key in _REFERENCES and isinstance(value, str) and not value.startswith("#"):
+                    return (f"refers to the schema {value}, outside it, which a validator would fetch or read: "
+                            "kubelint-ports never uses the network nor reads outside its inputs; put the "
+                            "definition in the schema's `$defs` and refer to it as \"#/$defs/...\"")
+                if key == "$schema" and isinstance(value, str) and value not in KNOWN_META_SCHEMAS:
+                    return (f"names the meta-schema {value}, which a validator would fetch: use a standard one "
+                            "(https://json-schema.org/draft-07/schema#, .../draft/2020-12/schema)")
+                stack.append((value, depth + 1))
+        elif isinstance(node, list):
+            stack.extend((item, depth + 1) for item in node)
+    return None
+
+
+# --- the per-input deadline ----------------------------------------------------------------------
+
+@contextmanager
+def time_limit(seconds: float | None):
+    """Raise InputTimeout in the block after `seconds`, where a timer signal can (the main thread
+    on POSIX); elsewhere the block runs unbounded but for the cooperative checks (pipes, Helm)."""
+    usable = (seconds and hasattr(signal, "setitimer") and threading.current_thread() is threading.main_thread())
+    if not usable:
+        yield
+        return
+
+    def expire(signum, frame):
+        raise InputTimeout()
+
+    previous_handler = signal.signal(signal.SIGALRM, expire)
+    previous_timer = signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous_handler)
+        if previous_timer[0]:
+            signal.setitimer(signal.ITIMER_REAL, *previous_timer)
