@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-import os
 import sys
 from pathlib import Path
 from typing import List, Optional
@@ -282,15 +281,4 @@ def ports(
 
 
 def main() -> None:
-    """Run the app, then leave without tearing down the model: freeing millions of YAML nodes one
-    by one at interpreter exit took as long as linting them (1.3 s on the 1,000-workload corpus)."""
-    try:
-        app()
-        code = EXIT_CLEAN
-    except SystemExit as exit_:
-        code = exit_.code if isinstance(exit_.code, int) else (0 if exit_.code is None else EXIT_USAGE)
-        if isinstance(exit_.code, str):
-            print(exit_.code, file=sys.stderr)
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(code)
+    app()

@@ -10,8 +10,9 @@ from typing import TYPE_CHECKING
 
 from kubelint_ports.checks import CHECKS, Hit
 from kubelint_ports.findings import Diagnostic, Finding, Location, Report
-from kubelint_ports.loading import LoadResult, display_path, load
-from kubelint_ports.model import Cluster, ClusterFacts, build_cluster
+from kubelint_ports.loading import LoadResult, changed_sources, display_path, held, load
+from kubelint_ports.model import Cluster, ClusterFacts
+from kubelint_ports.model.build import INVENTORY, LINTED, LIVE, ModelReader, assemble
 from kubelint_ports.policies import Policy, builtin_policies
 from kubelint_ports.suppressions import annotation_reason, apply_exemptions
 
@@ -40,6 +41,11 @@ def lint_paths(paths: Sequence[str], options: LintOptions = LintOptions(), *, st
         findings = run_checks(cluster, policies)
         if options.exemptions or options.baseline:
             findings = apply_exemptions(findings, options.exemptions, options.baseline)
+    changed = changed_sources(loaded.documents)
+    if changed:
+        diagnostics = sorted(set(diagnostics) | {Diagnostic(
+            Location(path, 0, 0), "the file changed while it was linted: its findings point at each object's "
+                                  "first line; lint it again") for path in changed})
     return Report(
         findings=findings,
         diagnostics=diagnostics,
@@ -52,21 +58,22 @@ def lint_paths(paths: Sequence[str], options: LintOptions = LintOptions(), *, st
 
 def load_cluster(paths: Sequence[str], options: LintOptions, *, stdin=None
                  ) -> tuple[Cluster, LoadResult, list[Diagnostic]]:
-    """Every input read and modelled: linted manifests, running objects, the node inventory."""
+    """Every input read and modelled: linted manifests, running objects, the node inventory.
+    Each document's tree is read once, by a model reader, and let go."""
     with collector_paused():
+        linted = ModelReader(LINTED)
         loaded = load(paths, stdin=stdin, helm=options.helm, chart_helm=dict(options.chart_helm),
-                      exclude=options.exclude)
-        live = load(options.cluster_files) if options.cluster_files else None
-        inventory = load(options.node_files) if options.node_files else None
-        cluster, model_diagnostics = build_cluster(
-            loaded.documents, options.facts,
-            live_documents=live.documents if live else (),
-            node_documents=inventory.documents if inventory else None)
+                      exclude=options.exclude, reader=linted)
+        live = ModelReader(LIVE) if options.cluster_files else None
+        running = load(options.cluster_files, reader=live) if live is not None else None
+        inventory = ModelReader(INVENTORY) if options.node_files else None
+        nodes = load(options.node_files, reader=inventory) if inventory is not None else None
+        cluster, model_diagnostics = assemble(linted, live, inventory, options.facts)
     diagnostics = loaded.diagnostics + model_diagnostics
-    for extra in (live, inventory):
+    for extra in (running, nodes):
         if extra is not None:
             diagnostics += extra.diagnostics
-    if inventory is not None and not cluster.nodes:
+    if nodes is not None and not cluster.nodes:
         diagnostics.append(Diagnostic(Location(display_path(options.node_files[0]), 0, 0),
                                       "the node inventory holds no Node objects (use `kubectl get nodes -o yaml`)"))
     return cluster, loaded, sorted(set(diagnostics))
@@ -90,13 +97,31 @@ def collector_paused():
 
 
 def run_checks(cluster: Cluster, policies: Iterable[Policy]) -> list[Finding]:
-    findings: set[Finding] = set()
+    hits = []
     for policy in policies:
         check = CHECKS[policy.check]
         for hit in check.function(cluster, policy.params):
             if not getattr(hit.subject, "live", False):  # running objects only appear as related
-                findings.add(to_finding(hit, policy))
-    return sorted(findings)
+                hits.append((hit, policy))
+    places = positions(hits)
+    return sorted({to_finding(hit, policy, places) for hit, policy in hits})
+
+
+def positions(hits) -> dict[tuple[int, str], tuple[Location, tuple[Location, ...]]]:
+    """(id of document, field path) -> (its location, its values-file locations), for every place
+    a finding names. Documents keep no trees: each is composed once, here, one at a time."""
+    wanted: dict[int, tuple[object, set[str]]] = {}
+    for hit, _ in hits:
+        for subject, field_path in ((hit.subject, hit.field_path),
+                                    *((related.subject, related.field_path) for related in hit.related)):
+            document = subject.document
+            wanted.setdefault(id(document), (document, set()))[1].add(field_path)
+    places = {}
+    for document in held(document for document, _ in wanted.values()):
+        for field_path in wanted[id(document)][1]:
+            places[(id(document), field_path)] = (document.location(field_path),
+                                                  value_locations(document, field_path))
+    return places
 
 
 def value_locations(document, field_path: str) -> tuple[Location, ...]:
@@ -106,21 +131,26 @@ def value_locations(document, field_path: str) -> tuple[Location, ...]:
     return locate(field_path) if locate is not None else ()
 
 
-def to_finding(hit: Hit, policy: Policy) -> Finding:
+def to_finding(hit: Hit, policy: Policy, places) -> Finding:
     document = hit.subject.document
     reason = annotation_reason(document, policy.id, policy.name)
+    location, values = places[(id(document), hit.field_path)]
     return Finding(
-        location=document.location(hit.field_path),
+        location=location,
         rule_id=policy.id,
         rule_name=policy.name,
         severity=policy.severity_for(hit.variant),
         message=hit.message,
         subject=hit.subject.ref,
         field_path=hit.field_path,
-        related=tuple(r.subject.document.location(r.field_path, r.message) for r in hit.related)
-        + value_locations(document, hit.field_path),
+        related=tuple(with_message(places[(id(r.subject.document), r.field_path)][0], r.message)
+                      for r in hit.related) + values,
         template=document.origin,
         port=hit.port,
         suppressed=reason,
         suppressed_by="inSource" if reason else "",
     )
+
+
+def with_message(location: Location, message: str) -> Location:
+    return Location(location.path, location.line, location.column, location.end_line, location.end_column, message)

@@ -10,9 +10,9 @@ from collections import defaultdict
 from dataclasses import dataclass, replace
 from typing import TextIO
 
+from kubelint_ports.loading import held
 from kubelint_ports.model import Cluster, Workload
 from kubelint_ports.model.allocation import allocate, unconstrained_daemonset
-from kubelint_ports.model.objects import HostClaim
 from kubelint_ports.model.placement import pinned_node
 
 ANY_NODE = "(any node)"
@@ -36,15 +36,16 @@ def build_port_map(cluster: Cluster) -> dict[str, list[PortEntry]]:
     """Node name -> entries; without an inventory, pinned node names and "(any node)"."""
     allocation = allocate(cluster)
     table: dict[str, list[PortEntry]] = defaultdict(list)
+    service_claims = [(service, claim) for service in cluster.services if service.has_node_ports
+                      for claim in service.node_port_claims]
+    where = claim_locations([*cluster.host_claims(), *service_claims])
     for workload, claim in cluster.host_claims():
         for node, certainty in placements(allocation, workload):
-            table[node].append(entry_for(workload, claim, certainty))
-    for service in cluster.services:
-        if service.has_node_ports:
-            for claim in service.node_port_claims:
-                location = service.document.location(claim.field_path)
-                table[EVERY_NODE].append(PortEntry(claim.port, claim.protocol, "0.0.0.0", claim.label,
-                                                   str(service.ref), "", "runs", str(location)))
+            table[node].append(PortEntry(claim.port, claim.protocol, claim.host_ip, claim.via, str(workload.ref),
+                                         workload.pods, certainty, where[(id(workload.document), claim.field_path)]))
+    for service, claim in service_claims:
+        table[EVERY_NODE].append(PortEntry(claim.port, claim.protocol, "0.0.0.0", claim.label, str(service.ref), "",
+                                           "runs", where[(id(service.document), claim.field_path)]))
     node_ports = {(e.protocol, e.port) for e in table.get(EVERY_NODE, ())}
     return {node: mark_conflicts(sorted(entries), node_ports if node != EVERY_NODE else set())
             for node, entries in sorted(table.items(), key=lambda item: (item[0].startswith("("), item[0]))}
@@ -61,10 +62,13 @@ def placements(allocation, workload: Workload) -> list[tuple[str, str]]:
     return [(ANY_NODE, "runs" if unconstrained_daemonset(workload) else "may run")]
 
 
-def entry_for(workload: Workload, claim: HostClaim, certainty: str) -> PortEntry:
-    location = workload.document.location(claim.field_path)
-    return PortEntry(claim.port, claim.protocol, claim.host_ip, claim.via, str(workload.ref), workload.pods,
-                     certainty, str(location))
+def claim_locations(claims) -> dict[tuple[int, str], str]:
+    """"file:line:column" of each claim's field, each document composed once."""
+    wanted: dict[int, tuple[object, set[str]]] = {}
+    for owner, claim in claims:
+        wanted.setdefault(id(owner.document), (owner.document, set()))[1].add(claim.field_path)
+    return {(id(document), path): str(document.location(path))
+            for document in held(document for document, _ in wanted.values()) for path in wanted[id(document)][1]}
 
 
 def mark_conflicts(entries: list[PortEntry], node_ports: set[tuple[str, int]]) -> list[PortEntry]:

@@ -20,13 +20,8 @@ BASELINE_VERSION = 1
 
 
 def annotations(document) -> dict[str, str]:
-    from kubelint_ports.loading import yamltree as yt
-
-    node = yt.get(yt.get(document.root, "metadata"), "annotations")
-    if not isinstance(node, yt.MappingNode):
-        return {}
-    return {key.value: value.value for key, value in yt.pairs(node)
-            if isinstance(key, yt.ScalarNode) and isinstance(value, yt.ScalarNode)}
+    """The object's own annotations (loading keeps the ones under `kubelint-ports.io/`)."""
+    return dict(getattr(document, "annotations", None) or {})
 
 
 def annotation_reason(document, rule_id: str, rule_name: str) -> str:
