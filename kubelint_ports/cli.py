@@ -107,6 +107,8 @@ NAMESPACE_OPTION = typer.Option(None, "--namespace", rich_help_panel=HELM,
                          help="Release namespace for the charts (default: Helm's, `default`).")
 HELM_BINARY_OPTION = typer.Option(None, "--helm-binary", metavar="PATH", rich_help_panel=HELM,
                            help="Render charts with `PATH template` instead of the embedded engine.")
+JOBS_OPTION = typer.Option(0, "--jobs", "-j", min=0, metavar="N", show_default=False,
+                           help="Processes that read large inputs (default: one per processor; 1: no extra process).")
 
 
 @app.command()
@@ -158,6 +160,7 @@ def lint(
                                              help="The chart that `helm template` output (on stdin or in a file) "
                                                   "came from, to report template lines (default: the current "
                                                   "directory or ./CHART_NAME)."),
+    jobs: int = JOBS_OPTION,
 ) -> None:
     """Lint Kubernetes manifests and Helm charts for port-allocation mistakes."""
     from kubelint_ports.engine import lint_paths
@@ -174,7 +177,7 @@ def lint(
         helm=dict(values=tuple(values), set=tuple(set_values), set_string=tuple(set_strings),
                   release_name=release_name, namespace=namespace, kube_version=kube_version,
                   helm_binary=helm_binary, chart_root=chart_root)))
-    report = lint_paths(settings.paths, settings.options, policies=settings.policies)
+    report = lint_paths(settings.paths, dataclasses.replace(settings.options, jobs=jobs), policies=settings.policies)
     format_options = FormatOptions(show_suppressed=show_suppressed, sarif_category=sarif_category, link_base=link_base)
     for kind, path in extra_reports:
         with open(path, "w", encoding="utf-8", newline="\n") as stream:
@@ -259,6 +262,7 @@ def ports(
     release_name: Optional[str] = RELEASE_NAME_OPTION,
     namespace: Optional[str] = NAMESPACE_OPTION,
     helm_binary: Optional[str] = HELM_BINARY_OPTION,
+    jobs: int = JOBS_OPTION,
 ) -> None:
     """Show the host ports each node must give: hostPort, hostNetwork and nodePort claims, conflicts marked."""
     from kubelint_ports.engine import load_cluster
@@ -269,7 +273,7 @@ def ports(
         paths=tuple(paths or ()), config=config, nodes=tuple(nodes), cluster=tuple(cluster),
         helm=dict(values=tuple(values), set=tuple(set_values), set_string=tuple(set_strings),
                   release_name=release_name, namespace=namespace, helm_binary=helm_binary)))
-    model, _, diagnostics = load_cluster(settings.paths, settings.options)
+    model, _, diagnostics = load_cluster(settings.paths, dataclasses.replace(settings.options, jobs=jobs))
     for diagnostic in diagnostics:
         typer.echo(f"{diagnostic.location}: input-error {diagnostic.message}", err=True)
     port_map = build_port_map(model)

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import gc
 from collections.abc import Callable, Iterable, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from kubelint_ports.checks import CHECKS, Hit
 from kubelint_ports.findings import Diagnostic, Finding, Location, Report
-from kubelint_ports.loading import LoadResult, changed_sources, display_path, held, load
+from kubelint_ports.loading import Loading, LoadResult, changed_sources, display_path, held
 from kubelint_ports.model import Cluster, ClusterFacts
 from kubelint_ports.model.build import INVENTORY, LINTED, LIVE, ModelReader, assemble
 from kubelint_ports.policies import Policy, builtin_policies
@@ -31,6 +31,7 @@ class LintOptions:
     exclude: Callable[[str], bool] | None = None  # paths to skip (the config's `exclude` globs)
     exemptions: tuple[Exemption, ...] = ()  # accepted findings, from the config
     baseline: frozenset[str] = frozenset()  # fingerprints of findings accepted by --baseline
+    jobs: int = 0  # processes that read large inputs; 0: one per processor, 1: this process only
 
 
 def lint_paths(paths: Sequence[str], options: LintOptions = LintOptions(), *, stdin=None,
@@ -60,14 +61,23 @@ def load_cluster(paths: Sequence[str], options: LintOptions, *, stdin=None
                  ) -> tuple[Cluster, LoadResult, list[Diagnostic]]:
     """Every input read and modelled: linted manifests, running objects, the node inventory.
     Each document's tree is read once, by a model reader, and let go."""
-    with collector_paused():
+    jobs = options.jobs
+    if jobs <= 0:
+        from kubelint_ports.loading.pool import default_jobs
+
+        jobs = default_jobs()
+    with collector_paused(), workers_for(jobs) as workers:
         linted = ModelReader(LINTED)
-        loaded = load(paths, stdin=stdin, helm=options.helm, chart_helm=dict(options.chart_helm),
-                      exclude=options.exclude, reader=linted)
         live = ModelReader(LIVE) if options.cluster_files else None
-        running = load(options.cluster_files, reader=live) if live is not None else None
         inventory = ModelReader(INVENTORY) if options.node_files else None
-        nodes = load(options.node_files, reader=inventory) if inventory is not None else None
+        # Started in this order, so a big inventory (one `kind: List` file: one worker's job) is
+        # not queued behind the manifests' batches; and finished in this order, so this process
+        # reads what stays in-process while the workers read the manifests.
+        pending = [Loading(files, reader=reader, workers=workers) if reader is not None else None
+                   for files, reader in ((options.node_files, inventory), (options.cluster_files, live))]
+        pending.append(Loading(paths, stdin, options.helm, chart_helm=dict(options.chart_helm),
+                               exclude=options.exclude, reader=linted, workers=workers))
+        nodes, running, loaded = (loading.finish() if loading is not None else None for loading in pending)
         cluster, model_diagnostics = assemble(linted, live, inventory, options.facts)
     diagnostics = loaded.diagnostics + model_diagnostics
     for extra in (running, nodes):
@@ -77,6 +87,15 @@ def load_cluster(paths: Sequence[str], options: LintOptions, *, stdin=None
         diagnostics.append(Diagnostic(Location(display_path(options.node_files[0]), 0, 0),
                                       "the node inventory holds no Node objects (use `kubectl get nodes -o yaml`)"))
     return cluster, loaded, sorted(set(diagnostics))
+
+
+def workers_for(jobs: int):
+    """Worker processes for large inputs (started only if an input is large), or none."""
+    if jobs <= 1:
+        return nullcontext()
+    from kubelint_ports.loading.pool import Workers
+
+    return Workers(jobs)
 
 
 @contextmanager

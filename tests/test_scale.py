@@ -3,6 +3,7 @@ time, and positions stay those of the file (speed and memory are benchmarks, nev
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -184,3 +185,114 @@ def test_the_cli_exits_normally_so_a_profile_is_written(tmp_path):
     import pstats
 
     assert any("lint_paths" in name for _, _, name in pstats.Stats(str(profile)).stats)
+
+
+# --- the worker pool ---------------------------------------------------------------------------
+
+def generate_corpus(root: Path, workloads: int = 240) -> None:
+    """A small corpus of the shapes big ones have: multi-document files, one-object files,
+    `helm template` output, a `kind: List`, CRLF, planted conflicts; deterministic."""
+    import random
+
+    rng = random.Random(42)
+    (root / "manifests" / "helm").mkdir(parents=True)
+    (root / "cluster").mkdir()
+    names = [f"node-{n}" for n in range(12)]
+    (root / "cluster" / "nodes.yaml").write_text(
+        "apiVersion: v1\nitems:\n" + "".join(
+            f"- apiVersion: v1\n  kind: Node\n  metadata:\n    name: {name}\n    labels:\n"
+            f"      kubernetes.io/hostname: {name}\n      pool: {'gpu' if n % 3 == 0 else 'web'}\n"
+            f"  spec:\n    podCIDR: 10.244.{n}.0/24\n" for n, name in enumerate(names)) + "kind: List\n")
+    helm_parts = []
+    for index in range(workloads):
+        kind = rng.choice(["Deployment", "DaemonSet", "StatefulSet", "Pod"])
+        host_port = rng.choice([None, None, 8000 + index % 50, 31000 + index % 40])
+        node_port = rng.choice([None, None, 30000 + index % 60])
+        ports = f"- containerPort: {80 + index % 7}" + (f"\n              hostPort: {host_port}" if host_port else "")
+        spec = (f"spec:\n  containers:\n    - name: c{index}\n      image: app:{index}\n      ports:\n"
+                f"        {ports.replace(chr(10) + '              ', chr(10) + '          ')}\n")
+        if rng.random() < 0.3:
+            spec += f"  nodeSelector:\n    pool: {rng.choice(['gpu', 'web'])}\n"
+        if rng.random() < 0.1:
+            spec += f"  nodeName: {rng.choice(names)}\n"
+        indented = "".join("    " + line + "\n" for line in spec.splitlines())
+        if kind == "Pod":
+            body = f"apiVersion: v1\nkind: Pod\nmetadata:\n  name: w{index}\n  namespace: ns{index % 5}\n{spec}"
+        else:
+            body = (f"apiVersion: apps/v1\nkind: {kind}\nmetadata:\n  name: w{index}\n  namespace: ns{index % 5}\n"
+                    f"spec:\n  replicas: {rng.randint(1, 20)}\n  template:\n{indented}").replace(
+                "  replicas", "  replicas" if kind != "DaemonSet" else "  minReadySeconds")
+        service = (f"apiVersion: v1\nkind: Service\nmetadata:\n  name: s{index}\n  namespace: ns{index % 5}\n"
+                   f"spec:\n  type: {'NodePort' if node_port else 'ClusterIP'}\n  ports:\n"
+                   f"    - port: {host_port or 80}\n" + (f"      nodePort: {node_port}\n" if node_port else ""))
+        shape = index % 4
+        if shape == 0:
+            helm_parts.append(f"---\n# Source: app/templates/w{index}.yaml\n{body}---\n# Source: app/templates/s{index}.yaml\n"
+                              f"{service}")
+        elif shape == 1:
+            (root / "manifests" / f"app{index}.yaml").write_text(body + "---\n" + service)
+        elif shape == 2:
+            (root / "manifests" / f"app{index}.yml").write_bytes((body + "---\n" + service).replace("\n", "\r\n")
+                                                                 .encode())
+        else:
+            folder = root / "manifests" / f"split{index}"
+            folder.mkdir()
+            (folder / "workload.yaml").write_text(body)
+            (folder / "service.yaml").write_text(service)
+        if len(helm_parts) == 20:
+            (root / "manifests" / "helm" / f"release{index}.yaml").write_text("".join(helm_parts))
+            helm_parts = []
+    (root / "manifests" / "helm" / "last.yaml").write_text("".join(helm_parts))
+    (root / "manifests" / "broken.yaml").write_text("apiVersion: v1\nkind: Pod\nmetadata: [unclosed\n")
+
+
+def json_report(paths, options) -> str:
+    import io
+
+    from kubelint_ports.formatters import FormatOptions, get_formatter
+
+    stream = io.StringIO()
+    get_formatter("json")(lint_paths(paths, options), stream, FormatOptions())
+    return stream.getvalue()
+
+
+@pytest.mark.parametrize("corpus", ["examples", "generated"])
+def test_output_is_the_same_whatever_the_number_of_workers(tmp_path, monkeypatch, corpus):
+    from kubelint_ports.loading import pool
+
+    if corpus == "examples":
+        paths, nodes = [str(ROOT / "examples")], (str(ROOT / "examples" / "inventory" / "nodes.yaml"),)
+    else:
+        generate_corpus(tmp_path)
+        paths, nodes = [str(tmp_path / "manifests")], (str(tmp_path / "cluster" / "nodes.yaml"),)
+    started = []
+    original = pool.Workers.batches
+
+    def counting(self, *args):
+        batches = original(self, *args)
+        started.append(len(batches))
+        return batches
+
+    monkeypatch.setattr(pool.Workers, "batches", counting)
+    monkeypatch.setattr(pool, "POOL_MIN_BYTES", 0)  # these inputs are small: use the pool anyway
+    monkeypatch.setattr(pool, "MIN_BATCH_BYTES", 1)
+    alone = json_report(paths, LintOptions(node_files=nodes, jobs=1))
+    assert not started
+    together = json_report(paths, LintOptions(node_files=nodes, jobs=2))
+    assert max(started) > 2  # several batches were read by workers
+    assert together == alone
+    assert json.loads(alone)["findings"]
+    if corpus == "generated":
+        assert json.loads(alone)["errors"]  # the broken file is reported by a worker like in-process
+
+
+def test_small_inputs_never_start_workers(monkeypatch):
+    from kubelint_ports.loading import pool
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("a pool was started")
+
+    monkeypatch.setattr("concurrent.futures.ProcessPoolExecutor", refuse)
+    report = lint_paths([str(ROOT / "examples")], LintOptions(jobs=4))
+    assert report.findings and pool.POOL_MIN_BYTES > sum(
+        p.stat().st_size for p in (ROOT / "examples").rglob("*") if p.is_file())

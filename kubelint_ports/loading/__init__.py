@@ -20,6 +20,9 @@ positionable; but a check that reads `document.root` pays a compose per call. Wh
 wanted in bulk (findings), `held(documents)` composes each file's text once and each document
 once, one at a time. A file that changed since it was read is noticed (CRC32 of its bytes); its
 documents then point at their first recorded line, and `changed_sources` names it.
+
+Large inputs are read by a process pool (`loading.pool`): each worker composes whole files and
+runs the reader, and only the documents and the reader's pieces travel back, never trees.
 """
 
 from __future__ import annotations
@@ -32,7 +35,7 @@ import stat
 import zlib
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Protocol
 
 import yaml
@@ -133,6 +136,9 @@ def _decoded(data: bytes | None) -> str | None:
     return text[1:] if text.startswith("\ufeff") else text
 
 
+_FIELD_NAMES: dict[type, tuple[str, ...]] = {}
+
+
 @dataclass(slots=True, eq=False)
 class Document:
     """One Kubernetes object: where it is (file, span) and, for Helm output, its template.
@@ -196,6 +202,12 @@ class Document:
         except (yaml.YAMLError, AttributeError, IndexError):
             pass
         return None
+
+    def __reduce__(self):
+        """Between processes a document travels as its place, never with its tree."""
+        cls = type(self)
+        names = _FIELD_NAMES.get(cls) or _FIELD_NAMES.setdefault(cls, tuple(f.name for f in fields(cls)))
+        return cls, tuple(None if name == "_root" else getattr(self, name) for name in names)
 
     def _same(self, root: Node | None, shift: int) -> bool:
         _, start, end, line, column = self.span
@@ -348,21 +360,53 @@ def _chart_of_template(path: str) -> str | None:
 
 def load(paths: Iterable[str], stdin=None, helm: HelmOptions | None = None, *,
          chart_helm: Mapping[str, HelmOptions] | None = None, exclude: Callable[[str], bool] | None = None,
-         reader: DocumentReader | None = None) -> LoadResult:
+         reader: DocumentReader | None = None, jobs: int = 1) -> LoadResult:
     """Read every input; `helm` renders charts (`chart_helm`: per chart directory, by absolute
     path) and maps `helm template` output to its templates; `exclude` skips paths. `reader` reads
-    each document while its tree is held."""
-    result = LoadResult()
-    for path in discover(paths):
-        if exclude is not None and path != STDIN and exclude(path):
-            continue
-        if path != STDIN and os.path.isdir(path):
-            from kubelint_ports.loading.helm import load_chart
+    each document while its tree is held; with `jobs` > 1 large inputs are read by that many
+    worker processes (see `Loading` to share them between several loads)."""
+    if jobs > 1 and reader is not None:
+        from kubelint_ports.loading.pool import Workers
 
-            load_chart(path, (chart_helm or {}).get(os.path.abspath(path), helm), result, reader)
-            continue
-        load_file(path, result, stdin=stdin, helm=helm, reader=reader)
-    return result
+        with Workers(jobs) as workers:
+            return Loading(paths, stdin, helm, chart_helm=chart_helm, exclude=exclude, reader=reader,
+                           workers=workers).finish()
+    return Loading(paths, stdin, helm, chart_helm=chart_helm, exclude=exclude, reader=reader).finish()
+
+
+class Loading:
+    """One load in two steps: created, it hands its large inputs' files to `workers` (a
+    `loading.pool.Workers`), in batches; `finish` reads the rest in this process and absorbs each
+    batch at its place in the input, so the result is the same whatever the workers."""
+
+    def __init__(self, paths: Iterable[str], stdin=None, helm: HelmOptions | None = None, *,
+                 chart_helm: Mapping[str, HelmOptions] | None = None, exclude: Callable[[str], bool] | None = None,
+                 reader: DocumentReader | None = None, workers=None):
+        self.stdin, self.helm, self.chart_helm, self.reader = stdin, helm, chart_helm or {}, reader
+        self.entries = [path for path in discover(paths) if exclude is None or path == STDIN or not exclude(path)]
+        self.batches = workers.batches(self.entries, helm, reader) if workers is not None and reader else {}
+
+    def finish(self) -> LoadResult:
+        result = LoadResult()
+        entries, batches, reader = self.entries, self.batches, self.reader
+        position = 0
+        while position < len(entries):
+            if position in batches:
+                future, count = batches[position]
+                worker_result, worker_reader = future.result()
+                result.absorb(worker_result)
+                reader.absorb(worker_reader)
+                position += count
+                continue
+            path = entries[position]
+            position += 1
+            if path != STDIN and os.path.isdir(path):
+                from kubelint_ports.loading.helm import load_chart
+
+                load_chart(path, self.chart_helm.get(os.path.abspath(path), self.helm), result, reader)
+                continue
+            load_file(path, result, stdin=self.stdin, helm=self.helm, reader=reader)
+        return result
 
 
 def load_file(path: str, result: LoadResult, *, stdin=None, helm: HelmOptions | None = None,

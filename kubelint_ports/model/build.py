@@ -226,8 +226,29 @@ def add_node(document: Document, reader: ModelReader) -> None:
     root = document.root
     if yt.as_str(yt.get(root, "kind")) != "Node":
         return
-    node = placement.node_from_object(yt.to_plain(root))
+    node = placement.node_from_object(node_as_data(root))
     reader.nodes.append(NodeEntry(node, read_node_cidrs(document)))
+
+
+# The bulk of a Node as `kubectl get nodes -o yaml` prints it, which no rule reads: the images on
+# the node (often hundreds of names each) and the field managers' bookkeeping.
+BULKY_NODE_FIELDS = {"status": frozenset(("images",)), "metadata": frozenset(("managedFields",))}
+
+
+def node_as_data(root: yt.Node):
+    """The Node as plain data for placement, without BULKY_NODE_FIELDS (a third of the reading)."""
+    if not isinstance(root, yt.MappingNode):
+        return yt.to_plain(root)
+    data = {}
+    for key, value in yt.pairs(root):
+        skipped = BULKY_NODE_FIELDS.get(key.value) if isinstance(key, yt.ScalarNode) else None
+        if skipped and isinstance(value, yt.MappingNode):
+            data[key.value] = {k.value if isinstance(k, yt.ScalarNode) else str(k.value): yt.to_plain(v)
+                                    for k, v in yt.pairs(value)
+                                    if not (isinstance(k, yt.ScalarNode) and k.value in skipped)}
+        else:
+            data[key.value if isinstance(key, yt.ScalarNode) else str(key.value)] = yt.to_plain(value)
+    return data
 
 
 def add_node_entry(cluster: Cluster, entry: NodeEntry, cidrs: dict[str, NodeCidrs]) -> None:
