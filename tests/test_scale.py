@@ -296,3 +296,27 @@ def test_small_inputs_never_start_workers(monkeypatch):
     report = lint_paths([str(ROOT / "examples")], LintOptions(jobs=4))
     assert report.findings and pool.POOL_MIN_BYTES > sum(
         p.stat().st_size for p in (ROOT / "examples").rglob("*") if p.is_file())
+
+
+# --- linear cross-object checks ----------------------------------------------------------------
+
+def test_augmenting_paths_place_as_many_pods_as_max_flow():
+    import random
+
+    import networkx
+
+    from kubelint_ports.model.allocation import augmenting_placement
+
+    rng = random.Random(3)
+    for _ in range(300):
+        nodes = [f"n{i}" for i in range(rng.randint(1, 9))]
+        free = [rng.sample(nodes, rng.randint(0, len(nodes))) for _ in range(rng.randint(2, 6))]
+        wanted = [rng.randint(0, 5) for _ in free]
+        graph = networkx.DiGraph()
+        for index, (names, count) in enumerate(zip(free, wanted)):
+            graph.add_edge("source", ("w", index), capacity=count)
+            for name in names:
+                graph.add_edge(("w", index), ("n", name), capacity=1)
+                graph.add_edge(("n", name), "sink", capacity=1)
+        expected = int(networkx.maximum_flow_value(graph, "source", "sink")) if "sink" in graph else 0
+        assert augmenting_placement(wanted, free) == expected, (wanted, free)

@@ -312,6 +312,9 @@ def connected(allocation: Allocation, clique: list[Claimant]) -> list[list[Claim
     return [group for group in groups.values() if len(group) > 1 or pods_wanted(group[0].workload) > 1]
 
 
+SMALL_ASSIGNMENT = 20_000  # edges (workload, free node): below, augmenting paths here beat importing networkx
+
+
 def max_placement(allocation: Allocation, flexible: list[Claimant], taken: set[str]) -> int:
     """How many of the flexible workloads' pods fit, one per free eligible node."""
     free = [[name for name in allocation.eligible(c.workload) if name not in taken] for c in flexible]
@@ -322,7 +325,9 @@ def max_placement(allocation: Allocation, flexible: list[Claimant], taken: set[s
     if all(w <= len(f) for w, f in zip(wanted, free)) and sum(wanted) <= len(union) and \
             all(set(f) == union for f in free):
         return sum(wanted)  # everyone may use every free node: enough nodes is enough
-    import networkx  # heavy: loaded only when a real assignment problem appears
+    if sum(len(f) for f in free) <= SMALL_ASSIGNMENT:
+        return augmenting_placement(wanted, free)
+    import networkx  # heavy (60 ms to import): loaded only for a large assignment problem
 
     graph = networkx.DiGraph()
     for index, (names, count) in enumerate(zip(free, wanted)):
@@ -334,3 +339,41 @@ def max_placement(allocation: Allocation, flexible: list[Claimant], taken: set[s
     if "sink" not in graph:
         return 0
     return int(networkx.maximum_flow_value(graph, "source", "sink"))
+
+
+def augmenting_placement(wanted: list[int], free: list[list[str]]) -> int:
+    """The same maximum as the flow, by augmenting paths (Kuhn's algorithm, one pod at a time):
+    a pod takes a free node, or a node whose holder can move to another of its nodes, and so on.
+    A workload one of whose pods finds no such path places no more (none appears later)."""
+    holder: dict[str, int] = {}  # node -> the workload whose pod holds it
+    placed = 0
+    for workload, count in enumerate(wanted):
+        for _ in range(count):
+            reached_from: dict[str, int] = {}  # node -> the workload that would take it
+            moved_off: dict[int, str] = {}  # workload -> the node it would give up
+            queue, end = [workload], None
+            for current in queue:
+                for name in free[current]:
+                    if name in reached_from:
+                        continue
+                    reached_from[name] = current
+                    other = holder.get(name)
+                    if other is None:
+                        end = name
+                        break
+                    if other != workload and other not in moved_off:
+                        moved_off[other] = name
+                        queue.append(other)
+                if end is not None:
+                    break
+            if end is None:
+                break
+            name = end
+            while True:  # shift each holder along the path; the first workload gains one node
+                taker = reached_from[name]
+                holder[name] = taker
+                if taker == workload:
+                    break
+                name = moved_off[taker]
+            placed += 1
+    return placed
