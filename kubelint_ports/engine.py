@@ -67,7 +67,7 @@ def load_cluster(paths: Sequence[str], options: LintOptions, *, stdin=None
 
         jobs = default_jobs()
     with collector_paused(), workers_for(jobs) as workers:
-        linted = ModelReader(LINTED)
+        linted = ModelReader(LINTED, replacing=bool(options.cluster_files))
         live = ModelReader(LIVE) if options.cluster_files else None
         inventory = ModelReader(INVENTORY) if options.node_files else None
         # Started in this order, so a big inventory (one `kind: List` file: one worker's job) is

@@ -34,7 +34,7 @@ import re
 import stat
 import zlib
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Protocol
 
@@ -247,15 +247,10 @@ def held(documents: Iterable) -> Iterator:
         sources[id(source)] = source
     for key, group in by_source.items():
         source = sources[key]
-        with source.held() if source is not None else _nothing():
+        with source.held() if source is not None else nullcontext():
             for document in group:
                 with document.held():
                     yield document
-
-
-@contextmanager
-def _nothing():
-    yield
 
 
 def changed_sources(documents: Iterable) -> list[str]:

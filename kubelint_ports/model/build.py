@@ -19,7 +19,8 @@ from kubelint_ports.loading import Document, held
 from kubelint_ports.loading import yamltree as yt
 from kubelint_ports.model import placement
 from kubelint_ports.model.network import (
-    NetworkReader, NodeCidrs, network_from_pieces, object_identity, read_network_piece, read_node_cidrs)
+    NetworkReader, NodeCidrs, network_from_pieces, object_identity, owner_references, read_network_piece,
+    read_node_cidrs)
 from kubelint_ports.model.objects import (
     DEFAULT_NODE_PORT_RANGE,
     WILDCARD_HOST_IP,
@@ -68,6 +69,7 @@ class ModelReader:
     holds each tree. Pickled back from worker processes; `absorb` appends a worker's pieces."""
 
     role: str = LINTED  # LINTED manifests, LIVE objects (--cluster), or the node INVENTORY (--nodes)
+    replacing: bool = True  # linted manifests with running objects they may replace: keep identities
     workloads: list = field(default_factory=list)
     services: list = field(default_factory=list)
     nodes: list[NodeEntry] = field(default_factory=list)
@@ -81,19 +83,19 @@ class ModelReader:
             guarded(add_node, document, self)
             return
         live = self.role == LIVE
-        owners = guarded(owner_references, document, self) if live else ()
+        owners = guarded(running_owners, document, self) if live else ()
         guarded(add_object, document, self, live=live, owners=owners)
         piece = read_network_piece(document, live, self.diagnostics)
         if piece is not None:
             piece.owners = owners
             self.network.append(piece)
-        if not live:
+        if self.replacing and not live:
             identity = object_identity(document.root)
             if identity is not None:
                 self.identities.append(identity)
 
     def fresh(self) -> "ModelReader":
-        return ModelReader(self.role)
+        return ModelReader(self.role, self.replacing)
 
     def absorb(self, other: "ModelReader") -> None:
         self.workloads += other.workloads
@@ -205,11 +207,8 @@ def identity(ref: ObjectRef) -> tuple[str, str, str]:
     return ref.kind, ref.namespace, ref.name
 
 
-def owner_references(document: Document, reader: ModelReader) -> tuple[tuple[str, str], ...]:
-    """(kind, name) of a running object's ownerReferences."""
-    metadata = yt.get(document.root, "metadata")
-    return tuple((yt.as_str(yt.get(reference, "kind")), yt.as_str(yt.get(reference, "name")))
-                 for reference in yt.items(yt.get(metadata, "ownerReferences"), "ownerReferences"))
+def running_owners(document: Document, reader: ModelReader) -> tuple[tuple[str, str], ...]:
+    return owner_references(document.root)
 
 
 def owned_by(pod: Workload, references: tuple[tuple[str, str], ...], owners: set[tuple[str, str, str]]) -> bool:

@@ -410,8 +410,7 @@ def read_network(documents: Iterable[Document], cluster: Any = None, facts: Any 
         if piece is not None:
             if is_live:
                 try:
-                    piece.owners = tuple((yt.as_str(yt.get(r, "kind")), yt.as_str(yt.get(r, "name"))) for r in yt.items(
-                        yt.get(yt.get(document.root, "metadata"), "ownerReferences"), "ownerReferences"))
+                    piece.owners = owner_references(document.root)
                 except yt.FieldTypeError as error:
                     diagnostics.append(Diagnostic(node_location(document, error.node), str(error)))
                     piece.owners = None
@@ -848,6 +847,12 @@ def config_ref(document: Document, api_version: str, kind: str) -> ObjectRef:
     """Component configs have no metadata: the file names them."""
     ref = object_ref(document.root, api_version, kind)
     return ref if ref.name else ObjectRef(api_version, kind, "", os.path.basename(document.path))
+
+
+def owner_references(root: yt.Node) -> tuple[tuple[str, str], ...]:
+    """(kind, name) of an object's ownerReferences."""
+    return tuple((yt.as_str(yt.get(reference, "kind")), yt.as_str(yt.get(reference, "name")))
+                 for reference in yt.items(yt.get(yt.get(root, "metadata"), "ownerReferences"), "ownerReferences"))
 
 
 def object_identity(root: yt.Node) -> tuple[str, str, str] | None:
