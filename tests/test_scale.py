@@ -97,26 +97,26 @@ def test_big_list_variants_keep_whole_file_positions(monkeypatch, change):
     assert_same_positions(result.documents, whole_items(text))
 
 
-def test_big_list_with_an_error_reports_it_like_a_whole_compose(monkeypatch):
-    text = node_list(12).replace("name: node-7\n", "name: node-7\n  broken: [unclosed\n")
-    expected = LoadResult()
-    load_bytes(text.encode(), "nodes.yaml", expected)
+def whole_then_split(text: str, monkeypatch) -> tuple[LoadResult, LoadResult]:
+    """The file loaded as it is (too small to split), then split into runs of a few items."""
+    whole, split = LoadResult(), LoadResult()
+    load_bytes(text.encode(), "nodes.yaml", whole)
     monkeypatch.setattr(loading, "SPLIT_MIN_BYTES", 0)
     monkeypatch.setattr(loading, "SPLIT_CHUNK_CHARS", 700)
-    result = LoadResult()
-    load_bytes(text.encode(), "nodes.yaml", result)
+    load_bytes(text.encode(), "nodes.yaml", split)
+    return whole, split
+
+
+def test_big_list_with_an_error_reports_it_like_a_whole_compose(monkeypatch):
+    expected, result = whole_then_split(
+        node_list(12).replace("name: node-7\n", "name: node-7\n  broken: [unclosed\n"), monkeypatch)
     assert result.diagnostics == expected.diagnostics and result.diagnostics
     assert len(result.documents) == len(expected.documents)
 
 
 def test_a_wrongly_typed_item_stops_the_list_as_a_whole_compose_does(monkeypatch):
-    text = node_list(12).replace("  kind: Node\n", "  kind: [Node]\n", 5)  # the first five items
-    expected = LoadResult()
-    load_bytes(text.encode(), "nodes.yaml", expected)
-    monkeypatch.setattr(loading, "SPLIT_MIN_BYTES", 0)
-    monkeypatch.setattr(loading, "SPLIT_CHUNK_CHARS", 700)
-    result = LoadResult()
-    load_bytes(text.encode(), "nodes.yaml", result)
+    expected, result = whole_then_split(  # the first five items have a list as their kind
+        node_list(12).replace("  kind: Node\n", "  kind: [Node]\n", 5), monkeypatch)
     assert result.diagnostics == expected.diagnostics and len(result.diagnostics) == 1
     assert len(result.documents) == len(expected.documents) == 0
 
@@ -243,6 +243,15 @@ def generate_corpus(root: Path, workloads: int = 240) -> None:
             (root / "manifests" / "helm" / f"release{index}.yaml").write_text("".join(helm_parts))
             helm_parts = []
     (root / "manifests" / "helm" / "last.yaml").write_text("".join(helm_parts))
+    running = "".join(  # pods already on nodes, some owned by linted workloads, and Services
+        f"- apiVersion: v1\n  kind: Pod\n  metadata:\n    name: r{index}-abc\n    namespace: ns{index % 5}\n"
+        f"    ownerReferences:\n    - {{kind: ReplicaSet, name: w{index}-5d8f}}\n  spec:\n    nodeName: {names[index % 12]}\n"
+        f"    containers:\n    - name: r\n      ports:\n      - {{containerPort: 80, hostPort: {8000 + index % 50}}}\n"
+        f"  status: {{phase: Running}}\n"
+        f"- apiVersion: v1\n  kind: Service\n  metadata: {{name: rs{index}, namespace: ns{index % 5}}}\n"
+        f"  spec:\n    type: NodePort\n    ports: [{{port: 80, nodePort: {30000 + index % 60}}}]\n"
+        for index in range(0, workloads, 3))
+    (root / "cluster" / "running.yaml").write_text(f"apiVersion: v1\nkind: List\nitems:\n{running}")
     (root / "manifests" / "broken.yaml").write_text("apiVersion: v1\nkind: Pod\nmetadata: [unclosed\n")
 
 
@@ -260,11 +269,13 @@ def json_report(paths, options) -> str:
 def test_output_is_the_same_whatever_the_number_of_workers(tmp_path, monkeypatch, corpus):
     from kubelint_ports.loading import pool
 
+    options = {}
     if corpus == "examples":
         paths, nodes = [str(ROOT / "examples")], (str(ROOT / "examples" / "inventory" / "nodes.yaml"),)
     else:
         generate_corpus(tmp_path)
         paths, nodes = [str(tmp_path / "manifests")], (str(tmp_path / "cluster" / "nodes.yaml"),)
+        options = dict(cluster_files=(str(tmp_path / "cluster" / "running.yaml"),))
     started = []
     original = pool.Workers.batches
 
@@ -276,9 +287,9 @@ def test_output_is_the_same_whatever_the_number_of_workers(tmp_path, monkeypatch
     monkeypatch.setattr(pool.Workers, "batches", counting)
     monkeypatch.setattr(pool, "POOL_MIN_BYTES", 0)  # these inputs are small: use the pool anyway
     monkeypatch.setattr(pool, "MIN_BATCH_BYTES", 1)
-    alone = json_report(paths, LintOptions(node_files=nodes, jobs=1))
+    alone = json_report(paths, LintOptions(node_files=nodes, jobs=1, **options))
     assert not started
-    together = json_report(paths, LintOptions(node_files=nodes, jobs=2))
+    together = json_report(paths, LintOptions(node_files=nodes, jobs=2, **options))
     assert max(started) > 2  # several batches were read by workers
     assert together == alone
     assert json.loads(alone)["findings"]

@@ -129,13 +129,7 @@ def _indexed(mapping: MappingNode) -> dict[str, tuple[ScalarNode, Node]]:
 
 
 def get(mapping: Node | None, key: str) -> Node | None:
-    try:
-        index = mapping._index
-    except AttributeError:
-        if not isinstance(mapping, MappingNode):
-            return None
-        index = _indexed(mapping)
-    pair = index.get(key)
+    pair = child(mapping, key)
     if pair is None:
         return None
     value = pair[1]
