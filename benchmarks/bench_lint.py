@@ -17,8 +17,9 @@ Then, per corpus and round, it runs three commands in turn, each a fresh process
   lint -j1  the same with `--jobs 1`
 and prints medians of wall and CPU seconds (user + system, worker processes included), the
 median of the per-round ratios lint / floor, peak RSS of the largest process and of all of them
-together (sampled) over the input bytes, t(10k)/t(1k) and t(50k)/t(10k), the share of the run
-the checks take (one in-process run: the rules, then the positions of their findings), and the
+together (sampled; pages shared after fork count in each) over the input bytes, t(10k)/t(1k) and
+t(50k)/t(10k), the checks (one in-process run: the rules, then the positions of their findings)
+in seconds and as a share of the `--jobs 1` run, and the
 planted problems found (an error at the planted line) and decoys reported. Cold starts are timed
 on one small file and on 100 files.
 """
@@ -228,7 +229,6 @@ def main() -> None:
         same = output.read_bytes() == output.with_suffix(".j1.json").read_bytes()
         found, problems, noisy, decoys = planted(directory, output)
         split = phases(directory)
-        in_process = split["load"] + split["rules"] + split["positions"]
 
         def median(key: str, field: str) -> float:
             return statistics.median(run_[field] for run_ in runs[key])
@@ -240,14 +240,14 @@ def main() -> None:
         rows.append((name, size, {key: (median(key, "wall"), median(key, "cpu")) for key in runs},
                      ratio("lint", "wall"), ratio("lint", "cpu"), ratio("lint -j1", "wall"), ratio("lint -j1", "cpu"),
                      max(r["peak"] for r in runs["lint"]), max(r["tree"] for r in runs["lint"]),
-                     max(r["peak"] for r in runs["lint -j1"]), split, in_process, (found, problems, noisy, decoys),
+                     max(r["peak"] for r in runs["lint -j1"]), split, (found, problems, noisy, decoys),
                      same))
     print(f"\n{'corpus':7} {'input':>8} {'floor s':>8} {'lint s':>7} {'cpu s':>6} {'-j1 s':>6} "
           f"{'wall/floor':>10} {'cpu/floor':>9} {'-j1 wall':>8} {'-j1 cpu':>7} {'RSS/input':>9} {'all procs':>9} "
           f"{'-j1 RSS':>7} {'checks':>14} {'planted':>9} {'decoys':>6} {'-j1 same':>8}")
-    for (name, size, times, wall_ratio, cpu_ratio, j1_wall, j1_cpu, peak, tree, j1_peak, split, in_process,
+    for (name, size, times, wall_ratio, cpu_ratio, j1_wall, j1_cpu, peak, tree, j1_peak, split,
          (found, problems, noisy, decoys), same) in rows:
-        checks = f"{split['rules']:.2f}+{split['positions']:.2f}s {100 * (split['rules'] + split['positions']) / in_process:.1f}%"
+        checks = f"{split['rules']:.2f}+{split['positions']:.2f}s {100 * (split['rules'] + split['positions']) / times['lint -j1'][0]:.1f}%"
         print(f"{name:7} {size / 1e6:6.1f}MB {times['floor'][0]:8.2f} {times['lint'][0]:7.2f} {times['lint'][1]:6.2f} "
               f"{times['lint -j1'][0]:6.2f} {wall_ratio:9.2f}x {cpu_ratio:8.2f}x {j1_wall:7.2f}x {j1_cpu:6.2f}x "
               f"{peak / size:8.2f}x {tree / size:8.2f}x {j1_peak / size:6.2f}x {checks:>14} "
