@@ -1,16 +1,22 @@
 #!/usr/bin/env bash
-# Installs kubelint-ports into a virtualenv under $RUNNER_TEMP and puts it on $GITHUB_PATH.
+# Installs kubelint-ports into a virtualenv under $RUNNER_TEMP, with the dependency versions pinned
+# in action/constraints.txt, the Helm extra only when the plan step found charts, and pip's cache
+# in the directory the cache step restores; puts the venv on $GITHUB_PATH.
 # Inputs arrive as environment variables only (never spliced into the script text).
 set -euo pipefail
 venv="$RUNNER_TEMP/kubelint-ports-venv"
-python3 -m venv "$venv"
-"$venv/bin/python" -m pip install --quiet --upgrade pip
+"${KP_PYTHON:-python3}" -m venv "$venv"
+constraints="$GITHUB_ACTION_PATH/action/constraints.txt"
+extra=""
+if [ "${KP_HELM:-false}" = "true" ]; then extra="[helm]"; fi
 if [ -n "${KP_VERSION:-}" ]; then
   case "$KP_VERSION" in
     *[!0-9A-Za-z.+-]*) echo "::error title=kubelint-ports::version '$KP_VERSION' is not a version number"; exit 2 ;;
   esac
-  "$venv/bin/python" -m pip install --quiet "kubelint-ports==$KP_VERSION"
+  "$venv/bin/python" -m pip install --quiet --disable-pip-version-check -c "$constraints" \
+    "kubelint-ports${extra}==$KP_VERSION"
 else
-  "$venv/bin/python" -m pip install --quiet "$GITHUB_ACTION_PATH"
+  "$venv/bin/python" -m pip install --quiet --disable-pip-version-check -c "$constraints" \
+    "$GITHUB_ACTION_PATH$extra"
 fi
 echo "$venv/bin" >> "$GITHUB_PATH"

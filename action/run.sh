@@ -11,6 +11,20 @@ split() {  # a list input: items separated by spaces or new lines, never evaluat
 }
 
 args=(lint)
+if [ -n "${KP_ARGS:-}" ]; then  # extra options, split as a shell would (quotes kept), never run
+  parsed="$(mktemp)"
+  if ! python3 -c 'import os, shlex, sys
+try:
+    words = shlex.split(os.environ["KP_ARGS"])
+except ValueError as error:
+    sys.exit(str(error))
+sys.stdout.write("".join(word + "\0" for word in words))' > "$parsed"; then
+    echo "::error title=kubelint-ports::args is not a list of arguments (an unclosed quote?)"
+    exit 2
+  fi
+  while IFS= read -r -d '' item; do args+=("$item"); done < "$parsed"
+  rm -f "$parsed"
+fi
 while IFS= read -r -d '' item; do args+=("$item"); done < <(split "${KP_PATHS:-}")
 while IFS= read -r -d '' item; do args+=(--values "$item"); done < <(split "${KP_VALUES:-}")
 while IFS= read -r -d '' item; do args+=(--nodes "$item"); done < <(split "${KP_NODES:-}")

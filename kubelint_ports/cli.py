@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import os
 import sys
 from pathlib import Path
 from typing import List, Optional
@@ -29,6 +30,9 @@ class OutputFormat(str, enum.Enum):
     sarif = "sarif"
     github = "github"
     markdown = "markdown"
+    junit = "junit"
+    gitlab = "gitlab"
+    html = "html"
 
 
 class ProxyMode(str, enum.Enum):
@@ -77,6 +81,18 @@ def run_settings(command):
         raise typer.Exit(EXIT_USAGE) from None
 
 
+def color_wanted(flag: bool | None, stream) -> bool:
+    """--color/--no-color, else NO_COLOR (any non-empty value: no colour), else FORCE_COLOR (any
+    non-empty value but 0: colour), else colour only on a terminal (no-color.org, Python 3.13)."""
+    if flag is not None:
+        return flag
+    if os.environ.get("NO_COLOR"):
+        return False
+    if os.environ.get("FORCE_COLOR", "0") not in ("", "0"):
+        return True
+    return stream.isatty()
+
+
 def parse_report(text: str) -> tuple[str, str]:
     kind, colon, path = text.partition(":")
     if not colon or not path or kind not in {f.value for f in OutputFormat}:
@@ -105,6 +121,25 @@ RELEASE_NAME_OPTION = typer.Option(None, "--release-name", rich_help_panel=HELM,
                             help="Release name for the charts (default: the chart's name).")
 NAMESPACE_OPTION = typer.Option(None, "--namespace", rich_help_panel=HELM,
                          help="Release namespace for the charts (default: Helm's, `default`).")
+NODE_PORT_RANGE_OPTION = typer.Option(None, "--node-port-range", metavar="LOW-HIGH", rich_help_panel=CLUSTER,
+                                      help="The cluster's node-port range (default: 30000-32767).")
+EPHEMERAL_PORT_RANGE_OPTION = typer.Option(None, "--ephemeral-port-range", metavar="LOW-HIGH", rich_help_panel=CLUSTER,
+                                           help="The nodes' net.ipv4.ip_local_port_range (default: 32768-60999, "
+                                                "Linux's).")
+PROXY_MODE_OPTION = typer.Option(None, "--proxy-mode", rich_help_panel=CLUSTER,
+                                 help="kube-proxy mode, when the inputs do not say.")
+SERVICE_CIDR_OPTION = typer.Option(None, "--service-cidr", metavar="CIDR[,CIDR]", rich_help_panel=CLUSTER,
+                                   help="The cluster's Service CIDR, when the inputs do not say.")
+POD_CIDR_OPTION = typer.Option(None, "--pod-cidr", metavar="CIDR[,CIDR]", rich_help_panel=CLUSTER,
+                               help="The cluster's pod CIDR, when the inputs do not say.")
+CONFIG_OPTION = typer.Option(None, "--config", metavar="FILE", rich_help_panel=POLICY,
+                             help="Configuration file (default: .kubelint-ports.yaml or pyproject.toml "
+                                  "found from the current directory upward).")
+POLICIES_OPTION = typer.Option([], "--policies", metavar="DIR", rich_help_panel=POLICY,
+                               help="A directory of your own policies (repeatable).")
+CNI_PLUGINS_VERSION_OPTION = typer.Option(
+    None, "--cni-plugins-version", metavar="VERSION", rich_help_panel=CLUSTER,
+    help="containernetworking/plugins release on the nodes (decides portmap's rule order), e.g. 1.1.1.")
 HELM_BINARY_OPTION = typer.Option(None, "--helm-binary", metavar="PATH", rich_help_panel=HELM,
                            help="Render charts with `PATH template` instead of the embedded engine.")
 JOBS_OPTION = typer.Option(0, "--jobs", "-j", min=0, metavar="N", show_default=False,
@@ -122,32 +157,40 @@ def lint(
                                              help="Exit 1 when a finding has this severity or higher (default: the "
                                                   "config's, else error)."),
     color: Optional[bool] = typer.Option(None, "--color/--no-color",
-                                         help="Colour text output (default: when writing to a terminal)."),
+                                         help="Colour text output (default: on a terminal, unless NO_COLOR is set; "
+                                              "FORCE_COLOR forces it)."),
+    explain_findings: bool = typer.Option(False, "--explain", "--verbose", "-v",
+                                          help="Text: each finding's explanation, object and related places under "
+                                               "its headline."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="Print findings and errors only: no summary, no hints."),
+    statistics: bool = typer.Option(False, "--statistics",
+                                    help="Count findings per rule instead of listing them (text and json)."),
+    select: List[str] = typer.Option([], "--select", metavar="RULES", rich_help_panel=POLICY,
+                                     help="Run only these rules: ids, names or id prefixes (KP2), comma-separated, "
+                                          "repeatable (default: the config's `select`, else all)."),
+    ignore: List[str] = typer.Option([], "--ignore", metavar="RULES", rich_help_panel=POLICY,
+                                     help="Do not run these rules (ids, names or id prefixes; comma-separated, "
+                                          "repeatable)."),
     show_suppressed: bool = typer.Option(False, "--show-suppressed", help="Show suppressed findings in text output."),
     sarif_category: str = typer.Option("", "--sarif-category", help="SARIF automationDetails.id (a category)."),
     link_base: str = typer.Option("", "--link-base", metavar="URL",
                                   help="Markdown reports: link locations under this URL (a blob URL of the commit)."),
-    config: Optional[str] = typer.Option(None, "--config", metavar="FILE", rich_help_panel=POLICY,
-                                         help="Configuration file (default: .kubelint-ports.yaml or pyproject.toml "
-                                              "found from the current directory upward)."),
-    policies: List[str] = typer.Option([], "--policies", metavar="DIR", rich_help_panel=POLICY,
-                                       help="A directory of your own policies (repeatable)."),
+    config: Optional[str] = CONFIG_OPTION,
+    policies: List[str] = POLICIES_OPTION,
     scope: Scope = typer.Option(Scope.all, "--scope", rich_help_panel=POLICY,
                                 help="object: only rules that need no other object (the per-file pre-commit hook)."),
     baseline: Optional[str] = typer.Option(None, "--baseline", metavar="FILE", rich_help_panel=POLICY,
                                            help="Report only findings not recorded in this baseline."),
     write_baseline: Optional[str] = typer.Option(None, "--write-baseline", metavar="FILE", rich_help_panel=POLICY,
                                                  help="Record today's findings as the baseline and exit 0."),
-    node_port_range: Optional[str] = typer.Option(None, "--node-port-range", metavar="LOW-HIGH", rich_help_panel=CLUSTER,
-                                                  help="The cluster's node-port range (default: 30000-32767)."),
+    node_port_range: Optional[str] = NODE_PORT_RANGE_OPTION,
+    ephemeral_port_range: Optional[str] = EPHEMERAL_PORT_RANGE_OPTION,
     nodes: List[str] = NODES_OPTION,
     cluster: List[str] = CLUSTER_OPTION,
-    proxy_mode: Optional[ProxyMode] = typer.Option(None, "--proxy-mode", rich_help_panel=CLUSTER,
-                                                   help="kube-proxy mode, when the inputs do not say."),
-    service_cidr: Optional[str] = typer.Option(None, "--service-cidr", metavar="CIDR[,CIDR]", rich_help_panel=CLUSTER,
-                                               help="The cluster's Service CIDR, when the inputs do not say."),
-    pod_cidr: Optional[str] = typer.Option(None, "--pod-cidr", metavar="CIDR[,CIDR]", rich_help_panel=CLUSTER,
-                                           help="The cluster's pod CIDR, when the inputs do not say."),
+    proxy_mode: Optional[ProxyMode] = PROXY_MODE_OPTION,
+    service_cidr: Optional[str] = SERVICE_CIDR_OPTION,
+    pod_cidr: Optional[str] = POD_CIDR_OPTION,
+    cni_plugins_version: Optional[str] = CNI_PLUGINS_VERSION_OPTION,
     values: List[str] = VALUES_OPTION,
     set_values: List[str] = SET_VALUES_OPTION,
     set_strings: List[str] = SET_STRINGS_OPTION,
@@ -169,24 +212,40 @@ def lint(
     from kubelint_ports.settings import CommandLine
 
     extra_reports = [parse_report(text) for text in reports]
+    if statistics and output_format not in (OutputFormat.text, OutputFormat.json):
+        raise typer.BadParameter("works with --format text or json", param_hint="--statistics")
     settings = run_settings(CommandLine(
         paths=tuple(paths or ()), config=config, fail_on=fail_on.value if fail_on else None,
         node_port_range=node_port_range, proxy_mode=proxy_mode.value if proxy_mode else None,
-        service_cidr=service_cidr, pod_cidr=pod_cidr, nodes=tuple(nodes), cluster=tuple(cluster),
-        policies=tuple(policies), baseline=baseline, scope=scope.value,
+        service_cidr=service_cidr, pod_cidr=pod_cidr, cni_plugins_version=cni_plugins_version,
+        nodes=tuple(nodes), cluster=tuple(cluster), policies=tuple(policies), baseline=baseline, scope=scope.value,
+        ephemeral_port_range=ephemeral_port_range,
         helm=dict(values=tuple(values), set=tuple(set_values), set_string=tuple(set_strings),
                   release_name=release_name, namespace=namespace, kube_version=kube_version,
-                  helm_binary=helm_binary, chart_root=chart_root)))
+                  helm_binary=helm_binary, chart_root=chart_root),
+        select=tuple(select), ignore=tuple(ignore)))
+    if getattr(settings.options.baseline, "version", None) == 1 and not quiet:
+        typer.echo(f"kubelint-ports: note: {baseline or settings.config.get('baseline')} is a version 1 baseline "
+                   "(its keys count list items, so a new sidecar breaks them); rewrite it with --write-baseline",
+                   err=True)
     report = lint_paths(settings.paths, dataclasses.replace(settings.options, jobs=jobs), policies=settings.policies)
-    format_options = FormatOptions(show_suppressed=show_suppressed, sarif_category=sarif_category, link_base=link_base)
+    from kubelint_ports.loading import EMPTY_STDIN
+
+    if any(d.message == EMPTY_STDIN for d in report.diagnostics):
+        typer.echo(f"kubelint-ports: warning: {EMPTY_STDIN}", err=True)
+    from kubelint_ports.sourceroot import find_source_root
+
+    format_options = FormatOptions(show_suppressed=show_suppressed, sarif_category=sarif_category, link_base=link_base,
+                                   source_root=find_source_root(settings.config.path), quiet=quiet)
     for kind, path in extra_reports:
         with open(path, "w", encoding="utf-8", newline="\n") as stream:
             get_formatter(kind)(report, stream, format_options)
     stream = open(output, "w", encoding="utf-8", newline="\n") if output else sys.stdout
     try:
-        use_color = color if color is not None else (output is None and sys.stdout.isatty())
+        use_color = color if color is not None else (output is None and color_wanted(None, stream))
         get_formatter(output_format.value)(report, stream, dataclasses.replace(
-            format_options, color=use_color and output_format is OutputFormat.text))
+            format_options, color=use_color and output_format is OutputFormat.text, explain=explain_findings,
+            statistics=statistics))
     finally:
         if output:
             stream.close()
@@ -196,7 +255,8 @@ def lint(
         from kubelint_ports.suppressions import write_baseline as record
 
         count = record(report.findings, write_baseline)
-        typer.echo(f"kubelint-ports: wrote {count} findings to the baseline {write_baseline}", err=True)
+        if not quiet:
+            typer.echo(f"kubelint-ports: wrote {count} findings to the baseline {write_baseline}", err=True)
         raise typer.Exit(EXIT_CLEAN)
     if settings.fail_on != "never":
         threshold = Severity.parse(settings.fail_on)
@@ -207,16 +267,36 @@ def lint(
 
 @app.command("config")
 def show_config(
+    paths: Optional[List[str]] = typer.Argument(None, show_default=False,
+                                                help="Also read these inputs and show the datapath facts they "
+                                                     "state, with their sources."),
     config: Optional[str] = typer.Option(None, "--config", metavar="FILE", help="Configuration file."),
     policies: List[str] = typer.Option([], "--policies", metavar="DIR", help="A directory of your own policies."),
+    nodes: List[str] = NODES_OPTION,
+    cluster: List[str] = CLUSTER_OPTION,
+    proxy_mode: Optional[ProxyMode] = typer.Option(None, "--proxy-mode", rich_help_panel=CLUSTER,
+                                                   help="kube-proxy mode, when the inputs do not say."),
+    cni_plugins_version: Optional[str] = CNI_PLUGINS_VERSION_OPTION,
 ) -> None:
     """Print the effective configuration: the config file over the policy defaults."""
     import yaml
 
     from kubelint_ports.settings import CommandLine, effective
 
-    settings = run_settings(CommandLine(config=config, policies=tuple(policies)))
-    typer.echo(yaml.safe_dump(effective(settings), sort_keys=False, default_flow_style=False), nl=False)
+    settings = run_settings(CommandLine(paths=tuple(paths or ()), config=config, policies=tuple(policies),
+                                        nodes=tuple(nodes), cluster=tuple(cluster),
+                                        proxy_mode=proxy_mode.value if proxy_mode else None,
+                                        cni_plugins_version=cni_plugins_version))
+    data = effective(settings)
+    if paths or nodes or cluster:
+        from kubelint_ports.engine import load_cluster
+        from kubelint_ports.model.datapath import facts_table
+
+        model, _, diagnostics = load_cluster(settings.paths, settings.options)
+        for diagnostic in diagnostics:
+            typer.echo(f"{diagnostic.location}: input-error {diagnostic.message}", err=True)
+        data["facts"] = facts_table(model.datapath.facts)
+    typer.echo(yaml.safe_dump(data, sort_keys=False, default_flow_style=False), nl=False)
 
 
 @app.command()
@@ -227,7 +307,8 @@ def rules() -> None:
     policies = builtin_policies()
     width = max(len(policy.name) for policy in policies)
     for policy in policies:
-        typer.echo(f"{policy.id}  {policy.name:<{width}}  {str(policy.severity):<7}  {policy.summary}")
+        off = "" if policy.enabled else " (off by default)"
+        typer.echo(f"{policy.id}  {policy.name:<{width}}  {str(policy.severity):<7}  {policy.summary}{off}")
 
 
 @app.command()
@@ -246,16 +327,29 @@ def explain(rule: str = typer.Argument(..., help="A rule id (KP101) or name (hos
 class PortsFormat(str, enum.Enum):
     text = "text"
     json = "json"
+    html = "html"
 
 
 @app.command()
 def ports(
     paths: Optional[List[str]] = typer.Argument(None, help=PATHS_HELP, show_default=False),
+    output_format: PortsFormat = typer.Option(PortsFormat.text, "--format",
+                                              help="text, json, or html: one self-contained page (grid, filters, "
+                                                   "the findings beside it)."),
+    output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write the map to this file."),
+    color: Optional[bool] = typer.Option(None, "--color/--no-color",
+                                         help="Colour conflicts (default: on a terminal, unless NO_COLOR is set; "
+                                              "FORCE_COLOR forces it)."),
+    config: Optional[str] = CONFIG_OPTION,
+    policies: List[str] = POLICIES_OPTION,
+    node_port_range: Optional[str] = NODE_PORT_RANGE_OPTION,
+    ephemeral_port_range: Optional[str] = EPHEMERAL_PORT_RANGE_OPTION,
     nodes: List[str] = NODES_OPTION,
     cluster: List[str] = CLUSTER_OPTION,
-    config: Optional[str] = typer.Option(None, "--config", metavar="FILE", help="Configuration file."),
-    output_format: PortsFormat = typer.Option(PortsFormat.text, "--format", help="Table format."),
-    color: Optional[bool] = typer.Option(None, "--color/--no-color", help="Colour conflicts (default: on a terminal)."),
+    proxy_mode: Optional[ProxyMode] = PROXY_MODE_OPTION,
+    service_cidr: Optional[str] = SERVICE_CIDR_OPTION,
+    pod_cidr: Optional[str] = POD_CIDR_OPTION,
+    cni_plugins_version: Optional[str] = CNI_PLUGINS_VERSION_OPTION,
     values: List[str] = VALUES_OPTION,
     set_values: List[str] = SET_VALUES_OPTION,
     set_strings: List[str] = SET_STRINGS_OPTION,
@@ -264,24 +358,125 @@ def ports(
     helm_binary: Optional[str] = HELM_BINARY_OPTION,
     jobs: int = JOBS_OPTION,
 ) -> None:
-    """Show the host ports each node must give: hostPort, hostNetwork and nodePort claims, conflicts marked."""
-    from kubelint_ports.engine import load_cluster
-    from kubelint_ports.portmap import build_port_map, write_json, write_text
+    """Show each node's host ports: who holds them (hostPort, hostNetwork, nodePort, node daemon) and
+    what `lint` finds there; conflicts and captures are marked with their rule."""
+    from kubelint_ports.engine import lint_paths
+    from kubelint_ports.portmap import port_map_of, write_json, write_text
     from kubelint_ports.settings import CommandLine
 
     settings = run_settings(CommandLine(
-        paths=tuple(paths or ()), config=config, nodes=tuple(nodes), cluster=tuple(cluster),
+        paths=tuple(paths or ()), config=config, node_port_range=node_port_range,
+        proxy_mode=proxy_mode.value if proxy_mode else None, service_cidr=service_cidr, pod_cidr=pod_cidr,
+        cni_plugins_version=cni_plugins_version, ephemeral_port_range=ephemeral_port_range, nodes=tuple(nodes),
+        cluster=tuple(cluster), policies=tuple(policies),
         helm=dict(values=tuple(values), set=tuple(set_values), set_string=tuple(set_strings),
                   release_name=release_name, namespace=namespace, helm_binary=helm_binary)))
-    model, _, diagnostics = load_cluster(settings.paths, dataclasses.replace(settings.options, jobs=jobs))
-    for diagnostic in diagnostics:
+    # The whole lint run: the map shows its model and its findings, so the two cannot disagree.
+    report = lint_paths(settings.paths, dataclasses.replace(settings.options, jobs=jobs), policies=settings.policies)
+    for diagnostic in report.diagnostics:
         typer.echo(f"{diagnostic.location}: input-error {diagnostic.message}", err=True)
-    port_map = build_port_map(model)
-    if output_format is PortsFormat.json:
-        write_json(port_map, sys.stdout)
-    else:
-        write_text(port_map, sys.stdout, color if color is not None else sys.stdout.isatty())
-    raise typer.Exit(EXIT_USAGE if diagnostics else EXIT_CLEAN)
+    port_map = port_map_of(report)
+    stream = open(output, "w", encoding="utf-8", newline="\n") if output else sys.stdout
+    try:
+        if output_format is PortsFormat.json:
+            write_json(port_map, stream)
+        elif output_format is PortsFormat.html:
+            from kubelint_ports.formatters.html import write_page
+
+            write_page(report, port_map, stream, findings_first=False)
+        else:
+            write_text(port_map, stream, color_wanted(color, stream) if output is None or color else False)
+    finally:
+        if output:
+            stream.close()
+    raise typer.Exit(EXIT_USAGE if report.diagnostics else EXIT_CLEAN)
+
+
+SNAPSHOT_HELP = ("Snapshot directories, one per node (named after the node), holding any of: iptables-save, "
+                 "nft list ruleset [-j], ipvsadm -Sn, ipset list, ss -Htlnup, ip -o addr, grep -r . "
+                 "/var/lib/cni/networks/, crictl pods -o json; each file is recognised by its content. Manifest "
+                 "files or directories may follow: their Services and pods are compared with the nodes.")
+
+
+def split_snapshot_paths(paths: List[str]) -> tuple[list[str], list[str]]:
+    """Snapshots (directories or files holding a tool's dump) and manifests (everything else)."""
+    from kubelint_ports.loading.snapshot import detect
+
+    def dump(path: str) -> bool:
+        try:
+            with open(path, "rb") as handle:
+                head = handle.read(65536).decode("utf-8", "replace")
+        except OSError:
+            return False
+        return detect(head)[0] is not None
+
+    snapshots, manifests = [], []
+    for path in paths:
+        if os.path.isdir(path):
+            entries = [os.path.join(path, e) for e in sorted(os.listdir(path)) if not e.startswith(".")]
+            files = [e for e in entries if os.path.isfile(e)]
+            is_snapshot = any(dump(e) for e in files) or (files and not any(
+                e.endswith((".yaml", ".yml", ".json")) for e in files))
+        else:
+            is_snapshot = os.path.isfile(path) and dump(path)
+        (snapshots if is_snapshot or not os.path.exists(path) and not manifests else manifests).append(path)
+    return snapshots, manifests
+
+
+@app.command("node")
+def node_command(
+    paths: List[str] = typer.Argument(..., help=SNAPSHOT_HELP, metavar="SNAPSHOT... [MANIFEST...]"),
+    output_format: OutputFormat = typer.Option(OutputFormat.text, "--format", help="Report format."),
+    output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write the report to this file."),
+    fail_on: Optional[FailOn] = typer.Option(None, "--fail-on", show_default=False,
+                                             help="Exit 1 when a finding has this severity or higher (default: the "
+                                                  "config's, else error)."),
+    color: Optional[bool] = typer.Option(None, "--color/--no-color",
+                                         help="Colour text output (default: when writing to a terminal)."),
+    sarif_category: str = typer.Option("", "--sarif-category", help="SARIF automationDetails.id (a category)."),
+    node_name: Optional[str] = typer.Option(None, "--node", metavar="NAME",
+                                            help="The node's name when one snapshot is given (default: its directory's name)."),
+    config: Optional[str] = typer.Option(None, "--config", metavar="FILE", rich_help_panel=POLICY,
+                                         help="Configuration file (rules, severities, exemptions)."),
+    nodes: List[str] = NODES_OPTION,
+    cluster: List[str] = typer.Option([], "--cluster", metavar="FILE", rich_help_panel=CLUSTER,
+                                      help="Pods and Services running: `kubectl get pods,svc -A -o yaml`, or "
+                                           "`kubectl get pods -A -o wide` text (repeatable)."),
+    service_cidr: Optional[str] = typer.Option(None, "--service-cidr", metavar="CIDR[,CIDR]", rich_help_panel=CLUSTER,
+                                               help="The cluster's Service CIDR, when the inputs do not say."),
+    pod_cidr: Optional[str] = typer.Option(None, "--pod-cidr", metavar="CIDR[,CIDR]", rich_help_panel=CLUSTER,
+                                           help="The cluster's pod CIDR, when the inputs do not say."),
+) -> None:
+    """Diagnose live nodes from their own dumps: stale or shadowed hostPort DNATs, hostPorts ahead of
+    kube-proxy, a missing or wrong masquerade rule, host processes that lose their port, drift."""
+    from kubelint_ports.engine import lint_snapshots
+    from kubelint_ports.findings import Severity
+    from kubelint_ports.formatters import FormatOptions, get_formatter
+    from kubelint_ports.settings import CommandLine
+
+    snapshots, manifests = split_snapshot_paths(paths)
+    if not snapshots:
+        raise typer.BadParameter("no snapshot among the paths (a directory of dumps from a node)", param_hint="SNAPSHOT")
+    if node_name and len(snapshots) > 1:
+        raise typer.BadParameter("--node names one snapshot; several were given", param_hint="--node")
+    settings = run_settings(CommandLine(
+        config=config, fail_on=fail_on.value if fail_on else None, service_cidr=service_cidr, pod_cidr=pod_cidr,
+        nodes=tuple(nodes), cluster=tuple(cluster)))
+    report = lint_snapshots(snapshots, manifests, settings.options, node=node_name, policies=settings.policies)
+    stream = open(output, "w", encoding="utf-8", newline="\n") if output else sys.stdout
+    try:
+        use_color = color if color is not None else (output is None and sys.stdout.isatty())
+        get_formatter(output_format.value)(report, stream, FormatOptions(
+            color=use_color and output_format is OutputFormat.text, sarif_category=sarif_category))
+    finally:
+        if output:
+            stream.close()
+    if report.diagnostics:
+        raise typer.Exit(EXIT_USAGE)
+    if settings.fail_on != "never" and any(
+            f.severity >= Severity.parse(settings.fail_on) and not f.suppressed for f in report.findings):
+        raise typer.Exit(EXIT_FINDINGS)
+    raise typer.Exit(EXIT_CLEAN)
 
 
 def main() -> None:

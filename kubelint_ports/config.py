@@ -209,6 +209,8 @@ def validate(data: dict[str, Any], shown: str, locate) -> None:
 def error_keys(error) -> list:
     """The path of a schema error, down to the offending key for an unknown one."""
     keys = list(error.absolute_path)
+    if "propertyNames" in list(error.absolute_schema_path)[-2:-1]:
+        keys.append(error.instance)  # the key itself is wrong: point at it
     if error.validator == "additionalProperties" and isinstance(error.instance, dict):
         known = set(error.schema.get("properties", {}))
         unknown = sorted(key for key in error.instance if key not in known)
@@ -218,7 +220,8 @@ def error_keys(error) -> list:
 
 
 def apply_rules(policies, config: Config) -> list:
-    """Policies with the config's per-rule settings: disabled, severity, params (validated)."""
+    """Policies with the config's per-rule settings: off or on, severity, params (validated). Policies
+    that are off by default run only when the config names them."""
     from kubelint_ports.checks import CHECKS
     from kubelint_ports.policies import find_policy
 
@@ -230,6 +233,10 @@ def apply_rules(policies, config: Config) -> list:
             raise config.error(["rules", reference], "unknown rule (see `kubelint-ports rules`)")
         if setting in ("off", False):
             changed.pop(policy.id, None)
+            continue
+        # Naming a rule with anything but off turns on a policy that is off by default.
+        changed[policy.id] = dataclasses.replace(changed[policy.id], enabled=True)
+        if setting in ("on", True):
             continue
         if isinstance(setting, str):
             changed[policy.id] = dataclasses.replace(changed[policy.id], severity=Severity.parse(setting),
@@ -252,4 +259,4 @@ def apply_rules(policies, config: Config) -> list:
         if severity:
             updated = dataclasses.replace(updated, severity=Severity.parse(severity), variants={})
         changed[policy.id] = updated
-    return [changed[p.id] for p in policies if p.id in changed]
+    return [changed[p.id] for p in policies if p.id in changed and changed[p.id].enabled]

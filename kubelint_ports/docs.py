@@ -9,13 +9,16 @@ from kubelint_ports.policies import Policy
 
 def rule_markdown(policy: Policy) -> str:
     docs = policy.docs
+    fence = "```" + docs.get("language", "yaml")
     lines = [
         f"# {policy.id} {policy.name}",
         "",
         f"{policy.summary}",
         "",
         f"Default severity: **{policy.severity}**"
-        + (" (" + ", ".join(f"{case}: {sev}" for case, sev in policy.variants.items()) + ")" if policy.variants else ""),
+        + (" (" + ", ".join(f"{case}: {sev}" for case, sev in policy.variants.items()) + ")" if policy.variants else "")
+        + ("" if policy.enabled else
+           f". Off by default: turn it on with `rules: {{{policy.name}: on}}` in the configuration"),
         "",
         "## What it does",
         "",
@@ -27,13 +30,13 @@ def rule_markdown(policy: Policy) -> str:
         "",
         "## Example",
         "",
-        "```yaml",
+        fence,
         docs["example"].rstrip(),
         "```",
         "",
         "## Fix",
         "",
-        "```yaml",
+        fence,
         docs["fix"].rstrip(),
         "```",
         "",
@@ -45,18 +48,47 @@ def rule_markdown(policy: Policy) -> str:
             default = policy.params.get(name)
             lines.append(f"- `{name}` (default `{json.dumps(default)}`): {text.strip()}")
         lines.append("")
+    if policy.peers:
+        lines += ["## Other tools", "", "The same check elsewhere:", ""]
+        lines += [f"- {peer_text(peer)}" for peer in policy.peers]
+        lines.append("")
     lines += ["## References", ""]
     lines += [f"- {reference}" for reference in docs["references"]]
     lines.append("")
     return "\n".join(lines)
 
 
+def setting_text(peer: dict[str, str]) -> str:
+    """Parameters as code (`types: [LoadBalancer]`), a part of the rule in words."""
+    setting = peer.get("setting", "")
+    if not setting:
+        return ""
+    return f" with `{setting}`" if ":" in setting else f" ({setting})"
+
+
+def peer_text(peer: dict[str, str]) -> str:
+    return f"{peer['tool']} `{peer['check']}`{setting_text(peer)}"
+
+
 def rule_docs(policies) -> dict[str, str]:
     """File name -> Markdown for docs/rules: one page per rule and an index."""
     pages = {f"{policy.slug}.md": rule_markdown(policy) for policy in policies}
     index = ["# Rules", "", "Generated from `policies/` by `python -m kubelint_ports.docs`; do not edit.", "",
-             "| id | name | severity | summary |", "|---|---|---|---|"]
-    index += [f"| [{p.id}]({p.slug}.md) | {p.name} | {p.severity} | {p.summary} |" for p in policies]
+             "Rules marked *off* are organisation policies rather than mistakes: `rules: {NAME: on}` in the",
+             "configuration turns one on (a severity or parameters do too).", "",
+             "| id | name | severity | default | summary |", "|---|---|---|---|---|"]
+    index += [f"| [{p.id}]({p.slug}.md) | {p.name} | {p.severity} | {'on' if p.enabled else '*off*'} | {p.summary} |"
+              for p in policies]
+    index += ["", "## The port checks of other tools", "",
+              "Each port check of kube-linter, kube-score, Polaris, Kyverno's and Gatekeeper's policy libraries",
+              "and the Pod Security Standards, and the rule (with the parameters) that covers it here.", "",
+              "| tool | check | kubelint-ports |", "|---|---|---|"]
+    peers = sorted(((peer, policy) for policy in policies for peer in policy.peers),
+                   key=lambda pair: (pair[0]["tool"].lower(), pair[0]["check"].lower(), pair[1].id))
+    for peer, policy in peers:
+        off = "" if policy.enabled else " turned on"
+        index.append(f"| {peer['tool']} | `{peer['check']}` | [{policy.id} {policy.name}]({policy.slug}.md){off}"
+                     f"{setting_text(peer)} |")
     pages["README.md"] = "\n".join(index) + "\n"
     return pages
 

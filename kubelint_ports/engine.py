@@ -6,14 +6,14 @@ import gc
 from collections.abc import Callable, Iterable, Sequence
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from kubelint_ports.checks import CHECKS, Hit
 from kubelint_ports.findings import Diagnostic, Finding, Location, Report
-from kubelint_ports.loading import Loading, LoadResult, changed_sources, display_path, held
+from kubelint_ports.loading import Loading, LoadResult, changed_sources, display_path, held, load
 from kubelint_ports.model import Cluster, ClusterFacts
-from kubelint_ports.model.build import INVENTORY, LINTED, LIVE, ModelReader, assemble
-from kubelint_ports.policies import Policy, builtin_policies
+from kubelint_ports.model.build import INVENTORY, LINTED, LIVE, ModelReader, assemble, custom_workload_kinds
+from kubelint_ports.policies import Policy, builtin_policies, enabled_by_default
 from kubelint_ports.suppressions import annotation_reason, apply_exemptions
 
 if TYPE_CHECKING:  # not imported at run time: plain manifests never load the Helm module
@@ -38,7 +38,7 @@ def lint_paths(paths: Sequence[str], options: LintOptions = LintOptions(), *, st
                policies: Sequence[Policy] | None = None) -> Report:
     with collector_paused():
         cluster, loaded, diagnostics = load_cluster(paths, options, stdin=stdin)
-        policies = tuple(policies if policies is not None else builtin_policies())
+        policies = tuple(policies if policies is not None else enabled_by_default(builtin_policies()))
         findings = run_checks(cluster, policies)
         if options.exemptions or options.baseline:
             findings = apply_exemptions(findings, options.exemptions, options.baseline)
@@ -54,6 +54,7 @@ def lint_paths(paths: Sequence[str], options: LintOptions = LintOptions(), *, st
         files=loaded.files,
         objects=len(loaded.documents),
         skipped=loaded.skipped,
+        cluster=cluster,
     )
 
 
@@ -67,7 +68,8 @@ def load_cluster(paths: Sequence[str], options: LintOptions, *, stdin=None
 
         jobs = default_jobs()
     with collector_paused(), workers_for(jobs) as workers:
-        linted = ModelReader(LINTED, replacing=bool(options.cluster_files))
+        linted = ModelReader(LINTED, replacing=bool(options.cluster_files),
+                             custom_kinds=custom_workload_kinds(options.facts.pod_templates))
         live = ModelReader(LIVE) if options.cluster_files else None
         inventory = ModelReader(INVENTORY) if options.node_files else None
         # Started in this order, so a big inventory (one `kind: List` file: one worker's job) is
@@ -115,10 +117,13 @@ def collector_paused():
             gc.enable()
 
 
-def run_checks(cluster: Cluster, policies: Iterable[Policy]) -> list[Finding]:
+def run_checks(cluster: Cluster, policies: Iterable[Policy], reads: str = "cluster") -> list[Finding]:
+    """Run the policies whose check reads `reads` ("cluster": manifests; "node-snapshot": dumps)."""
     hits = []
     for policy in policies:
         check = CHECKS[policy.check]
+        if check.reads != reads:
+            continue
         for hit in check.function(cluster, policy.params):
             if not getattr(hit.subject, "live", False):  # running objects only appear as related
                 hits.append((hit, policy))
@@ -126,9 +131,15 @@ def run_checks(cluster: Cluster, policies: Iterable[Policy]) -> list[Finding]:
     return sorted({to_finding(hit, policy, places) for hit, policy in hits})
 
 
-def positions(hits) -> dict[tuple[int, str], tuple[Location, tuple[Location, ...]]]:
-    """(id of document, field path) -> (its location, its values-file locations), for every place
-    a finding names. Documents keep no trees: each is composed once, here, one at a time."""
+class Place(NamedTuple):
+    location: Location
+    values: tuple[Location, ...]  # where a rendered Helm object's value is set
+    identity_path: str  # the field path with list items named (fingerprints)
+
+
+def positions(hits) -> dict[tuple[int, str], Place]:
+    """(id of document, field path) -> its Place, for every place a finding names. Documents keep
+    no trees: each is composed once, here, one at a time (`loading.held`)."""
     wanted: dict[int, tuple[object, set[str]]] = {}
     for hit, _ in hits:
         for subject, field_path in ((hit.subject, hit.field_path),
@@ -138,9 +149,90 @@ def positions(hits) -> dict[tuple[int, str], tuple[Location, tuple[Location, ...
     places = {}
     for document in held(document for document, _ in wanted.values()):
         for field_path in wanted[id(document)][1]:
-            places[(id(document), field_path)] = (document.location(field_path),
-                                                  value_locations(document, field_path))
+            places[(id(document), field_path)] = Place(document.location(field_path),
+                                                       value_locations(document, field_path),
+                                                       identity_path(document, field_path))
     return places
+
+
+def lint_snapshots(snapshots: Sequence[str], paths: Sequence[str] = (), options: LintOptions = LintOptions(), *,
+                   node: str | None = None, policies: Sequence[Policy] | None = None) -> Report:
+    """The `node` command: snapshot directories (one per node) diagnosed with the node-snapshot
+    rules; manifests in `paths`, `--cluster` and `--nodes` say which Services and pods exist."""
+    with collector_paused():
+        context, files, diagnostics = load_snapshots(snapshots, paths, options, node)
+        policies = tuple(policies if policies is not None else builtin_policies())
+        findings = run_checks(context, policies, reads="node-snapshot")
+        if options.exemptions or options.baseline:
+            findings = apply_exemptions(findings, options.exemptions, options.baseline)
+    return Report(findings=findings, diagnostics=diagnostics,
+                  rules=tuple(p for p in policies if CHECKS[p.check].reads == "node-snapshot"),
+                  files=files, objects=len(context.nodes))
+
+
+def load_snapshots(snapshots: Sequence[str], paths: Sequence[str], options: LintOptions, node: str | None):
+    """(NodeSnapshots, files read, diagnostics): every snapshot read and modelled, with the
+    Services, pods and CIDRs the manifests and `--cluster`/`--nodes` files give."""
+    import dataclasses
+
+    from kubelint_ports.loading.snapshot import load_snapshot
+    from kubelint_ports.loading.snapshot.pods_wide import is_pods_wide, read_pods_wide
+    from kubelint_ports.model.node_state import (
+        NodeSnapshots,
+        build_node_state,
+        running_pods_from_documents,
+        running_pods_from_rows,
+    )
+
+    diagnostics: list[Diagnostic] = []
+    states = []
+    files = 0
+    for path in snapshots:
+        snapshot, problems = load_snapshot(path, node)
+        diagnostics += problems
+        files += len(snapshot.files) + len({d.location.path for d in problems})
+        states.append(build_node_state(snapshot))
+    names = [state.name for state in states]
+    for name in sorted({n for n in names if names.count(n) > 1}):
+        diagnostics.append(Diagnostic(Location(display_path(snapshots[names.index(name)]), 0, 0),
+                                      f"two snapshots are both named {name!r} (from their directory names)"))
+    yaml_cluster, pods = [], None
+    for path in options.cluster_files:  # `kubectl get pods -o wide` text, or YAML
+        try:
+            with open(path, encoding="utf-8", errors="replace") as handle:
+                text = handle.read(1 << 26)
+        except OSError as error:
+            diagnostics.append(Diagnostic(Location(display_path(path), 0, 0), f"cannot read: {error.strerror}"))
+            continue
+        if is_pods_wide(text):
+            rows, problems = read_pods_wide(text, display_path(path))
+            diagnostics += problems
+            pods = (pods or []) + running_pods_from_rows(rows)
+        else:
+            yaml_cluster.append(path)
+    cluster = None
+    if paths or yaml_cluster or options.node_files:
+        cluster, loaded, problems = load_cluster(paths, dataclasses.replace(options, cluster_files=tuple(yaml_cluster)))
+        diagnostics += problems
+        files += loaded.files
+        if yaml_cluster:
+            running: list = []
+            load(yaml_cluster, reader=lambda document: running.extend(running_pods_from_documents((document,))))
+            pods = (pods or []) + running
+    context = NodeSnapshots(states, pods)
+    if cluster is not None:
+        context.services = [service for service in cluster.services]
+        network = cluster.network
+        context.service_cidrs = tuple(n for source in network.service_ranges for n in source.networks)
+        context.pod_cidrs = tuple(n for source in network.pod_ranges if source.cluster_wide for n in source.networks)
+        context.node_pod_cidrs = {n.name: n.pod_cidrs for n in cluster.nodes or ()}
+    else:
+        from kubelint_ports.model.network import parse_cidrs
+
+        facts = options.facts
+        context.service_cidrs = parse_cidrs(facts.service_cidr)[0] if facts.service_cidr else ()
+        context.pod_cidrs = parse_cidrs(facts.pod_cidr)[0] if facts.pod_cidr else ()
+    return context, files, sorted(set(diagnostics))
 
 
 def value_locations(document, field_path: str) -> tuple[Location, ...]:
@@ -150,24 +242,47 @@ def value_locations(document, field_path: str) -> tuple[Location, ...]:
     return locate(field_path) if locate is not None else ()
 
 
+def identity_path(document, field_path: str) -> str:
+    """The field path with list items named (documents without the method keep theirs)."""
+    name_items = getattr(document, "identity_path", None)
+    return name_items(field_path) if name_items is not None and field_path else field_path
+
+
+def partners(hit: Hit, places) -> tuple[str, ...]:
+    """Who else the finding is about (the Service whose nodePort a hostPort takes), by identity:
+    part of the fingerprint, so a new partner is a new finding. Nodes are facts, not partners."""
+    others = set()
+    for related in hit.related:
+        ref = getattr(related.subject, "ref", None)
+        if ref is None or ref == hit.subject.ref or ref.kind == "Node":
+            continue
+        where = places[(id(related.subject.document), related.field_path)].identity_path
+        others.add(f"{ref.kind}/{ref.namespace}/{ref.name}/{where}")
+    return tuple(sorted(others))
+
+
 def to_finding(hit: Hit, policy: Policy, places) -> Finding:
     document = hit.subject.document
     reason = annotation_reason(document, policy.id, policy.name)
-    location, values = places[(id(document), hit.field_path)]
+    place = places[(id(document), hit.field_path)]
     return Finding(
-        location=location,
+        location=place.location,
         rule_id=policy.id,
         rule_name=policy.name,
         severity=policy.severity_for(hit.variant),
         message=hit.message,
         subject=hit.subject.ref,
         field_path=hit.field_path,
-        related=tuple(with_message(places[(id(r.subject.document), r.field_path)][0], r.message)
-                      for r in hit.related) + values,
+        related=tuple(with_message(places[(id(r.subject.document), r.field_path)].location, r.message)
+                      for r in hit.related) + place.values,
         template=document.origin,
         port=hit.port,
         suppressed=reason,
         suppressed_by="inSource" if reason else "",
+        identity_path=place.identity_path,
+        partners=partners(hit, places),
+        traffic=hit.traffic,
+        nodes=hit.nodes,
     )
 
 

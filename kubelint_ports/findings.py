@@ -4,6 +4,13 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
+from typing import Any
+
+STDIN_NAME = "<stdin>"
+# Where a problem with the command itself is reported (a path given there that does not exist).
+COMMAND_LINE = "command line"
+NOT_FILES = frozenset((STDIN_NAME, COMMAND_LINE))
+FINGERPRINT_VERSION = 2  # bump when what `Finding.fingerprint` hashes changes
 
 
 class Severity(enum.IntEnum):
@@ -36,7 +43,14 @@ class Location:
     message: str = field(default="", compare=False)
 
     def __str__(self) -> str:
+        if self.line < 1:
+            return self.path  # the whole file (unreadable, missing) or the command line
         return f"{self.path}:{self.line}:{self.column}"
+
+    @property
+    def is_file(self) -> bool:
+        """False for standard input and the command line: nothing to open or annotate."""
+        return self.path not in NOT_FILES
 
 
 @dataclass(frozen=True, slots=True, order=True)
@@ -66,16 +80,57 @@ class Finding:
     template: str = ""  # the Helm template the object came from (`# Source:`), if any
     port: int | None = None  # the port the finding is about, when there is one
     suppressed_by: str = ""  # "inSource" (an annotation) or "external" (config, baseline)
+    # `field_path` with list items named instead of counted (`containers[web].ports[http/TCP]`),
+    # and the identities of the other objects the finding is about (the Service whose nodePort a
+    # hostPort takes): what the fingerprint hashes, so adding a sidecar or reordering ports keeps it.
+    identity_path: str = field(default="", compare=False)
+    partners: tuple[str, ...] = field(default=(), compare=False)
+    # Who receives the packet, as the datapath model answered it (JSON `traffic`, SARIF
+    # `properties.traffic`); data for tools, left out of ordering, equality and the fingerprint.
+    traffic: Any = field(default=None, compare=False)
+    # Where it happens (the check's Hit.nodes; empty: wherever the subject runs). Not part of a
+    # finding's identity: the port map reads it.
+    nodes: tuple[str, ...] = field(default=(), compare=False)
 
     @property
     def fingerprint(self) -> str:
-        """Stable across line shifts and reformatting: rule, object, field, port, template."""
-        import hashlib
-
+        """Stable across line shifts, reformatting and list reordering: rule, object, the field by
+        the names of the items on its way, port, template, partners."""
         subject = self.subject
-        parts = (self.rule_id, subject.kind, subject.namespace, subject.name, self.field_path,
-                 "" if self.port is None else str(self.port), self.template)
-        return hashlib.sha256("\0".join(parts).encode("utf-8")).hexdigest()
+        return _digest(self.rule_id, subject.kind, subject.namespace, subject.name,
+                       self.identity_path or self.field_path, "" if self.port is None else str(self.port),
+                       self.template, *self.partners)
+
+    @property
+    def legacy_fingerprint(self) -> str:
+        """The version 1 fingerprint (list indexes in the field path), to honour old baselines."""
+        subject = self.subject
+        return _digest(self.rule_id, subject.kind, subject.namespace, subject.name, self.field_path,
+                       "" if self.port is None else str(self.port), self.template)
+
+    @property
+    def headline(self) -> str:
+        """The short claim: the message up to its first ": " (messages read "<claim>: <why>")."""
+        return split_message(self.message)[0]
+
+    @property
+    def explanation(self) -> str:
+        """The rest of the message after the claim; "" when the message is all claim."""
+        return split_message(self.message)[1]
+
+
+def split_message(message: str) -> tuple[str, str]:
+    """'<short claim>: <explanation>' -> (claim, explanation); a message without ": " is all claim."""
+    claim, separator, explanation = message.partition(": ")
+    if not separator or not claim.strip() or not explanation.strip():
+        return message.strip(), ""
+    return claim.strip(), explanation.strip()
+
+
+def _digest(*parts: str) -> str:
+    import hashlib
+
+    return hashlib.sha256("\0".join(parts).encode("utf-8")).hexdigest()
 
 
 @dataclass(frozen=True, slots=True, order=True)
@@ -96,6 +151,8 @@ class Report:
     files: int = 0
     objects: int = 0
     skipped: int = 0
+    # The model the checks read (a model.Cluster): the port map and the HTML page show it.
+    cluster: object = field(default=None, repr=False)
 
     def counts(self) -> dict[str, int]:
         counts = {str(severity): 0 for severity in sorted(Severity, reverse=True)}
@@ -103,3 +160,13 @@ class Report:
             if not finding.suppressed:
                 counts[str(finding.severity)] += 1
         return counts
+
+    def rule_counts(self) -> list[tuple[int, str, str, Severity]]:
+        """(count, rule id, rule name, highest severity) of standing findings per rule, most first."""
+        rules: dict[str, tuple[int, str, Severity]] = {}
+        for finding in self.findings:
+            if not finding.suppressed:
+                count, _, severity = rules.get(finding.rule_id, (0, finding.rule_name, finding.severity))
+                rules[finding.rule_id] = (count + 1, finding.rule_name, max(severity, finding.severity))
+        return sorted(((count, rule_id, name, severity) for rule_id, (count, name, severity) in rules.items()),
+                      key=lambda row: (-row[0], row[1]))

@@ -36,6 +36,8 @@ class Policy:
     variants: dict[str, Severity] = field(default_factory=dict)
     tags: tuple[str, ...] = ()
     path: str = ""
+    enabled: bool = True  # False: an organisation policy, off until the configuration turns it on
+    peers: tuple[dict[str, str], ...] = ()  # the checks of other tools it covers (tool, check, setting)
 
     def severity_for(self, variant: str) -> Severity:
         return self.variants.get(variant, self.severity) if variant else self.severity
@@ -63,6 +65,8 @@ def policy_from_data(data: dict[str, Any], path: str) -> Policy:
         variants={key: Severity.parse(value) for key, value in (data.get("variants") or {}).items()},
         tags=tuple(data.get("tags") or ()),
         path=path,
+        enabled=data.get("enabled", True),
+        peers=tuple(data.get("peers") or ()),
     )
 
 
@@ -140,6 +144,11 @@ def builtin_policies() -> tuple[Policy, ...]:
     return tuple(load_policies())
 
 
+def enabled_by_default(policies) -> list[Policy]:
+    """What a run uses when the configuration names no rule: organisation policies stay off."""
+    return [policy for policy in policies if policy.enabled]
+
+
 def find_policy(reference: str, policies=None) -> Policy | None:
     """A policy by id (`KP101`, any case) or name (`host-port`)."""
     wanted = reference.strip()
@@ -147,6 +156,24 @@ def find_policy(reference: str, policies=None) -> Policy | None:
         if wanted.upper() == policy.id or wanted == policy.name:
             return policy
     return None
+
+
+_ID_PREFIX = re.compile(r"[A-Z]+[0-9]*")
+
+
+def matching_policies(reference: str, policies) -> list[Policy]:
+    """The policies `--select`/`--ignore` mean by `reference`: an id or name, `all`, or an id
+    prefix as ruff takes them (`KP2` is every KP2xx rule). Empty when it means none."""
+    wanted = reference.strip()
+    if wanted.lower() == "all":
+        return list(policies)
+    exact = find_policy(wanted, policies)
+    if exact is not None:
+        return [exact]
+    prefix = wanted.upper()
+    if not _ID_PREFIX.fullmatch(prefix):
+        return []
+    return [policy for policy in policies if policy.id.startswith(prefix)]
 
 
 def policies_with(extra_directories) -> list[Policy]:

@@ -1,113 +1,425 @@
-"""The port map: per node, which host ports are claimed, by whom, and where they clash.
+"""The port map: per node, each host port, who holds it, and what the rules found there.
 
-A view of the model for `kubelint-ports ports`, not a rule: it shows what the rules reason about.
+A view of one lint run, never a second computation. Which nodes a claim sits on comes from the
+shared allocation (the nodes each workload may use, exactly as the rules see them); every mark
+comes from a finding of the same run, placed on the claim the finding points at (and on the
+running objects and listeners it names as related) on the nodes the rule names (`Finding.nodes`).
+So the map cannot call something a conflict that `lint` does not report.
 """
 
 from __future__ import annotations
 
 import json
 from collections import defaultdict
-from dataclasses import dataclass, replace
-from typing import TextIO
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, TextIO
 
+from kubelint_ports.findings import Finding, Location, ObjectRef, Report
 from kubelint_ports.loading import held
 from kubelint_ports.model import Cluster, Workload
 from kubelint_ports.model.allocation import allocate, unconstrained_daemonset
+from kubelint_ports.model.objects import WILDCARD_HOST_IP
 from kubelint_ports.model.placement import pinned_node
 
-ANY_NODE = "(any node)"
-EVERY_NODE = "(every node)"
+ANY_NODE = "(any node)"  # without an inventory: a pod that may run on any node
+EVERY_NODE = "(every node)"  # nodePorts: kube-proxy opens them on every node
+RUNS, MAY_RUN = "runs", "may run"
+
+# What a finding makes of the port it lands on, by the check behind its rule. Findings of other
+# checks (a plain hostPort warning, a range warning) are listed on the port but leave its state.
+STATE_OF_CHECK = {
+    "host-port-conflict": "conflict",
+    "node-port-collision": "conflict",
+    "host-port-node-port-collision": "capture",
+    "host-network-node-port-collision": "capture",
+    "host-port-host-network-capture": "capture",
+    "host-port-service-port-capture": "capture",
+    "node-reserved-port": "reserved",
+}
+# Strongest first: a port both in conflict and captured shows as a conflict.
+STATES = ("conflict", "capture", "reserved", RUNS, MAY_RUN)
+KIND_ORDER = {"hostPort": 0, "hostNetwork": 1, "nodePort": 2, "healthCheckNodePort": 3, "node daemon": 4}
 
 
-@dataclass(frozen=True, slots=True, order=True)
-class PortEntry:
+@dataclass(frozen=True, slots=True)
+class Mark:
+    """A finding on a holder; `nodes` None: on every node the holder is on."""
+
+    finding: Finding
+    state: str  # conflict | capture | reserved | "" (listed only)
+    nodes: frozenset[str] | None = None
+
+    def applies_on(self, node: str) -> bool:
+        return self.nodes is None or node in self.nodes
+
+
+@dataclass(slots=True)
+class Holder:
+    """Something that takes a host port on a set of nodes: a pod's hostPort, a hostNetwork pod's
+    port (declared, or a listener it does not declare), a Service's nodePort, a node daemon."""
+
     port: int
     protocol: str
     host_ip: str
-    kind: str  # hostPort | hostNetwork | nodePort
-    owner: str
-    pods: str
-    certainty: str  # "runs" (DaemonSet, running or pinned pod) or "may run"
-    location: str
-    conflict: str = ""
+    kind: str  # hostPort | hostNetwork | nodePort | healthCheckNodePort | node daemon
+    owner: str  # ns/Kind/name, or the daemon's name
+    namespace: str
+    pods: str  # "2 pods", "one pod per eligible node"; "" for Services and daemons
+    placement: str  # RUNS (DaemonSet, running or pinned pod, nodePort, daemon) or MAY_RUN
+    nodes: tuple[str, ...]
+    location: Location | None  # the key the user edits; None for a node daemon
+    note: str = ""  # "running", "undeclared: --web.listen-address", "node-reserved-port list"
+    subject: ObjectRef | None = None
+    field_path: str = ""
+    origin: Any = field(default=None, repr=False)  # the Workload or Service it comes from
+    index: int = -1  # its place in the map's sorted holders
+    marks: list[Mark] = field(default_factory=list)
+
+    def marks_on(self, node: str) -> list[Mark]:
+        return [mark for mark in self.marks if mark.applies_on(node)]
+
+    def state_on(self, node: str) -> str:
+        """The strongest standing mark's state on this node, else RUNS or MAY_RUN."""
+        states = {mark.state for mark in self.marks_on(node) if mark.state and not mark.finding.suppressed}
+        return next((state for state in STATES[:3] if state in states), self.placement)
+
+    def sort_key(self) -> tuple:
+        return (self.port, self.protocol, KIND_ORDER.get(self.kind, 9), self.owner,
+                self.location or Location("", 0, 0), self.note)
 
 
-def build_port_map(cluster: Cluster) -> dict[str, list[PortEntry]]:
-    """Node name -> entries; without an inventory, pinned node names and "(any node)"."""
+@dataclass(frozen=True, slots=True)
+class Receiver:
+    """Who receives a packet that a pod or another machine sends to this port of the node, as the
+    datapath model answers it."""
+
+    winner: str  # the owner that gets it, "nobody", ...; "depends" when unknown facts decide
+    role: str  # the model's receiver: hostport, service, host-process, rejected, nothing, undefined, depends
+    certain: bool
+    text: str  # the model's sentence: winner and loser, or what each outcome depends on
+
+
+@dataclass(slots=True)
+class PortMap:
+    nodes: list[str]  # inventory nodes (or pinned names and ANY_NODE), then EVERY_NODE
+    holders: list[Holder]
+    findings: list[Finding]  # every finding of the run, in the report's order
+    with_inventory: bool
+    # Findings of the conflict/capture/reserved rules that found no holder on the map: always
+    # empty unless the map and the rules disagree (tests assert it).
+    unplaced: list[Finding] = field(default_factory=list)
+    # (protocol, port, indices of the holders there) -> who receives the packet. Nodes holding
+    # the same port the same way share one answer; nodePorts count on every node.
+    receivers: dict[tuple[str, int, tuple[int, ...]], Receiver] = field(default_factory=dict)
+    # The facts the answers rest on, each with its source: {name: {"value", "source"}}.
+    datapath_facts: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    def by_node(self) -> dict[str, list[Holder]]:
+        """Node -> its holders, sorted by port; every node of `nodes`, empty ones too."""
+        table: dict[str, list[Holder]] = {node: [] for node in self.nodes}
+        for holder in self.holders:
+            for node in holder.nodes:
+                table[node].append(holder)
+        return table
+
+    def ports_by_node(self) -> dict[str, dict[tuple[str, int], list[Holder]]]:
+        """Node -> (protocol, port) -> the holders there, in port order."""
+        table: dict[str, dict[tuple[str, int], list[Holder]]] = {}
+        for node, holders in self.by_node().items():
+            ports: dict[tuple[str, int], list[Holder]] = {}
+            for holder in holders:
+                ports.setdefault((holder.protocol, holder.port), []).append(holder)
+            table[node] = ports
+        return table
+
+    def receiver_at(self, protocol: str, port: int, holders: list[Holder]) -> Receiver | None:
+        return self.receivers.get(receiver_key(protocol, port, holders))
+
+
+def receiver_key(protocol: str, port: int, holders: list[Holder]) -> tuple[str, int, tuple[int, ...]]:
+    return protocol, port, tuple(sorted(holder.index for holder in holders))
+
+
+def port_map_of(report: Report) -> PortMap:
+    """The map of a lint run: its model, its findings, the policies that ran."""
+    return build_port_map(report.cluster, report.findings, report.rules)
+
+
+def build_port_map(cluster: Cluster, findings: Sequence[Finding] = (), policies: Iterable = ()) -> PortMap:
     allocation = allocate(cluster)
-    table: dict[str, list[PortEntry]] = defaultdict(list)
-    service_claims = [(service, claim) for service in cluster.services if service.has_node_ports
-                      for claim in service.node_port_claims]
-    where = claim_locations([*cluster.host_claims(), *service_claims])
+    holders: list[Holder] = []
+    where = claim_locations([
+        *((workload, claim.field_path) for workload, claim in cluster.host_claims()),
+        *((workload, silent.field_path) for workload in cluster.workloads for silent in workload.silent_ports),
+        *((service, claim.field_path) for service in cluster.services if service.has_node_ports
+          for claim in service.node_port_claims)])
     for workload, claim in cluster.host_claims():
-        for node, certainty in placements(allocation, workload):
-            table[node].append(PortEntry(claim.port, claim.protocol, claim.host_ip, claim.via, str(workload.ref),
-                                         workload.pods, certainty, where[(id(workload.document), claim.field_path)]))
-    for service, claim in service_claims:
-        table[EVERY_NODE].append(PortEntry(claim.port, claim.protocol, "0.0.0.0", claim.label, str(service.ref), "",
-                                           "runs", where[(id(service.document), claim.field_path)]))
-    node_ports = {(e.protocol, e.port) for e in table.get(EVERY_NODE, ())}
-    return {node: mark_conflicts(sorted(entries), node_ports if node != EVERY_NODE else set())
-            for node, entries in sorted(table.items(), key=lambda item: (item[0].startswith("("), item[0]))}
+        nodes, placement = placements(allocation, workload)
+        if nodes:
+            holders.append(Holder(
+                claim.port, claim.protocol, claim.host_ip, claim.via, str(workload.ref), workload.ref.namespace,
+                workload.pods, placement, nodes, where[(id(workload.document), claim.field_path)],
+                "running" if workload.live else "", workload.ref, claim.field_path, workload))
+    for workload in cluster.workloads:
+        if workload.silent_ports:
+            nodes, placement = placements(allocation, workload)
+            for silent in workload.silent_ports if nodes else ():
+                holders.append(Holder(
+                    silent.port, "TCP", silent.address or WILDCARD_HOST_IP, "hostNetwork", str(workload.ref),
+                    workload.ref.namespace, workload.pods, placement, nodes,
+                    where[(id(workload.document), silent.field_path)], f"undeclared: {silent.source}", workload.ref,
+                    silent.field_path, workload))
+    holders += daemon_holders(cluster, holders, policies)
+    for service in cluster.services:
+        if service.has_node_ports:
+            for claim in service.node_port_claims:
+                holders.append(Holder(
+                    claim.port, claim.protocol, WILDCARD_HOST_IP, claim.label, str(service.ref),
+                    service.ref.namespace, "", RUNS, (EVERY_NODE,), where[(id(service.document), claim.field_path)],
+                    "running" if service.live else "", service.ref, claim.field_path, service))
+    holders.sort(key=Holder.sort_key)
+    for index, holder in enumerate(holders):
+        holder.index = index
+    port_map = PortMap(node_order(cluster, holders), holders, list(findings), cluster.nodes is not None)
+    place_findings(port_map, {policy.id: policy.check for policy in policies})
+    answer_receivers(port_map, cluster)
+    return port_map
 
 
-def placements(allocation, workload: Workload) -> list[tuple[str, str]]:
+def placements(allocation, workload: Workload) -> tuple[tuple[str, ...], str]:
+    """The nodes a workload's pods hold their ports on, as the rules see them, and whether they
+    run there (DaemonSet, running or pinned pod) or may run there."""
     fixed = workload.is_daemonset or workload.live
     if allocation.cluster.nodes is not None:
-        certainty = "runs" if fixed or workload.scheduling.node_name else "may run"
-        return [(name, certainty) for name in allocation.eligible(workload)]
+        return allocation.eligible(workload), RUNS if fixed or workload.scheduling.node_name else MAY_RUN
     pinned = pinned_node(workload.scheduling)
     if pinned:
-        return [(pinned, "runs")]
-    return [(ANY_NODE, "runs" if unconstrained_daemonset(workload) else "may run")]
+        return (pinned,), RUNS
+    return (ANY_NODE,), RUNS if unconstrained_daemonset(workload) else MAY_RUN
 
 
-def claim_locations(claims) -> dict[tuple[int, str], str]:
-    """"file:line:column" of each claim's field, each document composed once."""
+def daemon_holders(cluster: Cluster, holders: list[Holder], policies: Iterable) -> list[Holder]:
+    """Node daemons (the node-reserved-port rule's lists) on the ports pods claim beside them."""
+    from kubelint_ports.checks.node_model import is_the_daemon, reserved_ports
+
+    reserved: dict[tuple[str, int], str] = {}
+    for policy in policies:
+        if policy.check == "node-reserved-port":
+            reserved.update(reserved_ports(policy.params))
+    if not reserved:
+        return []
+    claims = {(str(w.ref), c.field_path): (w, c) for w, c in cluster.host_claims()}
+    nodes_of: dict[tuple[str, str, int], set[str]] = defaultdict(set)
+    present: dict[tuple[str, str, int], set[str]] = defaultdict(set)  # nodes where the daemon's own pod is
+    for holder in holders:
+        daemon = reserved.get((holder.protocol, holder.port))
+        if not daemon:
+            continue
+        key = (daemon, holder.protocol, holder.port)
+        claim = claims.get((holder.owner, holder.field_path))
+        # An undeclared listener (no claim) is the daemon when its pod is named after it.
+        own = is_the_daemon(*claim, daemon) if claim else daemon.lower() in holder.owner.lower()
+        if own:
+            present[key].update(holder.nodes)
+        elif claim:
+            nodes_of[key].update(holder.nodes)
+    daemons = []
+    for (daemon, protocol, port), nodes in nodes_of.items():
+        nodes -= present[(daemon, protocol, port)]
+        if nodes:
+            daemons.append(Holder(port, protocol, WILDCARD_HOST_IP, "node daemon", daemon, "", "", RUNS,
+                                  tuple(sorted(nodes)), None, "node-reserved-port list"))
+    return daemons
+
+
+def claim_locations(claims) -> dict[tuple[int, str], Location]:
+    """Where each (owner, field path) is, each document composed once (`loading.held`)."""
     wanted: dict[int, tuple[object, set[str]]] = {}
-    for owner, claim in claims:
-        wanted.setdefault(id(owner.document), (owner.document, set()))[1].add(claim.field_path)
-    return {(id(document), path): str(document.location(path))
+    for owner, field_path in claims:
+        wanted.setdefault(id(owner.document), (owner.document, set()))[1].add(field_path)
+    return {(id(document), path): document.location(path)
             for document in held(document for document, _ in wanted.values()) for path in wanted[id(document)][1]}
 
 
-def mark_conflicts(entries: list[PortEntry], node_ports: set[tuple[str, int]]) -> list[PortEntry]:
-    by_port: dict[tuple[str, int], list[PortEntry]] = defaultdict(list)
-    for entry in entries:
-        by_port[(entry.protocol, entry.port)].append(entry)
-    marked = []
-    for entry in entries:
-        same = [other for other in by_port[(entry.protocol, entry.port)] if other is not entry and (
-            "0.0.0.0" in (entry.host_ip, other.host_ip) or entry.host_ip == other.host_ip)]
-        reasons = []
-        if same:
-            reasons.append(f"also claimed by {', '.join(sorted({o.owner for o in same}))}")
-        if entry.kind != "nodePort" and (entry.protocol, entry.port) in node_ports:
-            reasons.append("equals a nodePort")
-        if entry.kind == "nodePort" and same:
-            reasons = [f"nodePort also claimed by {', '.join(sorted({o.owner for o in same}))}"]
-        marked.append(replace(entry, conflict="; ".join(reasons)))
-    return marked
+def node_order(cluster: Cluster, holders: list[Holder]) -> list[str]:
+    if cluster.nodes is not None:
+        names = sorted(node.name for node in cluster.nodes)
+    else:
+        names = sorted({node for holder in holders for node in holder.nodes} - {ANY_NODE, EVERY_NODE})
+        if any(ANY_NODE in holder.nodes for holder in holders):
+            names.append(ANY_NODE)
+    if any(holder.nodes == (EVERY_NODE,) for holder in holders):
+        names.append(EVERY_NODE)
+    return names
 
 
-def write_text(port_map: dict[str, list[PortEntry]], out: TextIO, color: bool = False) -> None:
-    red, reset = ("\033[31m", "\033[0m") if color else ("", "")
-    for node, entries in port_map.items():
+def place_findings(port_map: PortMap, check_of: dict[str, str]) -> None:
+    """Each finding lands on the holder it points at, on the nodes its rule names; a conflict or
+    capture also lands on the holders it names as related that have no finding of their own (a
+    running pod, an undeclared listener, the nodePort that loses its traffic)."""
+    by_subject: dict[tuple, list[Holder]] = defaultdict(list)
+    by_location: dict[tuple, list[Holder]] = defaultdict(list)
+    for holder in port_map.holders:
+        if holder.location is not None:
+            by_subject[(holder.subject, holder.field_path, holder.location.path)].append(holder)
+            by_location[(holder.location.path, holder.location.line, holder.location.column)].append(holder)
+    own_rules: dict[int, set[str]] = defaultdict(set)
+    marked: list[tuple[Finding, str]] = []
+    for finding in port_map.findings:
+        state = STATE_OF_CHECK.get(check_of.get(finding.rule_id, ""), "")
+        targets = [h for h in by_subject.get((finding.subject, finding.field_path, finding.location.path), ())
+                   if finding.port in (None, h.port)]
+        placed = False
+        for holder in targets:
+            if mark(holder, finding, state):
+                own_rules[id(holder)].add(finding.rule_id)
+                placed = True
+        if state:
+            marked.append((finding, state))
+            if not placed:
+                port_map.unplaced.append(finding)
+    for finding, state in marked:
+        if state == "reserved":
+            continue
+        for related in finding.related:
+            for holder in by_location.get((related.path, related.line, related.column), ()):
+                if holder.port == finding.port and finding.rule_id not in own_rules[id(holder)]:
+                    mark(holder, finding, state)
+
+
+def mark(holder: Holder, finding: Finding, state: str) -> bool:
+    """Mark the holder on the finding's nodes it is on; False when it is on none of them."""
+    if not finding.nodes or holder.nodes == (EVERY_NODE,):
+        holder.marks.append(Mark(finding, state))
+        return True
+    nodes = frozenset(finding.nodes).intersection(holder.nodes)
+    if nodes:
+        holder.marks.append(Mark(finding, state, nodes))
+    return bool(nodes)
+
+
+def answer_receivers(port_map: PortMap, cluster: Cluster) -> None:
+    """Ask the datapath model, once per way of holding a port, who receives its packets."""
+    from kubelint_ports.checks import traffic
+
+    datapath = traffic.datapath_of(cluster)
+    port_map.datapath_facts = datapath.facts.shown()
+    node_ports: dict[tuple[str, int], list[Holder]] = defaultdict(list)
+    for holder in port_map.holders:
+        if holder.nodes == (EVERY_NODE,):
+            node_ports[(holder.protocol, holder.port)].append(holder)
+    endpoints: dict[int, bool | None] = {}
+    for ports in port_map.ports_by_node().values():
+        for (protocol, port), holders in ports.items():
+            key = receiver_key(protocol, port, holders)
+            if key not in port_map.receivers:
+                services = node_ports.get((protocol, port), [])
+                port_map.receivers[key] = receiver(datapath, cluster, protocol, port, holders, services, endpoints)
+
+
+def receiver(datapath, cluster: Cluster, protocol: str, port: int, holders: list[Holder], services: list[Holder],
+             endpoints: dict[int, bool | None]) -> Receiver:
+    """Who gets a packet from a pod or another machine to the node's address (the hostIP, for a
+    hostPort bound to one), with everything that holds the port there."""
+    from kubelint_ports.checks import traffic
+    from kubelint_ports.model.datapath import FROM_POD, HOST_PROCESS, HOSTPORT, SERVICE, PortUse, summary, who
+
+    host_ports = [h for h in holders if h.kind == "hostPort"]
+    processes = [h for h in holders if h.kind in ("hostNetwork", "node daemon")]
+    for service in services:
+        if id(service.origin) not in endpoints:
+            endpoints[id(service.origin)] = cluster.has_endpoints(service.origin)
+    known = {endpoints[id(service.origin)] for service in services}
+    host_ip = WILDCARD_HOST_IP if not host_ports or any(h.host_ip == WILDCARD_HOST_IP for h in host_ports) \
+        else host_ports[0].host_ip
+    use = PortUse(host_port_ip=host_ip if host_ports else None, host_process=bool(processes),
+                  node_port=bool(services), endpoints=known.pop() if len(known) == 1 else None)
+    parties = {role: " or ".join(dict.fromkeys(h.owner for h in group))
+               for role, group in ((HOSTPORT, host_ports), (SERVICE, services), (HOST_PROCESS, processes)) if group}
+    answer = datapath.deliver(FROM_POD, traffic.node_destination(host_ip), use, port, protocol)
+    winner = who(answer.receiver, parties) if answer.certain else "depends"
+    return Receiver(winner, answer.receiver, answer.certain, summary(answer, parties))
+
+
+# --- text and JSON ---------------------------------------------------------------------------------
+
+def flagged(holder: Holder, node: str) -> str:
+    """`CONFLICT KP301`, `CAPTURE KP201, KP302`: the standing marks of the holder's state."""
+    state = holder.state_on(node)
+    if state in (RUNS, MAY_RUN):
+        return ""
+    rules = sorted({m.finding.rule_id for m in holder.marks_on(node) if m.state == state and not m.finding.suppressed})
+    return f"{state.upper()} {', '.join(rules)}"
+
+
+def summary(port_map: PortMap) -> str:
+    """`3 nodes, (every node): 22 holders, 8 in conflict, 7 captured, 0 on node-daemon ports`."""
+    counts: dict[str, int] = defaultdict(int)
+    for node, holders in port_map.by_node().items():
+        for holder in holders:
+            counts[holder.state_on(node)] += 1
+    real = [node for node in port_map.nodes if node not in (ANY_NODE, EVERY_NODE)]
+    groups = "".join(f", {node}" for node in port_map.nodes if node in (ANY_NODE, EVERY_NODE))
+    return (f"{len(real)} node{'s' if len(real) != 1 else ''}{groups}: {sum(counts.values())} holders, "
+            f"{counts['conflict']} in conflict, {counts['capture']} captured, {counts['reserved']} on node-daemon "
+            f"ports")
+
+
+def write_text(port_map: PortMap, out: TextIO, color: bool = False) -> None:
+    paint = {"conflict": "\033[31m", "capture": "\033[33m", "reserved": "\033[35m"}
+    reset = "\033[0m"
+    for node, ports in port_map.ports_by_node().items():
         out.write(f"{node}\n")
-        for e in entries:
-            flag = f"  {red}CONFLICT: {e.conflict}{reset}" if e.conflict else ""
-            pods = f" ({e.pods})" if e.pods else ""
-            out.write(f"  {e.port:>5}/{e.protocol:<4} {e.host_ip:<15} {e.kind:<11} {e.certainty:<7} "
-                      f"{e.owner}{pods}  {e.location}{flag}\n")
-    conflicts = sum(1 for entries in port_map.values() for e in entries if e.conflict)
-    out.write(f"{len(port_map)} node groups, {sum(len(v) for v in port_map.values())} claims, "
-              f"{conflicts} in conflict\n")
+        if not ports:
+            out.write("  (no host ports)\n")
+        for (protocol, port), holders in ports.items():
+            for h in holders:
+                state = h.state_on(node)
+                flag = flagged(h, node)
+                if flag and color:
+                    flag = f"{paint[state]}{flag}{reset}"
+                owner = h.owner + (f" ({h.pods})" if h.pods else "") + (f" [{h.note}]" if h.note else "")
+                where = str(h.location) if h.location else "-"
+                out.write(f"  {h.port:>5}/{h.protocol:<4} {h.host_ip:<15} {h.kind:<11} {h.placement:<7} "
+                          f"{owner}  {where}{'  ' + flag if flag else ''}\n")
+            answer = port_map.receiver_at(protocol, port, holders)
+            if answer is not None:
+                out.write(f"             receives: {answer.winner if answer.certain else answer.text}\n")
+    if port_map.datapath_facts:
+        out.write(f"receivers decided with {facts_text(port_map.datapath_facts)}\n")
+    out.write(summary(port_map) + "\n")
 
 
-def write_json(port_map: dict[str, list[PortEntry]], out: TextIO) -> None:
-    data = {"nodes": [{"name": node, "claims": [
-        {"port": e.port, "protocol": e.protocol, "hostIP": e.host_ip, "kind": e.kind, "owner": e.owner,
-         "pods": e.pods, "placement": e.certainty, "location": e.location, "conflict": e.conflict or None}
-        for e in entries]} for node, entries in port_map.items()]}
-    json.dump(data, out, indent=2, sort_keys=True)
+def facts_text(facts: dict[str, dict[str, Any]]) -> str:
+    """`proxy mode ipvs (from --proxy-mode); hostport portmap (from ...)`."""
+    return "; ".join(f"{name.replace('-', ' ')} {fact['value']} (from {fact['source']})" for name, fact in facts.items())
+
+
+def mark_data(mark: Mark) -> dict:
+    finding = mark.finding
+    return {"rule": finding.rule_id, "name": finding.rule_name, "severity": str(finding.severity),
+            "state": mark.state or None, "location": str(finding.location), "suppressed": finding.suppressed or None}
+
+
+def receiver_data(answer: Receiver | None) -> dict | None:
+    if answer is None:
+        return None
+    return {"winner": answer.winner, "receiver": answer.role, "certain": answer.certain, "text": answer.text}
+
+
+def write_json(port_map: PortMap, out: TextIO) -> None:
+    nodes = []
+    for node, ports in port_map.ports_by_node().items():
+        claims = []
+        for (protocol, port), holders in ports.items():
+            receiver = receiver_data(port_map.receiver_at(protocol, port, holders))
+            claims += [{"port": h.port, "protocol": h.protocol, "hostIP": h.host_ip, "kind": h.kind, "owner": h.owner,
+                        "pods": h.pods, "placement": h.placement, "note": h.note or None,
+                        "location": str(h.location) if h.location else None, "state": h.state_on(node),
+                        "findings": [mark_data(m) for m in h.marks_on(node)], "receiver": receiver}
+                       for h in holders]
+        nodes.append({"name": node, "claims": claims})
+    json.dump({"version": 2, "inventory": port_map.with_inventory, "datapathFacts": port_map.datapath_facts,
+               "nodes": nodes}, out, indent=2, sort_keys=True)
     out.write("\n")

@@ -10,6 +10,8 @@ from typing import Any
 from kubelint_ports.config import Config, apply_rules, load_config
 from kubelint_ports.engine import LintOptions
 from kubelint_ports.model import ClusterFacts
+from kubelint_ports.model.objects import DEFAULT_EPHEMERAL_PORT_RANGE
+from kubelint_ports.model.objects import PodTemplateKind
 from kubelint_ports.policies import Policy, policies_with
 
 DEFAULT_PATHS = (".",)
@@ -25,15 +27,19 @@ class CommandLine:
     config: str | None = None
     fail_on: str | None = None
     node_port_range: str | None = None
+    ephemeral_port_range: str | None = None
     proxy_mode: str | None = None
     service_cidr: str | None = None
     pod_cidr: str | None = None
+    cni_plugins_version: str | None = None
     nodes: tuple[str, ...] = ()
     cluster: tuple[str, ...] = ()
     policies: tuple[str, ...] = ()
     baseline: str | None = None
     scope: str = "all"
     helm: dict[str, Any] = field(default_factory=dict)  # HelmOptions fields given on the command line
+    select: tuple[str, ...] = ()  # --select: rule ids, names or id prefixes (comma-separated allowed)
+    ignore: tuple[str, ...] = ()  # --ignore: likewise
 
 
 @dataclass(frozen=True)
@@ -56,6 +62,18 @@ def parse_port_range(text: str) -> tuple[int, int]:
     return low, high
 
 
+def port_range_fact(option: str | None, config: Config, key: str) -> tuple[int, int] | None:
+    """A LOW-HIGH fact from its option, else from the config file (an error there names the line)."""
+    if option:
+        return parse_port_range(option)
+    if config.get(key):
+        try:
+            return parse_port_range(config.get(key))
+        except ValueError as error:
+            raise config.error([key], str(error)) from None
+    return None
+
+
 def resolve(command: CommandLine) -> Settings:
     """Raises ConfigError, PolicyError, BaselineError or ValueError (a bad option) with a clear text."""
     config = load_config(command.config)
@@ -63,19 +81,19 @@ def resolve(command: CommandLine) -> Settings:
     def pick(option: Any, key: str) -> Any:
         return option if option not in (None, (), "") else config.get(key)
 
-    node_port_range = None
-    if command.node_port_range:
-        node_port_range = parse_port_range(command.node_port_range)
-    elif config.get("node-port-range"):
-        try:
-            node_port_range = parse_port_range(config.get("node-port-range"))
-        except ValueError as error:
-            raise config.error(["node-port-range"], str(error)) from None
-    facts = ClusterFacts(node_port_range=node_port_range, proxy_mode=pick(command.proxy_mode, "proxy-mode"),
+    facts = ClusterFacts(node_port_range=port_range_fact(command.node_port_range, config, "node-port-range"),
+                         proxy_mode=pick(command.proxy_mode, "proxy-mode"),
                          service_cidr=pick(command.service_cidr, "service-cidr"),
-                         pod_cidr=pick(command.pod_cidr, "pod-cidr"))
+                         pod_cidr=pick(command.pod_cidr, "pod-cidr"), stated=stated_facts(command, config),
+                         ephemeral_port_range=port_range_fact(command.ephemeral_port_range, config,
+                                                              "ephemeral-port-range"),
+                         pod_templates=pod_templates(config))
+    for key, given in (("paths", command.paths), ("nodes", command.nodes), ("cluster", command.cluster)):
+        if not given:
+            check_config_paths(config, key)
     policies = policies_with([*config.paths("policies"), *command.policies])
     policies = apply_rules(policies, config)
+    policies = selected_policies(policies, command, config)
     if command.scope == "object":
         from kubelint_ports.checks import CHECKS
 
@@ -99,6 +117,89 @@ def resolve(command: CommandLine) -> Settings:
     )
     paths = tuple(command.paths) or tuple(config.paths("paths")) or DEFAULT_PATHS
     return Settings(paths, options, tuple(policies), command.fail_on or config.get("fail-on") or "error", config)
+
+
+def check_config_paths(config: Config, key: str) -> None:
+    """A path the config file names must exist: the error points at its line."""
+    for index, path in enumerate(config.get(key) or []):
+        if not os.path.exists(config.resolve(path)):
+            raise config.error([key, index], f"no such file or directory {path!r}")
+
+
+def split_references(values) -> list[str]:
+    return [token.strip() for value in values for token in str(value).split(",") if token.strip()]
+
+
+def selected_policies(policies: list[Policy], command: CommandLine, config: Config) -> list[Policy]:
+    """ruff's `select`/`ignore`: the command line's `--select` replaces the config's `select:`
+    (default: every rule), then every `ignore` of both is removed. An unknown rule is an error."""
+    from kubelint_ports.policies import matching_policies
+
+    def chosen(references, where) -> set[str]:
+        ids = set()
+        for index, reference in enumerate(references):
+            matched = matching_policies(reference, policies)
+            if not matched:
+                message = f"unknown rule or rule prefix {reference!r} (see `kubelint-ports rules`)"
+                if where is None:
+                    raise ValueError(message)
+                raise config.error([where, index], message)
+            ids.update(policy.id for policy in matched)
+        return ids
+
+    if command.select:
+        selected = chosen(split_references(command.select), None)
+    elif config.get("select") is not None:
+        selected = chosen(config.get("select"), "select")
+    else:
+        selected = {policy.id for policy in policies}
+    selected -= chosen(config.get("ignore") or [], "ignore")
+    selected -= chosen(split_references(command.ignore), None)
+    return [policy for policy in policies if policy.id in selected]
+
+
+def stated_facts(command: CommandLine, config: Config) -> tuple[tuple[str, Any, str], ...]:
+    """Datapath facts the user states, each with where: the command line wins over the config."""
+    where = config.path or "the configuration"
+    stated: dict[str, tuple[str, Any, str]] = {}
+    for name, value in (config.get("facts") or {}).items():
+        stated[name] = (name, value, f"{where} facts.{name}")
+    if config.get("proxy-mode"):
+        stated["proxy-mode"] = ("proxy-mode", config.get("proxy-mode"), f"{where} proxy-mode")
+    for name, value in (("proxy-mode", command.proxy_mode), ("cni-plugins-version", command.cni_plugins_version)):
+        if value:
+            stated[name] = (name, value, f"--{name}")
+    if "cni-plugins-version" in stated:
+        from kubelint_ports.model.datapath import parse_version
+
+        if parse_version(stated["cni-plugins-version"][1]) is None:
+            raise ValueError(f"{stated['cni-plugins-version'][2]}: {stated['cni-plugins-version'][1]!r} is not a "
+                             f"version like 1.1.1")
+    return tuple(stated[name] for name in sorted(stated))
+
+
+def pod_templates(config: Config) -> tuple[PodTemplateKind, ...]:
+    """The config's `pod-templates`: `group/Kind: path` or `{template, replicas}` (schema-checked)."""
+    kinds = []
+    for key, value in sorted((config.get("pod-templates") or {}).items()):
+        group, _, kind = key.rpartition("/")
+        if isinstance(value, str):
+            kinds.append(PodTemplateKind(group, kind, value))
+            continue
+        replicas = value.get("replicas", "spec.replicas")
+        kinds.append(PodTemplateKind(group, kind, value["template"], None if replicas == "per-node" else replicas))
+    return tuple(kinds)
+
+
+def effective_pod_templates(configured: tuple[PodTemplateKind, ...]) -> dict[str, dict[str, Any]]:
+    """Every custom kind read as a workload, the known ones and the config's, as the config writes them."""
+    from kubelint_ports.model.build import ONE_PER_NODE, custom_workload_kinds
+
+    shown = {}
+    for (group, kind), (pod_spec_path, replicas) in sorted(custom_workload_kinds(configured).items()):
+        shown[f"{group}/{kind}"] = {"template": pod_spec_path.removesuffix(".spec"),
+                                    "replicas": "per-node" if replicas == ONE_PER_NODE else replicas}
+    return shown
 
 
 def helm_options(given: dict[str, Any], config: Config):
@@ -143,16 +244,20 @@ def effective(settings: Settings) -> dict[str, Any]:
         "exclude": settings.config.get("exclude", []),
         "fail-on": settings.fail_on,
         "node-port-range": "{}-{}".format(*(facts.node_port_range or (30000, 32767))),
+        "ephemeral-port-range": "{}-{}".format(*(facts.ephemeral_port_range or DEFAULT_EPHEMERAL_PORT_RANGE)),
         "proxy-mode": facts.proxy_mode,
         "service-cidr": facts.service_cidr,
         "pod-cidr": facts.pod_cidr,
+        "facts": {name: {"value": value, "source": source} for name, value, source in facts.stated},
         "nodes": list(options.node_files),
         "cluster": list(options.cluster_files),
+        "pod-templates": effective_pod_templates(facts.pod_templates),
         "charts": [{"path": os.path.relpath(path), **{k: v for k, v in dataclasses.asdict(helm).items()
                                                      if v not in (None, (), False)}}
                    for path, helm in options.chart_helm],
         "baseline": len(options.baseline),
         "exemptions": [dataclasses.asdict(e) for e in options.exemptions],
+        **{key: settings.config.get(key) for key in ("select", "ignore") if settings.config.get(key) is not None},
         "rules": {p.id: {"name": p.name, "severity": str(p.severity), **({"params": p.params} if p.params else {}),
                          **({"source": p.path} if not p.path.startswith(builtin) else {})}
                   for p in settings.policies},

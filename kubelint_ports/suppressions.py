@@ -11,12 +11,15 @@ import json
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from kubelint_ports.findings import Finding
+from kubelint_ports.findings import FINGERPRINT_VERSION, Finding
 
 IGNORE_ANNOTATION = "kubelint-ports.io/ignore"
 REASON_ANNOTATION = "kubelint-ports.io/ignore-reason"
 EVERY_RULE = frozenset(("*", "all"))
-BASELINE_VERSION = 1
+# A baseline's version is the fingerprint version it records. Version 1 keyed list items by index
+# (`containers[0]`): its keys are still matched, by each finding's legacy fingerprint.
+BASELINE_VERSION = FINGERPRINT_VERSION
+READABLE_BASELINE_VERSIONS = (1, BASELINE_VERSION)
 
 
 def annotations(document) -> dict[str, str]:
@@ -43,7 +46,8 @@ def apply_exemptions(findings: Iterable[Finding], exemptions: Sequence, baseline
                              None)
             if exemption is not None:
                 finding = dataclasses.replace(finding, suppressed=exemption.reason, suppressed_by="external")
-            elif finding.fingerprint in baseline:
+            elif finding.fingerprint in baseline or (
+                    getattr(baseline, "version", BASELINE_VERSION) == 1 and finding.legacy_fingerprint in baseline):
                 finding = dataclasses.replace(finding, suppressed="in the baseline", suppressed_by="external")
         result.append(finding)
     return result
@@ -52,7 +56,7 @@ def apply_exemptions(findings: Iterable[Finding], exemptions: Sequence, baseline
 def write_baseline(findings: Iterable[Finding], path: str) -> int:
     """Record today's standing findings; returns how many."""
     entries = sorted(({"fingerprint": f.fingerprint, "rule": f.rule_id, "name": f.rule_name,
-                       "object": str(f.subject), "fieldPath": f.field_path, "port": f.port}
+                       "object": str(f.subject), "fieldPath": f.identity_path or f.field_path, "port": f.port}
                       for f in findings if not f.suppressed), key=lambda e: (e["rule"], e["object"], e["fieldPath"],
                                                                              e["fingerprint"]))
     unique = list({entry["fingerprint"]: entry for entry in entries}.values())
@@ -65,12 +69,26 @@ class BaselineError(ValueError):
     pass
 
 
-def read_baseline(path: str) -> frozenset[str]:
+class Baseline(frozenset):
+    """The fingerprints a baseline file records, and the version of its keys."""
+
+    version: int = BASELINE_VERSION
+
+    @classmethod
+    def of(cls, fingerprints, version: int) -> "Baseline":
+        baseline = cls(fingerprints)
+        baseline.version = version
+        return baseline
+
+
+def read_baseline(path: str) -> Baseline:
     try:
         data = json.loads(Path(path).read_text(encoding="utf-8"))
-        if data.get("version") != BASELINE_VERSION:
-            raise BaselineError(f"{path}: unsupported baseline version {data.get('version')!r}")
-        return frozenset(entry["fingerprint"] for entry in data["findings"])
+        version = data.get("version")
+        if version not in READABLE_BASELINE_VERSIONS:
+            raise BaselineError(f"{path}: unsupported baseline version {version!r} (this kubelint-ports reads "
+                                f"{' and '.join(map(str, READABLE_BASELINE_VERSIONS))}; a newer one wrote it?)")
+        return Baseline.of((entry["fingerprint"] for entry in data["findings"]), version)
     except OSError as error:
         raise BaselineError(f"{path}: cannot read the baseline: {error.strerror}") from None
     except (ValueError, KeyError, TypeError, AttributeError) as error:

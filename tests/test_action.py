@@ -54,11 +54,15 @@ def test_action_is_valid_against_the_github_actions_schema():
 
 def test_inputs_reach_scripts_only_through_env():
     for action_step in ACTION["runs"]["steps"]:
+        if "uses" in action_step:  # another action: pinned to a commit, inputs only through `with:`
+            assert re.fullmatch(r"[\w.-]+/[\w.-]+@[0-9a-f]{40}", action_step["uses"]), action_step["uses"]
+            continue
         assert action_step.get("shell") == "bash"
         assert "${{" not in action_step["run"], f"expression inside run: of {action_step['name']}"
     declared = set(ACTION["inputs"])
-    used = {match for s in ACTION["runs"]["steps"] for value in (s.get("env") or {}).values()
-            for match in re.findall(r"inputs\.([\w-]+)", value)}
+    used = {match for s in ACTION["runs"]["steps"]
+            for value in [*(s.get("env") or {}).values(), *(s.get("with") or {}).values()]
+            for match in re.findall(r"inputs\.([\w-]+)", str(value))}
     assert used == declared
 
 
@@ -72,6 +76,7 @@ def github(tmp_path):
     """A workspace, GitHub's environment files, and `kubelint-ports` on PATH (this interpreter)."""
     workspace = tmp_path / "workspace"
     workspace.mkdir()
+    (workspace / ".git").mkdir()  # actions/checkout leaves a repository: paths are relative to it
     files = {name: tmp_path / name.lower() for name in ("GITHUB_OUTPUT", "GITHUB_STEP_SUMMARY", "GITHUB_PATH",
                                                        "GITHUB_ENV")}
     for path in files.values():
@@ -84,21 +89,35 @@ def github(tmp_path):
     runner_temp = tmp_path / "runner-temp"
     runner_temp.mkdir()
 
-    def run(step_id: str, **inputs: str):
+    def run(step_id: str, *, runner: dict[str, str] | None = None, outputs: dict[str, str] | None = None,
+            **inputs: str):
+        """Run one `run:` step; `outputs` gives earlier steps' outputs (`plan.helm`), `runner`
+        overrides RUNNER_* variables."""
         action_step = step(step_id)
         values = {name: spec.get("default", "") for name, spec in ACTION["inputs"].items()}
         values.update({name.replace("_", "-"): value for name, value in inputs.items()})
-        env = {key: value for key, value in os.environ.items() if not key.startswith("GITHUB_")}
+        earlier = {"python.python-path": sys.executable, "plan.helm": "false",
+                   "plan.pip-cache": str(runner_temp / "kubelint-ports-pip-cache"), **(outputs or {})}
+        env = {key: value for key, value in os.environ.items() if not key.startswith(("GITHUB_", "RUNNER_"))}
         env.update({key: str(path) for key, path in files.items()})
         env.update(RUNNER_TEMP=str(runner_temp), GITHUB_ACTION_PATH=str(ROOT), GITHUB_WORKSPACE=str(workspace),
                    GITHUB_REPOSITORY="acme/platform", GITHUB_SHA="0123abc", GITHUB_SERVER_URL="https://github.com",
                    PATH=f"{bin_dir}{os.pathsep}{env.get('PATH', '')}")
+        env.update({"RUNNER_OS": "Linux", "RUNNER_ARCH": "X64", **(runner or {})})
+
+        def expression(match: re.Match) -> str:
+            name = match.group(1)
+            if name.startswith("inputs."):
+                return values[name.removeprefix("inputs.")]
+            found = re.fullmatch(r"steps\.([\w-]+)\.outputs\.([\w-]+)", name)
+            return earlier[f"{found.group(1)}.{found.group(2)}"]
+
         for key, template in (action_step.get("env") or {}).items():
-            env[key] = EXPRESSION.sub(lambda m: values[m.group(1).removeprefix("inputs.")], template)
+            env[key] = EXPRESSION.sub(expression, template)
         done = subprocess.run(["bash", "-c", action_step["run"]], cwd=workspace, env=env, capture_output=True,
                               text=True, timeout=300)
-        outputs = dict(line.split("=", 1) for line in files["GITHUB_OUTPUT"].read_text().splitlines() if "=" in line)
-        return done, outputs, files["GITHUB_STEP_SUMMARY"].read_text()
+        written = dict(line.split("=", 1) for line in files["GITHUB_OUTPUT"].read_text().splitlines() if "=" in line)
+        return done, written, files["GITHUB_STEP_SUMMARY"].read_text()
 
     run.workspace = workspace
     run.runner_temp = runner_temp
@@ -144,13 +163,16 @@ def test_clean_workspace_passes(github):
 
 
 @pytest.mark.parametrize("evil", ["$(touch {marker})", "`touch {marker}`", "a; touch {marker}",
-                                  "x\ntouch {marker}", "$(touch${{IFS}}{marker})"])
+                                  "x\ntouch {marker}", "$(touch${{IFS}}{marker})", "'$(touch {marker})'"])
 def test_inputs_never_execute(github, tmp_path, evil):
-    fields = ["paths", "values", "nodes", "cluster", "config", "sarif_file", "fail_on"]
-    markers = {field: tmp_path / f"pwned-{field}" for field in fields}
-    # fail-on is checked by the linter before anything runs, so give it its own run.
-    github("lint", **{field: evil.format(marker=markers[field]) for field in fields if field != "fail_on"})
+    fields = ["paths", "values", "nodes", "cluster", "config", "sarif_file", "fail_on", "args"]
+    markers = {field: tmp_path / f"pwned-{field}" for field in [*fields, "helm", "plan_paths"]}
+    # fail-on and args are checked by the linter before anything runs, so each gets its own run.
+    github("lint", **{field: evil.format(marker=markers[field]) for field in fields if field not in ("fail_on", "args")})
     github("lint", fail_on=evil.format(marker=markers["fail_on"]))
+    github("lint", args=evil.format(marker=markers["args"]))
+    github("plan", helm=evil.format(marker=markers["helm"]))
+    github("plan", paths=evil.format(marker=markers["plan_paths"]))
     assert not [field for field, marker in markers.items() if marker.exists()], "an input ran as code"
 
 
@@ -170,3 +192,173 @@ def test_install_step_puts_the_tool_on_github_path(github):
     assert path_line == str(github.runner_temp / "kubelint-ports-venv" / "bin")
     tool = Path(path_line) / "kubelint-ports"
     assert subprocess.run([str(tool), "--version"], capture_output=True, text=True).returncode == 0
+    installed = subprocess.run([str(Path(path_line) / "python"), "-m", "pip", "list", "--format", "json"],
+                               capture_output=True, text=True).stdout
+    versions = {entry["name"].lower(): entry["version"] for entry in json.loads(installed)}
+    assert versions["typer"] == re.search(r"^typer==(.+)$", (ROOT / "action" / "constraints.txt").read_text(),
+                                          re.MULTILINE).group(1), "the pinned version"
+    assert "helm-python-sdk" not in versions, "no charts: no Helm extra"
+
+
+def test_pip_cache_is_where_the_cache_step_looks():
+    steps = ACTION["runs"]["steps"]
+    cache = next(s for s in steps if s.get("uses", "").startswith("actions/cache@"))
+    assert cache["with"] == {"path": "${{ steps.plan.outputs.pip-cache }}", "key": "${{ steps.plan.outputs.cache-key }}"}
+    assert step("install")["env"]["PIP_CACHE_DIR"] == "${{ steps.plan.outputs.pip-cache }}"
+    order = [s.get("id") or s.get("uses", "").split("@")[0] for s in steps]
+    assert order == ["plan", "python", "actions/cache", "install", "lint"]
+    python = next(s for s in steps if s.get("id") == "python")
+    assert python["with"] == {"python-version": "3.12", "update-environment": False}, "the job's own Python stays"
+    assert step("install")["env"]["KP_PYTHON"] == "${{ steps.python.outputs.python-path }}"
+
+
+# --- args, the plan step (runner, Helm extra, cache key), the install ------------------------------
+
+def test_args_input_is_split_like_a_shell_and_passed_to_lint(github):
+    (github.workspace / "app.yaml").write_text(COLLISION)
+    done, outputs, _ = github("lint", paths="app.yaml", args="--select 'KP201, KP101' --proxy-mode ipvs")
+    assert done.returncode == 1, done.stdout + done.stderr
+    rules = {re.search(r"title=(KP\d+)", line).group(1) for line in done.stdout.splitlines() if line.startswith("::")}
+    assert rules == {"KP101", "KP201"}
+    done, _, _ = github("lint", paths="app.yaml", args="--select 'KP201")
+    assert done.returncode == 2 and "::error title=kubelint-ports::args is not a list of arguments" in done.stdout
+    done, _, _ = github("lint", paths="app.yaml", args="--select KP999")
+    assert done.returncode == 2 and "unknown rule" in done.stdout + done.stderr
+
+
+@pytest.mark.parametrize("runner_os", ["Windows", "FreeBSD"])
+def test_plan_refuses_unsupported_runners(github, runner_os):
+    done, outputs, _ = github("plan", runner={"RUNNER_OS": runner_os})
+    assert done.returncode == 1
+    assert done.stdout.startswith("::error title=kubelint-ports::This action runs on Linux and macOS runners only")
+    assert "pip install kubelint-ports" in done.stdout and "helm" not in outputs
+
+
+def test_plan_installs_the_helm_extra_only_for_charts(github):
+    chart = github.workspace / "deploy" / "charts" / "web"
+    (github.workspace / "k8s").mkdir()
+    (github.workspace / "k8s" / "app.yaml").write_text(COLLISION)
+
+    def plan(**inputs) -> dict:
+        github.files["GITHUB_OUTPUT"].write_text("")
+        done, outputs, _ = github("plan", **inputs)
+        assert done.returncode == 0, done.stdout + done.stderr
+        return outputs
+
+    assert plan()["helm"] == "false"
+    chart.mkdir(parents=True)
+    (chart / "Chart.yaml").write_text("apiVersion: v2\nname: web\nversion: 1.0.0\n")
+    assert plan()["helm"] == "true", "a chart anywhere in the workspace"
+    assert plan(paths="k8s")["helm"] == "false", "no chart under the paths"
+    assert plan(paths="k8s\ndeploy")["helm"] == "true"
+    assert plan(paths="k8s", helm="true")["helm"] == "true"
+    assert plan(helm="false")["helm"] == "false"
+    (github.workspace / "node_modules" / "x").mkdir(parents=True)
+    (github.workspace / "node_modules" / "x" / "Chart.yaml").write_text("name: x\n")
+    assert plan(paths="k8s node_modules")["helm"] == "false", "node_modules is never linted"
+    done, _, _ = github("plan", helm="maybe")
+    assert done.returncode == 2 and "helm must be auto, true or false" in done.stdout
+
+
+def test_plan_cache_key_follows_constraints_version_extra_and_runner(github):
+    def key(**options) -> tuple[str, str]:
+        github.files["GITHUB_OUTPUT"].write_text("")
+        done, outputs, _ = github("plan", **options)
+        assert done.returncode == 0, done.stderr
+        return outputs["cache-key"], outputs["pip-cache"]
+
+    first, cache = key(helm="false")
+    assert cache == str(github.runner_temp / "kubelint-ports-pip-cache")
+    assert re.fullmatch(r"kubelint-ports-pip-Linux-X64-py3\.12-[0-9a-f]{16}", first)
+    assert key(helm="false") == (first, cache)
+    others = {key(helm="true")[0], key(helm="false", version="0.1.0")[0],
+              key(helm="false", runner={"RUNNER_OS": "macOS", "RUNNER_ARCH": "ARM64"})[0]}
+    assert first not in others and len(others) == 3
+
+
+def test_install_step_pins_constraints_and_adds_the_extra_on_request(github, tmp_path):
+    """install.sh's commands, seen through a stand-in Python that records them (no network)."""
+    log = tmp_path / "pip.log"
+    fake = tmp_path / "fake-python"
+    fake.write_text(f"""#!/usr/bin/env bash
+if [ "$1 $2" = "-m venv" ]; then
+  mkdir -p "$3/bin"
+  printf '#!/usr/bin/env bash\\necho "$*" >> {log}\\n' > "$3/bin/python"
+  chmod +x "$3/bin/python"
+fi
+""")
+    fake.chmod(0o755)
+    constraints = str(ROOT / "action" / "constraints.txt")
+    for helm, version, package in (("false", "", str(ROOT)), ("true", "", f"{ROOT}[helm]"),
+                                   ("true", "0.1.0", "kubelint-ports[helm]==0.1.0"),
+                                   ("false", "0.1.0", "kubelint-ports==0.1.0")):
+        log.write_text("")
+        done, _, _ = github("install", version=version, outputs={"python.python-path": str(fake), "plan.helm": helm})
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert log.read_text().split() == ["-m", "pip", "install", "--quiet", "--disable-pip-version-check", "-c",
+                                           constraints, package]
+
+
+def test_constraints_pin_every_dependency_within_pyproject():
+    from importlib import metadata
+
+    from packaging.requirements import Requirement
+    try:
+        import tomllib
+    except ModuleNotFoundError:  # Python 3.10
+        import tomli as tomllib
+
+    def canonical(name: str) -> str:
+        return re.sub(r"[-_.]+", "-", name).lower()
+
+    pins = {}
+    for line in (ROOT / "action" / "constraints.txt").read_text().splitlines():
+        if line.strip() and not line.startswith("#"):
+            name, _, version = line.partition("==")
+            assert version, f"not an exact pin: {line}"
+            pins[canonical(name)] = version
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    environment = {"python_version": "3.12", "python_full_version": "3.12.0", "sys_platform": "linux",
+                   "platform_machine": "x86_64", "platform_release": "6.1", "extra": ""}
+    for text in project["dependencies"] + project["optional-dependencies"]["helm"]:
+        requirement = Requirement(text)
+        if requirement.marker is not None and not requirement.marker.evaluate(environment):
+            continue
+        assert canonical(requirement.name) in pins, f"{requirement.name} is not pinned"
+        assert requirement.specifier.contains(pins[canonical(requirement.name)]), (requirement, pins)
+    # Everything those need in turn (as installed here) is pinned too.
+    seen, todo = set(), [Requirement(text) for text in project["dependencies"] + project["optional-dependencies"]["helm"]]
+    while todo:
+        requirement = todo.pop()
+        name = canonical(requirement.name)
+        if name in seen or (requirement.marker is not None and not requirement.marker.evaluate(environment)):
+            continue
+        seen.add(name)
+        assert name in pins, f"{requirement.name} (needed by the install) is not pinned"
+        try:
+            needs = metadata.requires(requirement.name) or []
+        except metadata.PackageNotFoundError:
+            continue
+        todo += [Requirement(text) for text in needs]
+
+
+BASH_4_ONLY = {  # what macOS's bash 3.2 lacks
+    r"\bmapfile\b|\breadarray\b": "mapfile/readarray",
+    r"\bdeclare\s+-[a-zA-Z]*A": "associative arrays",
+    r"\$\{\w+(\[[^]]*\])?(,,|\^\^|,|\^)\}": "case conversion",
+    r"\|&|&>>": "|& and &>>",
+    r";;&": ";;&",
+    r"\bcoproc\b": "coproc",
+    r"\[\s*-1\s*\]": "negative array indexes",
+}
+
+
+@pytest.mark.parametrize("script", sorted(p.name for p in (ROOT / "action").glob("*.sh")))
+def test_scripts_run_on_the_bash_of_macos_runners(script):
+    """macOS runners may run these with bash 3.2: no bash 4 constructs (a static check; the scripts
+    are run for real on Linux by the tests above)."""
+    text = (ROOT / "action" / script).read_text()
+    found = [name for pattern, name in BASH_4_ONLY.items() if re.search(pattern, text)]
+    assert not found, f"{script} uses {found}"
+    done = subprocess.run(["bash", "-n", str(ROOT / "action" / script)], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr

@@ -73,6 +73,9 @@ def test_no_config_is_an_empty_config(tmp_path):
     ("exemptions:\n  - rule: host-port\n    name: x\n", 2, "reason"),
     ("charts:\n  - path: c\n    valuez: [a]\n", 3, "unknown key"),
     ("rules: [\n", 2, "invalid YAML"),
+    ("pod-templates:\n  argoproj.io/Rollout: spec.template\n  Rollout: spec.template\n", 3, "Rollout"),
+    ("pod-templates:\n  a.io/X: {template: spec.template, replicas: -1}\n", 2, "pod-templates"),
+    ("pod-templates:\n  a.io/X: {replicas: per-node}\n", 2, "template"),
 ])
 def test_bad_config_is_a_clear_error_with_line(tmp_path, text, line, words):
     path = write(tmp_path / ".kubelint-ports.yaml", text)
@@ -92,6 +95,57 @@ def test_bad_pyproject_key_points_at_its_line(tmp_path):
 def test_missing_explicit_config_is_an_error(tmp_path):
     with pytest.raises(ConfigError):
         load_config(str(tmp_path / "nope.yaml"))
+
+
+# --- custom resources with pod templates ---------------------------------------------------------
+
+CUSTOM_KINDS = """\
+apiVersion: example.com/v1
+kind: NodeAgent
+metadata: {name: agent, namespace: ops}
+spec:
+  podTemplate:
+    spec:
+      containers:
+        - name: agent
+          ports: [{containerPort: 9400, hostPort: 9400}]
+---
+apiVersion: example.com/v1
+kind: Batch
+metadata: {name: batch, namespace: ops}
+spec:
+  size: 4
+  pod:
+    spec:
+      nodeName: gpu-1
+      containers:
+        - name: worker
+          ports: [{containerPort: 9500, hostPort: 9500}]
+"""
+
+
+def test_pod_templates_config_reads_custom_kinds(tmp_path, monkeypatch):
+    from kubelint_ports.settings import CommandLine, effective, resolve
+
+    write(tmp_path / ".kubelint-ports.yaml", """\
+        pod-templates:
+          example.com/NodeAgent: {template: spec.podTemplate, replicas: per-node}
+          example.com/Batch: {template: spec.pod, replicas: spec.size}
+        """)
+    write(tmp_path / "agents.yaml", CUSTOM_KINDS)
+    monkeypatch.chdir(tmp_path)
+    settings = resolve(CommandLine())
+    report = lint_paths(["agents.yaml"], settings.options, policies=settings.policies)
+    by_rule = {(f.rule_id, f.subject.kind) for f in report.findings}
+    assert ("KP101", "NodeAgent") in by_rule and ("KP101", "Batch") in by_rule
+    conflict = next(f for f in report.findings if f.rule_id == "KP301")
+    assert conflict.subject.kind == "Batch" and "4 pods" in conflict.message
+    shown = effective(settings)["pod-templates"]
+    assert shown["example.com/NodeAgent"] == {"template": "spec.podTemplate", "replicas": "per-node"}
+    assert shown["argoproj.io/Rollout"] == {"template": "spec.template", "replicas": "spec.replicas"}
+    # Without the config, nobody reads these kinds
+    write(tmp_path / ".kubelint-ports.yaml", "fail-on: error\n")
+    assert lint_paths(["agents.yaml"], resolve(CommandLine()).options).findings == []
 
 
 # --- per-rule settings --------------------------------------------------------------------------

@@ -26,6 +26,7 @@ def finding(name: str, severity: Severity = Severity.WARNING, *, path: str = "ap
 
 def test_line_format_for_a_real_collision(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
+    (tmp_path / ".git").mkdir()  # a repository: annotation paths are relative to its top level
     (tmp_path / "app.yaml").write_text(
         "apiVersion: v1\nkind: Pod\nmetadata: {name: p, namespace: web}\nspec:\n  containers:\n"
         "    - name: c\n      ports:\n        - {containerPort: 80, hostPort: 31123}\n---\n"
@@ -74,7 +75,18 @@ def test_input_diagnostics_come_first():
 
 def test_real_malformed_file_is_reported(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
+    (tmp_path / ".git").mkdir()
     (tmp_path / "broken.yaml").write_text("kind: [\n")
     lines = render(lint_paths(["broken.yaml"], LintOptions()))
     assert lines[0].startswith("::error file=broken.yaml,line=")
     assert "title=kubelint-ports input error::invalid YAML" in lines[0]
+
+
+def test_paths_are_relative_to_the_repository_from_a_subdirectory(tmp_path, monkeypatch):
+    (tmp_path / ".git").mkdir()
+    (tmp_path / "deploy").mkdir()
+    (tmp_path / "deploy" / "broken.yaml").write_text("kind: [\n")
+    monkeypatch.chdir(tmp_path / "deploy")
+    lines = render(lint_paths(["broken.yaml", "missing.yaml"], LintOptions()))
+    assert lines[0].startswith("::error file=deploy/broken.yaml,line=")
+    assert lines[1] == "::error title=kubelint-ports input error::command line: no such file or directory 'missing.yaml'"

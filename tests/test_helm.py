@@ -145,7 +145,7 @@ def test_documents_matched_when_a_conditional_drops_one():
     # Without metrics the template has three Services and renders two: the admin Service must
     # still map to its own lines, not to the metrics one's.
     loaded = load([WEB])
-    admin = next(d for d in loaded.documents if d.root and "admin" in str(d.root.value))
+    admin = next(d for d in loaded.documents if d.origin.endswith("service.yaml") and "admin" in str(d.root.value))
     assert where(admin.location("spec.ports[0].nodePort")) == (f"{WEB}/templates/service.yaml", 41, 7)
     with_metrics = load([WEB], helm=HelmOptions(set=("metrics.enabled=true",)))
     services = [d for d in with_metrics.documents if d.origin.endswith("service.yaml")]
@@ -185,6 +185,55 @@ def test_non_yaml_outputs_are_skipped(tmp_path):
         "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec:\n  containers: [{name: c}]\n")
     report = lint(str(chart))
     assert report.diagnostics == [] and (report.files, report.objects) == (1, 1)
+
+
+@needs_engine
+def test_port_name_and_routing_findings_land_on_template_lines(tmp_path):
+    chart = tmp_path / "shop"
+    (chart / "templates").mkdir(parents=True)
+    (chart / "Chart.yaml").write_text("apiVersion: v2\nname: shop\nversion: 0.1.0\n")
+    (chart / "values.yaml").write_text("web:\n  metricsPortName: prometheus-metrics\nservice:\n  targetPort: http\n")
+    template = chart / "templates" / "app.yaml"
+    template.write_text(textwrap.dedent("""\
+        apiVersion: apps/v1
+        kind: Deployment
+        metadata:
+          name: {{ .Release.Name }}
+        spec:
+          selector:
+            matchLabels: {app: shop}
+          template:
+            metadata:
+              labels: {app: shop}
+            spec:
+              containers:
+                - name: shop
+                  image: nginx:1.27
+                  ports:
+                    - name: web
+                      containerPort: 8080
+                    - name: {{ .Values.web.metricsPortName }}
+                      containerPort: 9090
+        ---
+        apiVersion: v1
+        kind: Service
+        metadata:
+          name: {{ .Release.Name }}
+        spec:
+          selector: {app: shop}
+          ports:
+            - name: http
+              port: 80
+              targetPort: {{ .Values.service.targetPort }}
+        """))
+    report = lint(str(chart))
+    values = str(chart / "values.yaml")
+    name = one(report, "KP002", "shop")
+    assert where(name.location) == (str(template), 18, 15) and name.template == "shop/templates/app.yaml"
+    assert (values, 2, 3) in [where(r) for r in name.related]
+    target = one(report, "KP502", "shop")
+    assert where(target.location) == (str(template), 30, 7)
+    assert (values, 4, 3) in [where(r) for r in target.related]
 
 
 # --- failures ---------------------------------------------------------------------------------
@@ -241,7 +290,8 @@ def test_no_engine_and_no_binary_is_a_clear_input_error(monkeypatch):
     report = lint(WEB, "examples/mysql-hostport.yaml")
     assert [d.location.path for d in report.diagnostics] == [WEB]
     message = report.diagnostics[0].message
-    assert "no Helm engine" in message and "helm-python-sdk" in message and "--helm-binary" in message
+    assert "no Helm engine" in message and "pip install 'kubelint-ports[helm]'" in message
+    assert "a `helm` binary on PATH" in message and "--helm-binary" in message
     assert findings_of(report, "KP101")
 
 

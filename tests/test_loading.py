@@ -241,10 +241,21 @@ def test_huge_file_is_refused_with_a_clear_error(tmp_path, monkeypatch):
     assert "limit" in diagnostic.message and diagnostic.location.path.endswith("huge.yaml")
 
 
-def test_missing_file_is_an_error(tmp_path):
-    result = load([str(tmp_path / "nope.yaml")])
-    [diagnostic] = result.diagnostics
-    assert "cannot read" in diagnostic.message
+def test_missing_file_is_an_error_on_the_command_line(tmp_path):
+    (tmp_path / "ok.yaml").write_text(DEPLOYMENT)
+    result = load([str(tmp_path / "nope.yaml"), str(tmp_path / "gone"), str(tmp_path / "ok.yaml")])
+    assert [(str(d.location), d.message) for d in result.diagnostics] == [
+        ("command line", f"no such file or directory {str(tmp_path / 'nope.yaml')!r}"),
+        ("command line", f"no such file or directory {str(tmp_path / 'gone')!r}")]
+    assert len(result.documents) == 1, "the other inputs are still read"
+
+
+@pytest.mark.parametrize("data", [b"", b"\n  \n"])
+def test_empty_standard_input_is_an_input_error(data):
+    from kubelint_ports.loading import EMPTY_STDIN
+
+    result = load(["-"], stdin=io.BytesIO(data))
+    assert [(str(d.location), d.message) for d in result.diagnostics] == [("<stdin>", EMPTY_STDIN)]
 
 
 def test_directories_are_walked_recursively_sorted_and_hidden_skipped(tmp_path):

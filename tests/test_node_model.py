@@ -1,15 +1,13 @@
-"""The per-node model: host port matching, captures, reserved ports, running objects, port map."""
+"""The per-node model: host port matching, captures, reserved ports, running objects (the port map: test_portmap)."""
 
 from __future__ import annotations
 
-import io
 import textwrap
 
 import pytest
 
-from kubelint_ports.engine import LintOptions, lint_paths, load_cluster
+from kubelint_ports.engine import LintOptions, lint_paths
 from kubelint_ports.model import ClusterFacts
-from kubelint_ports.portmap import build_port_map, write_json
 
 
 def node(name: str, labels: str = "", taints: str = "", unschedulable: bool = False) -> str:
@@ -319,22 +317,31 @@ spec:
 """
 
 
-@pytest.mark.parametrize("mode, severity", [("ipvs", "error"), (None, "warning"), ("iptables", None), ("nftables", None)])
-def test_service_capture_by_proxy_mode(lint, mode, severity):
+@pytest.mark.parametrize("mode, cni, severity", [
+    ("ipvs", "0.7.4", "error"),  # portmap's jump above KUBE-SERVICES: incident 000
+    ("ipvs", None, "warning"),  # depends on the rule order
+    ("ipvs", "1.1.1", None),  # kube-proxy ACCEPTs KUBE-CLUSTER-IP pairs before portmap's appended jump
+    (None, None, "warning"),
+    ("iptables", "0.7.4", None),  # ClusterIPs are not local addresses there
+    ("iptables", None, None),
+    ("nftables", None, None),
+])
+def test_service_capture_by_proxy_mode(lint, mode, cni, severity):
     report = lint(MYSQL_A, workload("mysql-b", 3306, kind="StatefulSet", namespace="db", labels="app: mysql-b"),
-                  proxy_mode=mode)
+                  proxy_mode=mode, cni_plugins_version=cni)
     findings = rule(report, "host-port-service-port-capture")
     assert [str(f.severity) for f in findings] == ([severity] if severity else [])
     if findings:
-        assert "mysql-a:3306" in findings[0].message
+        assert "ClusterIP:3306" in findings[0].message and "db/Service/mysql-a" in findings[0].message
         assert findings[0].related[0].line == 6
+        assert findings[0].traffic["destination"] == "cluster-ip"
 
 
 def test_service_capture_names_nodes_with_inventory(lint):
     report = lint(MYSQL_A, workload("mysql-b", 3306, namespace="db", spec="nodeSelector: {pool: a}\n"),
-                  nodes=THREE_NODES, proxy_mode="ipvs")
+                  nodes=THREE_NODES, proxy_mode="ipvs", cni_plugins_version="0.7.4")
     [finding] = rule(report, "host-port-service-port-capture")
-    assert "clients on n1, n2 that connect" in finding.message
+    assert "pods on n1, n2 that connect" in finding.message
 
 
 @pytest.mark.parametrize("target", ["", ", targetPort: 3306", ", targetPort: mysql"])
@@ -349,33 +356,6 @@ def test_headless_services_are_not_captured(lint):
     headless = MYSQL_A.replace("spec:\n", "spec:\n  clusterIP: None\n")
     assert rule(lint(headless, workload("mysql-b", 3306, namespace="db"), proxy_mode="ipvs"),
                 "host-port-service-port-capture") == []
-
-
-# --- the port map ----------------------------------------------------------------------------------
-
-def test_port_map_without_inventory_groups_pinned_and_any_node(tmp_path):
-    path = tmp_path / "m.yaml"
-    path.write_text("---\n".join([workload("a", 8080, spec="nodeName: n1\n"), workload("b", 8080, spec="nodeName: n1\n"),
-                                  workload("c", 9090),
-                                  "apiVersion: v1\nkind: Service\nmetadata: {name: s}\n"
-                                  "spec: {type: NodePort, ports: [{port: 80, nodePort: 30080}]}\n"]))
-    cluster, _, _ = load_cluster([str(path)], LintOptions())
-    port_map = build_port_map(cluster)
-    assert list(port_map) == ["n1", "(any node)", "(every node)"]
-    assert all("also claimed by" in entry.conflict for entry in port_map["n1"])
-    assert port_map["(every node)"][0].kind == "nodePort"
-    out = io.StringIO()
-    write_json(port_map, out)
-    assert '"name": "n1"' in out.getvalue()
-
-
-def test_port_map_with_inventory_lists_each_eligible_node(tmp_path):
-    path = tmp_path / "m.yaml"
-    path.write_text(workload("agent", 9000, kind="DaemonSet", spec="nodeSelector: {pool: a}\n"))
-    nodes = tmp_path / "nodes.yaml"
-    nodes.write_text(THREE_NODES)
-    cluster, _, _ = load_cluster([str(path)], LintOptions(node_files=(str(nodes),)))
-    assert list(build_port_map(cluster)) == ["n1", "n2"]
 
 
 def test_service_capture_needs_a_wildcard_host_ip(lint):

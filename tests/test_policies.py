@@ -30,7 +30,7 @@ in findings are bare file names.
 
 expected.txt holds, sorted as the linter sorts, one line per finding of the folder's rule:
     fail-x.yaml:LINE:COL: severity ID (name) [ns/Kind/name]
-i.e. the text formatter's line without the message (so wording can improve without churn).
+(never the message, so wording can improve without churn; `golden_line` writes it).
 Each line's position is the key the user edits (`hostPort:`, `nodePort:`, `containerPort:` of
 a hostNetwork pod, ...); `test_fail_findings_point_at_port_keys` re-reads the fixture at every
 position, and also asserts that the message names the port number written there.
@@ -45,7 +45,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import functools
-import io
 import json
 import os
 import re
@@ -56,23 +55,28 @@ import pytest
 from kubelint_ports.checks import CHECKS
 from kubelint_ports.engine import LintOptions, lint_paths
 from kubelint_ports.findings import Finding, Report
-from kubelint_ports.formatters import FormatOptions, get_formatter
 from kubelint_ports.policies import Policy, load_policies, read_policy_file
 
 REPO = Path(__file__).resolve().parents[1]
 POLICY_DIR = REPO / "policies"
 FIXTURE_DIR = Path(__file__).resolve().parent / "policies"
-POLICY_FILES = sorted(POLICY_DIR.glob("*.yaml"))
+ALL_POLICY_FILES = sorted(POLICY_DIR.glob("*.yaml"))
+# Node-snapshot policies (KP8xx) read dumps, not manifests: tests/test_node_policies.py tests them.
+POLICY_FILES = [path for path in ALL_POLICY_FILES if CHECKS[read_policy_file(path)["check"]].reads == "cluster"]
 UPDATE_GOLDEN = os.environ.get("KUBELINT_UPDATE_GOLDEN") == "1"
 
 PORT_KEYS = ("containerPort", "hostPort", "port", "targetPort", "nodePort", "healthCheckNodePort")
+# Keys whose written value (a port name, an address, a type, a flag's value) the message must name.
+VALUE_KEYS = ("name", "hostIP", "type", "hostNetwork", "value")
+# Keys holding a mapping: the position is right, the message names what is inside.
+BLOCK_KEYS = ("selector", "httpGet", "tcpSocket", "grpc")
+# A command-line flag in a list item: `- --service-node-port-range=30000-39999`.
+FLAG_AT = re.compile(r"--[a-z0-9-]+[= ](?P<value>\S+)")
+RANGE_FLAGS = ("node_port_range", "ephemeral_port_range")
+YAML_TRUE = ("true", "True", "TRUE", "yes", "Yes", "YES", "on", "On", "ON", "y", "Y")
 # `key: value` at a finding's position; the value may be quoted ("8080") or negative.
 PORT_AT = re.compile(r"(?P<key>[A-Za-z]+)\s*:\s*(?P<value>\"[^\"]*\"|'[^']*'|[^\s,}#]+)")
 INTEGER = re.compile(r"[-+]?\d[\d_]*")
-MESSAGE_HOLE = "\x00message\x00"
-# A text-format finding line: location, severity, rule, message, subject (related lines and the
-# summary do not match).
-TEXT_LINE = re.compile(r"^(?P<head>\S+:\d+:\d+: \w+ (?P<rule>KP\d{3}) \([a-z0-9-]+\)) .* (?P<subject>\[[^\[\]]*\])$")
 
 
 def policy_param(path: Path):
@@ -134,7 +138,7 @@ def cli_flags(folder: Path) -> list[str]:
     flags = []
     for key, value in folder_settings(folder).items():
         flag = "--" + key.replace("_", "-")
-        if key == "node_port_range":
+        if key in RANGE_FLAGS:
             flags += [flag, "{}-{}".format(*value)]
         elif isinstance(value, tuple):
             flag = {"node_files": "--nodes", "cluster_files": "--cluster"}.get(key, flag)
@@ -206,25 +210,33 @@ def fixture_folder(policy: Policy, case: str = "") -> Path:
     return FIXTURE_DIR / policy.id / case
 
 
-def lint_text(tmp_path: Path, name: str, text: str) -> Report:
+def lint_text(tmp_path: Path, name: str, text: str, options: LintOptions = LintOptions()) -> Report:
     (tmp_path / name).write_text(text, encoding="utf-8")
     with working_directory(tmp_path):
-        return lint_paths([name], policies=all_policies())
+        return lint_paths([name], options, policies=all_policies())
+
+
+def docs_options(policy: Policy) -> LintOptions:
+    """A docs example cannot carry its nodes: node-aware rules run theirs with the node inventory
+    their fixture folder's own options.json names (other options stay out of the docs)."""
+    folder = FIXTURE_DIR / policy.id
+    node_files = folder_settings(folder).get("node_files", ())
+    return LintOptions(node_files=tuple(str(folder / name) for name in node_files))
 
 
 def of_rule(report: Report, rule_id: str) -> list[Finding]:
     return [finding for finding in report.findings if finding.rule_id == rule_id]
 
 
+def golden_line(file: str, line: int, column: int, severity: str, rule_id: str, rule_name: str, subject: str) -> str:
+    """expected.txt's line: where, how bad, which rule, on what (never the message, so wording can
+    improve without churn)."""
+    return f"{file}:{line}:{column}: {severity} {rule_id} ({rule_name}) [{subject}]"
+
+
 def golden_lines(report: Report, rule_id: str) -> list[str]:
-    """The text formatter's lines for one rule, messages and related locations left out."""
-    findings = [dataclasses.replace(f, message=MESSAGE_HOLE, related=()) for f in of_rule(report, rule_id)]
-    out = io.StringIO()
-    get_formatter("text")(dataclasses.replace(report, findings=findings, diagnostics=[]), out,
-                          FormatOptions(color=False))
-    lines = out.getvalue().splitlines()[:-1]  # the last line is the summary
-    assert len(lines) == len(findings), lines
-    return [line.replace(f" {MESSAGE_HOLE}", "") for line in lines]
+    return [golden_line(f.location.path, f.location.line, f.location.column, str(f.severity), f.rule_id, f.rule_name,
+                        str(f.subject)) for f in of_rule(report, rule_id) if not f.suppressed]
 
 
 def show(findings) -> str:
@@ -235,7 +247,7 @@ def show(findings) -> str:
 
 def test_every_policy_validates_against_schema_and_registry():
     validated = load_policies(POLICY_DIR, validate=True)  # raises PolicyError on the first bad file
-    assert [Path(p.path).name for p in validated] == [path.name for path in POLICY_FILES]
+    assert [Path(p.path).name for p in validated] == [path.name for path in ALL_POLICY_FILES]
 
 
 def test_policy_ids_and_names_are_unique():
@@ -284,7 +296,7 @@ def test_policy_has_fixtures(path: Path):
 @pytest.mark.parametrize("path", POLICY_PARAMS)
 def test_docs_example_fails(path: Path, tmp_path: Path):
     policy = policy_for(path)
-    report = lint_text(tmp_path, "example.yaml", policy.docs["example"])
+    report = lint_text(tmp_path, "example.yaml", policy.docs["example"], docs_options(policy))
     assert not report.diagnostics, report.diagnostics
     assert of_rule(report, policy.id), f"docs.example of {policy.id} yields no {policy.id} finding"
 
@@ -292,7 +304,7 @@ def test_docs_example_fails(path: Path, tmp_path: Path):
 @pytest.mark.parametrize("path", POLICY_PARAMS)
 def test_docs_fix_passes(path: Path, tmp_path: Path):
     policy = policy_for(path)
-    report = lint_text(tmp_path, "fix.yaml", policy.docs["fix"])
+    report = lint_text(tmp_path, "fix.yaml", policy.docs["fix"], docs_options(policy))
     assert not report.diagnostics, report.diagnostics
     assert not of_rule(report, policy.id), show(of_rule(report, policy.id))
 
@@ -328,7 +340,8 @@ def test_every_fail_fixture_triggers_the_rule(path: Path, case: str):
 @pytest.mark.parametrize("path, case", case_params("fail"))
 def test_fail_findings_point_at_port_keys(path: Path, case: str):
     """Each position is a port key (or, for an incomplete entry, the entry itself), and the
-    message names the number written there."""
+    message names the number written there; a port name, an address, a type or a flag's value
+    must be named the same way."""
     policy = policy_for(path)
     if CHECKS[policy.check].function.__module__.endswith(".network"):
         pytest.skip("CIDR rules point at CIDR settings: tests/test_network.py checks those positions")
@@ -339,17 +352,29 @@ def test_fail_findings_point_at_port_keys(path: Path, case: str):
         location = finding.location
         line = (folder / location.path).read_text(encoding="utf-8").splitlines()[location.line - 1]
         before, at = line[:location.column - 1], line[location.column - 1:]
+        if flag := FLAG_AT.match(at.strip("\"'")):
+            value = flag["value"].strip("\"'")
+            assert value in finding.message, f"{location}: message does not name {value}: {finding.message}"
+            continue
+        # KP001 and KP002 on an entry that lacks its port or name: the position is the list item.
+        entry = policy.id in ("KP001", "KP002") and finding.field_path.endswith("]") and \
+            re.search(r"-\s*\{?\s*$", before)
+        block = re.match(r"([A-Za-z]+)\s*:", at)
+        if block and block[1] in BLOCK_KEYS:
+            continue
         match = PORT_AT.match(at)
-        assert match, f"{location}: no `key: value` at the position: {line!r}"
-        key, value = match["key"], match["value"].strip("\"'")
-        if key in PORT_KEYS:
-            assert INTEGER.fullmatch(value), f"{location}: {key} has no number: {line!r}"
+        assert match or entry, f"{location}: no `key: value` at the position: {line!r}"
+        key, value = (match["key"], match["value"].strip("\"'")) if match else ("", "")
+        if key in PORT_KEYS and INTEGER.fullmatch(value):
             assert re.search(rf"(?<!\d){re.escape(value)}(?!\d)", finding.message), \
                 f"{location}: message does not name {key} {value}: {finding.message}"
+        elif entry:
+            continue
         else:
-            # KP001 on an entry that lacks its port: the position is the start of the list item.
-            assert policy.id == "KP001" and re.search(r"-\s*\{?\s*$", before), \
-                f"{location}: position is not at a port key: {line!r}"
+            assert key in PORT_KEYS or key in VALUE_KEYS, f"{location}: position is not at a port key: {line!r}"
+            if value in YAML_TRUE:
+                value = "true"  # hostNetwork: yes is true to the API (YAML 1.1)
+            assert value in finding.message, f"{location}: message does not name {key} {value}: {finding.message}"
 
 
 # (d) pass fixtures --------------------------------------------------------------------------------
@@ -376,23 +401,24 @@ def test_options_json_matters(path: Path, case: str):
 
 
 @pytest.mark.parametrize("path, case", case_params("fail"))
-def test_cli_text_output_matches_golden(path: Path, case: str):
-    """The golden files are what `kubelint-ports lint` prints (options.json as CLI flags)."""
+def test_cli_text_output_matches_golden(path: Path, case: str, tmp_path: Path):
+    """The golden files are what `kubelint-ports lint` prints (options.json as CLI flags; a policy
+    that is off by default turned on by a configuration file, as a user would)."""
     from typer.testing import CliRunner
 
     from kubelint_ports.cli import app
 
     policy = policy_for(path)
     folder = fixture_folder(policy, case)
-    args = ["lint", "--no-color", *cli_flags(folder), *fixture_files(folder, "fail")]
+    config = tmp_path / "kubelint-ports.yaml"
+    config.write_text(f"rules:\n  {policy.id}: on\n", encoding="utf-8")
+    args = ["lint", "--format", "json", "--config", str(config), *cli_flags(folder), *fixture_files(folder, "fail")]
     with working_directory(folder):
         result = CliRunner().invoke(app, args)
     assert result.exit_code in (0, 1), result.output
-    lines = []
-    for line in result.stdout.splitlines():
-        match = TEXT_LINE.match(line)
-        if match and match["rule"] == policy.id:
-            lines.append(f"{match['head']} {match['subject']}")
+    lines = [golden_line(f["file"], f["line"], f["column"], f["severity"], f["rule"], f["name"],
+                         "/".join(filter(None, (f["object"]["namespace"], f["object"]["kind"], f["object"]["name"]))))
+             for f in json.loads(result.stdout)["findings"] if f["rule"] == policy.id and not f["suppressed"]]
     assert lines == (folder / "expected.txt").read_text(encoding="utf-8").splitlines()
 
 

@@ -57,17 +57,21 @@ def hook_home(tmp_path_factory):
     return tmp_path_factory.mktemp("pre-commit-home")
 
 
-def try_repo(tmp_path: Path, home: Path, hook: str, files: dict[str, str]) -> subprocess.CompletedProcess:
+def try_repo(tmp_path: Path, home: Path, hook: str, files: dict[str, str], *,
+             changed: list[str] | None = None) -> subprocess.CompletedProcess:
+    """`pre-commit try-repo` in a new repository holding `files`: on every file, or on `changed`."""
     repo = tmp_path / "repo"
-    repo.mkdir()
-    for name, text in files.items():
-        (repo / name).parent.mkdir(parents=True, exist_ok=True)
-        (repo / name).write_text(text)
-    git = ["git", "-c", "user.name=t", "-c", "user.email=t@example.com"]
-    subprocess.run([*git, "init", "-q"], cwd=repo, check=True)
-    subprocess.run([*git, "add", "."], cwd=repo, check=True)
+    if not repo.exists():
+        repo.mkdir()
+        for name, text in files.items():
+            (repo / name).parent.mkdir(parents=True, exist_ok=True)
+            (repo / name).write_text(text)
+        git = ["git", "-c", "user.name=t", "-c", "user.email=t@example.com"]
+        subprocess.run([*git, "init", "-q"], cwd=repo, check=True)
+        subprocess.run([*git, "add", "."], cwd=repo, check=True)
     env = {**__import__("os").environ, "PRE_COMMIT_HOME": str(home)}
-    return subprocess.run([pre_commit(), "try-repo", str(ROOT), hook, "--all-files", "--verbose"], cwd=repo,
+    which = ["--files", *changed] if changed is not None else ["--all-files"]
+    return subprocess.run([pre_commit(), "try-repo", str(ROOT), hook, *which, "--verbose"], cwd=repo,
                           env=env, capture_output=True, text=True, timeout=900)
 
 
@@ -76,7 +80,7 @@ def try_repo(tmp_path: Path, home: Path, hook: str, files: dict[str, str]) -> su
 def test_whole_repository_hook_fails_on_a_cross_file_collision(tmp_path, hook_home):
     done = try_repo(tmp_path, hook_home, "kubelint-ports", {"k8s/deploy.yaml": BAD, "k8s/service.yaml": OTHER_FILE})
     assert done.returncode == 1, done.stdout + done.stderr
-    assert "k8s/deploy.yaml:9:" in done.stdout and "KP201" in done.stdout
+    assert "k8s/deploy.yaml\n  9:" in done.stdout and "KP201" in done.stdout
 
 
 @pytest.mark.skipif(__import__("os").environ.get("KUBELINT_SKIP_INSTALL_TESTS") == "1",
@@ -92,5 +96,64 @@ def test_whole_repository_hook_passes_a_clean_repository(tmp_path, hook_home):
 def test_per_file_hook_runs_single_object_rules_only(tmp_path, hook_home):
     done = try_repo(tmp_path, hook_home, "kubelint-ports-files", {"deploy.yaml": BAD, "service.yaml": OTHER_FILE})
     assert "KP201" not in done.stdout, "cross-file rules are wrong on a subset of files"
-    assert "deploy.yaml:9:" in done.stdout and "KP102" in done.stdout
+    assert "deploy.yaml\n  9:" in done.stdout and "KP102" in done.stdout
     assert done.returncode == 0, "warnings only: the default fail-on is error"
+
+
+def chart_repository() -> dict[str, str]:
+    """A repository with one chart (tests/charts/web) and a config that lints it with its
+    production values: a hostPort that takes a nodePort (KP201)."""
+    chart = ROOT / "tests" / "charts" / "web"
+    files = {f"charts/web/{path.relative_to(chart).as_posix()}": path.read_text()
+             for path in sorted(chart.rglob("*")) if path.is_file()}
+    files[".kubelint-ports.yaml"] = ("paths: [charts]\n"
+                                     "charts:\n  - path: charts/web\n    values: [charts/web/values-hostports.yaml]\n")
+    return files
+
+
+def test_chart_hook_declares_the_helm_extra():
+    import re
+
+    import yaml
+    try:
+        import tomllib
+    except ModuleNotFoundError:  # Python 3.10
+        import tomli as tomllib
+
+    hooks = {hook["id"]: hook for hook in yaml.safe_load((ROOT / ".pre-commit-hooks.yaml").read_text())}
+    extra = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]["helm"]
+    assert hooks["kubelint-ports-charts"]["additional_dependencies"] == extra
+    assert "additional_dependencies" not in hooks["kubelint-ports"], "the default hook stays slim"
+    pattern = re.compile(hooks["kubelint-ports-charts"]["files"])
+    for path in ("charts/web/templates/_helpers.tpl", "charts/web/values.yaml", "charts/web/values-prod.yml",
+                 "charts/web/Chart.yaml", "charts/web/Chart.lock", "charts/web/charts/db-1.2.0.tgz",
+                 "charts/web/values.schema.json", "k8s/app.yaml", "charts/web/.helmignore"):
+        assert pattern.search(path), path
+    for path in ("README.md", "charts/web/templates/NOTES.txt", "main.py"):
+        assert not pattern.search(path), path
+
+
+@pytest.mark.skipif(__import__("os").environ.get("KUBELINT_SKIP_INSTALL_TESTS") == "1",
+                    reason="KUBELINT_SKIP_INSTALL_TESTS=1")
+def test_a_helpers_only_change_runs_the_chart_hook_which_renders_in_process(tmp_path, hook_home):
+    files = chart_repository()
+    done = try_repo(tmp_path, hook_home, "kubelint-ports-charts", files,
+                    changed=["charts/web/templates/_helpers.tpl"])
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "charts/web/templates/deployment.yaml" in done.stdout and "KP201" in done.stdout
+    assert "no Helm engine" not in done.stdout
+    slim = try_repo(tmp_path, hook_home, "kubelint-ports", files, changed=["charts/web/templates/_helpers.tpl"])
+    assert slim.returncode == 0 and "no files to check" in slim.stdout, "a .tpl is not YAML to the slim hook"
+
+
+@pytest.mark.skipif(__import__("os").environ.get("KUBELINT_SKIP_INSTALL_TESTS") == "1",
+                    reason="KUBELINT_SKIP_INSTALL_TESTS=1")
+def test_slim_hook_has_no_helm_engine(tmp_path, hook_home):
+    import shutil
+
+    done = try_repo(tmp_path, hook_home, "kubelint-ports", chart_repository())
+    if shutil.which("helm"):
+        assert "KP201" in done.stdout, done.stdout + done.stderr  # a helm binary renders it
+    else:
+        assert done.returncode == 1 and "- exit code: 2" in done.stdout, done.stdout + done.stderr
+        assert "no Helm engine" in done.stdout and "pip install 'kubelint-ports[helm]'" in done.stdout

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import os
 import io
 import json
 from pathlib import Path
@@ -11,13 +10,15 @@ from pathlib import Path
 import pytest
 import sarif_om as om
 
+from external_tools import sarif_multitool, shared_file
+from kubelint_ports import __version__
 from kubelint_ports.engine import LintOptions, lint_paths
 from kubelint_ports.findings import Finding, Location, ObjectRef, Report, Severity
 from kubelint_ports.formatters import FormatOptions, get_formatter
 from kubelint_ports.formatters.sarif import FINGERPRINT_KEY, MAX_RESULTS, to_sarif_dict
-from kubelint_ports.policies import builtin_policies
+from kubelint_ports.policies import builtin_policies, enabled_by_default
 
-SCHEMA_PATH = Path(__file__).resolve().parents[2] / "shared/schemas/sarif-schema-2.1.0.json"
+ROOT = Path(__file__).resolve().parents[1]
 
 DEPLOYMENT = """\
 apiVersion: apps/v1
@@ -49,6 +50,7 @@ MALFORMED = "apiVersion: v1\nkind: [\n"
 def manifests(tmp_path, monkeypatch):
     """A hostPort/NodePort collision across two files (so a related location) and a broken file."""
     monkeypatch.chdir(tmp_path)  # findings' paths are relative to the working directory
+    (tmp_path / ".git").mkdir()  # the repository's top level: SARIF paths are relative to it
     (tmp_path / "deploy").mkdir()
     (tmp_path / "deploy/app.yaml").write_text(DEPLOYMENT)
     (tmp_path / "service.yaml").write_text(SERVICE)
@@ -67,12 +69,11 @@ def sarif_for(paths, category: str = "") -> dict:
 
 
 def validate(log: dict) -> None:
-    if not SCHEMA_PATH.is_file():
-        pytest.skip(f"SARIF 2.1.0 schema not found at {SCHEMA_PATH} (the repo's parent should hold shared/)")
     import jsonschema
 
+    schema = shared_file("schemas/sarif-schema-2.1.0.json")
     errors = [f"{list(e.absolute_path)}: {e.message}" for e in jsonschema.Draft4Validator(
-        json.loads(SCHEMA_PATH.read_text(encoding="utf-8"))).iter_errors(log)]
+        json.loads(schema.read_text(encoding="utf-8"))).iter_errors(log)]
     assert errors == []
 
 
@@ -109,8 +110,8 @@ def test_real_run_is_schema_valid_with_diagnostics_and_related_locations(manifes
 def test_rules_table_and_rule_index(manifests):
     log = sarif_for(["."])
     rules = log["runs"][0]["tool"]["driver"]["rules"]
-    assert [rule["id"] for rule in rules] == [policy.id for policy in builtin_policies()]
-    for rule, policy in zip(rules, builtin_policies()):
+    assert [rule["id"] for rule in rules] == [policy.id for policy in enabled_by_default(builtin_policies())]
+    for rule, policy in zip(rules, enabled_by_default(builtin_policies())):
         assert rule["defaultConfiguration"]["level"] == str(policy.severity)  # kept even for "warning"
         assert rule["help"]["markdown"].startswith(f"# {policy.id} {policy.name}")
         assert len(rule["fullDescription"]["text"]) <= 1024
@@ -174,19 +175,110 @@ def test_empty_report_still_has_results(manifests):
     validate(log)
 
 
-def test_uris_relative_encoded_absolute_and_stdin(manifests):
+def test_uris_relative_encoded_absolute_and_stdin(manifests, tmp_path_factory):
     (manifests / "my dir").mkdir()
     (manifests / "my dir/a b#1.yaml").write_text(DEPLOYMENT)
-    absolute = str((manifests / "deploy/app.yaml").resolve())
+    inside = str((manifests / "deploy/app.yaml").resolve())
+    outside = str(tmp_path_factory.mktemp("elsewhere") / "app.yaml")
     results = sarif_for(["my dir"])["runs"][0]["results"]
     assert results[0]["locations"][0]["physicalLocation"]["artifactLocation"] == {
         "uri": "my%20dir/a%20b%231.yaml", "uriBaseId": "%SRCROOT%"}
-    report = Report([make_finding(2, location=Location(absolute, 2, 1, 2, 5)),
-                     make_finding(3, location=Location("<stdin>", 3, 1, 3, 5))], [], builtin_policies())
+    report = Report([make_finding(2, location=Location(inside, 2, 1, 2, 5)),
+                     make_finding(3, location=Location(outside, 3, 1, 3, 5)),
+                     make_finding(4, location=Location("<stdin>", 4, 1, 4, 5))], [], builtin_policies())
     log = json.loads(render(report))
     validate(log)
     uris = [r["locations"][0]["physicalLocation"]["artifactLocation"] for r in log["runs"][0]["results"]]
-    assert uris == [{"uri": Path(absolute).as_uri()}, {"uri": "stdin"}]
+    assert uris == [{"uri": "deploy/app.yaml", "uriBaseId": "%SRCROOT%"}, {"uri": Path(outside).as_uri()},
+                    {"uri": "stdin"}]
+
+
+def uris(log: dict) -> set[str]:
+    run = log["runs"][0]
+    found = set()
+    for result in run["results"]:
+        for location in result["locations"] + result.get("relatedLocations", []):
+            artifact = location["physicalLocation"]["artifactLocation"]
+            found.add((artifact["uri"], artifact.get("uriBaseId")))
+    return found
+
+
+def test_paths_are_relative_to_the_repository_root_from_a_subdirectory(manifests, monkeypatch):
+    """`cd deploy && kubelint-ports lint . ../service.yaml`: the same URIs as from the top level."""
+    from_root = sarif_for(["deploy", "service.yaml"])
+    monkeypatch.chdir(manifests / "deploy")
+    from_subdirectory = sarif_for([".", "../service.yaml"])
+    assert uris(from_subdirectory) == uris(from_root) == {("deploy/app.yaml", "%SRCROOT%"),
+                                                          ("service.yaml", "%SRCROOT%")}
+    assert from_subdirectory["runs"][0]["originalUriBaseIds"]["%SRCROOT%"]["uri"] == manifests.resolve().as_uri() + "/"
+    absolute = sarif_for([str(manifests / "deploy"), str(manifests / "service.yaml")])
+    assert uris(absolute) == uris(from_root)
+
+
+def test_without_git_the_config_directory_is_the_root(tmp_path, monkeypatch):
+    from kubelint_ports.sourceroot import find_source_root
+
+    (tmp_path / "k8s").mkdir()
+    (tmp_path / "k8s" / "app.yaml").write_text(DEPLOYMENT)
+    (tmp_path / ".kubelint-ports.yaml").write_text("paths: [k8s]\n")
+    if find_source_root(start=str(tmp_path)) != str(tmp_path):
+        # the temporary directory lies inside some repository: the git rule would win
+        assert (Path(find_source_root(start=str(tmp_path))) / ".git").exists()
+        return
+    monkeypatch.chdir(tmp_path / "k8s")
+    assert find_source_root(str(tmp_path / ".kubelint-ports.yaml")) == str(tmp_path)
+    assert find_source_root() == str(tmp_path / "k8s")  # nothing else: the current directory
+
+
+def test_rules_link_their_docs_page(manifests):
+    try:
+        import tomllib
+    except ModuleNotFoundError:  # Python 3.10
+        import tomli as tomllib
+
+    repository = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["urls"]["Repository"]
+    rules = sarif_for(["service.yaml"])["runs"][0]["tool"]["driver"]
+    assert rules["informationUri"] == repository
+    policies = {policy.id: policy for policy in builtin_policies()}
+    assert rules["rules"]
+    for rule in rules["rules"]:
+        policy = policies[rule["id"]]
+        assert rule["helpUri"] == f"{repository}/blob/v{__version__}/docs/rules/{policy.slug}.md"
+        assert (ROOT / "docs" / "rules" / f"{policy.slug}.md").is_file()
+
+
+def test_own_policies_have_no_help_uri(manifests):
+    from kubelint_ports.policies import policies_with
+
+    policies = policies_with([str(ROOT / "examples" / "policies")])
+    log = json.loads(render(Report([], [], tuple(policies))))
+    own = [rule for rule in log["runs"][0]["tool"]["driver"]["rules"] if rule["id"].startswith("KP9")]
+    assert own and all("helpUri" not in rule for rule in own)
+
+
+SIDECAR = """\
+        - name: sidecar
+          ports:
+            - containerPort: 9000
+"""
+
+
+def test_fingerprints_survive_a_sidecar_and_reordered_ports(manifests):
+    def fingerprints():
+        results = sarif_for(["deploy/app.yaml", "service.yaml"])["runs"][0]["results"]
+        return sorted((r["ruleId"], r["partialFingerprints"][FINGERPRINT_KEY]) for r in results)
+
+    before = fingerprints()
+    with_sidecar = DEPLOYMENT.replace("      containers:\n", "      containers:\n" + SIDECAR)
+    with_sidecar = with_sidecar.replace("          ports:\n            - containerPort: 80\n",
+                                        "          ports:\n            - containerPort: 8443\n"
+                                        "            - containerPort: 80\n")
+    (manifests / "deploy/app.yaml").write_text(with_sidecar)
+    assert fingerprints() == before
+    (manifests / "service.yaml").write_text(SERVICE.replace("nginx-nodeport", "other-nodeport"))
+    after = dict(fingerprints())
+    assert after["KP201"] != dict(before)["KP201"], "another partner: another finding"
+    assert after["KP101"] == dict(before)["KP101"]
 
 
 @pytest.mark.parametrize("kind", ["inSource", "external"])
@@ -223,47 +315,33 @@ def test_no_python_reprs_leak_into_output(manifests):
     assert "{'" not in text and "<sarif_om" not in text and "NOTHING" not in text
 
 
-MULTITOOL_VERSION = "5.7.0"
-GITHUB_RULES = Path(__file__).resolve().parents[2] / "shared" / "tools" / "sarif-multitool-github-rules.xml"
-
-
-def sarif_multitool() -> Path:
-    """The SARIF multitool from npm, installed once into a cache directory (the registry is reachable
-    here and in CI); skipped with the reason when npm or the rules file is missing."""
-    import shutil
+@pytest.mark.parametrize("where, paths", [(".", ["."]), ("deploy", [".", "../service.yaml", "../broken.yaml"]),
+                                          ("deploy", [])])
+def test_github_accepts_our_sarif_per_the_multitool(manifests, tmp_path_factory, monkeypatch, where, paths):
+    """`sarif-multitool validate` with GitHub's rules, run from the top level and from a
+    subdirectory (no PATH: the config's paths, which resolve outside the current directory); its
+    exit code is always 0, so read its log."""
     import subprocess
 
-    if not GITHUB_RULES.exists():
-        pytest.skip(f"GitHub rules for the multitool not found at {GITHUB_RULES}")
-    npm = shutil.which("npm")
-    if npm is None:
-        pytest.skip("npm is not installed: the SARIF multitool check needs it")
-    cache = Path(os.environ.get("KUBELINT_TOOL_CACHE", Path.home() / ".cache" / "kubelint-ports")) / \
-        f"sarif-multitool-{MULTITOOL_VERSION}"
-    tool = cache / "node_modules" / ".bin" / "sarif-multitool"
-    if not tool.exists():
-        cache.mkdir(parents=True, exist_ok=True)
-        done = subprocess.run([npm, "install", "--prefix", str(cache), "--no-audit", "--no-fund",
-                               f"@microsoft/sarif-multitool@{MULTITOOL_VERSION}"],
-                              capture_output=True, text=True, timeout=600)
-        if done.returncode != 0 or not tool.exists():
-            pytest.skip(f"could not install @microsoft/sarif-multitool@{MULTITOOL_VERSION}: {done.stderr[-500:]}")
-    return tool
+    tool, github_rules = sarif_multitool()
+    (manifests / ".kubelint-ports.yaml").write_text("paths: [deploy, service.yaml]\n")
+    monkeypatch.chdir(manifests / where)
+    from kubelint_ports.settings import CommandLine, resolve
 
-
-def test_github_accepts_our_sarif_per_the_multitool(manifests, tmp_path):
-    """`sarif-multitool validate` with GitHub's rules; its exit code is always 0, so read its log."""
-    import subprocess
-
-    tool = sarif_multitool()
-    log_file = tmp_path / "out.sarif"
-    log_file.write_text(render(lint_paths(["."], LintOptions())))
-    result_file = tmp_path / "validation.sarif"
+    settings = resolve(CommandLine(paths=tuple(paths)))
+    report = lint_paths(settings.paths, settings.options)
+    assert [r for r in report.findings if r.rule_id == "KP201"], "the cross-file collision is found"
+    out = tmp_path_factory.mktemp("multitool")
+    log_file = out / "out.sarif"
+    log_file.write_text(render(report))
+    assert {uri for uri, _ in uris(json.loads(log_file.read_text()))} == {"deploy/app.yaml", "service.yaml"}
+    result_file = out / "validation.sarif"
     done = subprocess.run([str(tool), "validate", str(log_file), "--rule-kind", "\"Gh;Sarif\"", "--config",
-                           str(GITHUB_RULES), "-o", str(result_file), "--log", "ForceOverwrite"],
+                           str(github_rules), "-o", str(result_file), "--log", "ForceOverwrite"],
                           capture_output=True, text=True, timeout=300)
     assert result_file.exists(), done.stdout + done.stderr
     validation = json.loads(result_file.read_text(encoding="utf-8-sig"))
-    problems = [(r.get("ruleId"), r["message"].get("text") or r["message"].get("id"))
+    problems = [(r.get("ruleId"), r["message"].get("text") or r["message"].get("arguments"))
                 for run in validation["runs"] for r in run.get("results", []) if r.get("level") == "error"]
     assert not problems, problems
+    assert validation["runs"][0]["tool"]["driver"]["name"].lower().startswith("sarif"), "the validator ran"

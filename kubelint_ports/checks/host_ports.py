@@ -5,21 +5,57 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from kubelint_ports.checks import Hit, register
+from kubelint_ports.checks import Hit, register, traffic
 from kubelint_ports.model import Cluster
+from kubelint_ports.model.datapath import (
+    CLUSTER_IP,
+    FROM_NODE,
+    FROM_POD,
+    HOSTPORT,
+    LOCALHOST,
+    OTHERWISE,
+    SERVICE,
+    WILDCARD,
+    PortUse,
+)
 
 
 @register("host-port")
 def host_port(cluster: Cluster, params: Mapping[str, Any]) -> Iterator[Hit]:
+    datapath = traffic.datapath_of(cluster)
     for workload, claim in cluster.host_claims():
         if claim.via != "hostPort":
             continue
-        where = "on every local address of its node" if claim.host_ip == "0.0.0.0" else f"on {claim.host_ip} of its node"
-        yield Hit(workload, claim.field_path, (
-            f"container '{claim.container}' claims hostPort {claim.port}/{claim.protocol}: the CNI portmap plugin "
-            f"DNATs that port {where} (in IPVS mode also Service IPs and NodePorts), with no listening socket "
-            f"that netstat or ss would show, and only one such pod fits per node. Expose it through a Service "
-            f"instead, or keep the hostPort and document which traffic it takes."), port=claim.port)
+        use = PortUse(host_port_ip=claim.host_ip)
+        node = datapath.deliver(FROM_POD, traffic.node_destination(claim.host_ip), use, claim.port, claim.protocol)
+        words = {HOSTPORT: "this pod", SERVICE: "the Service", OTHERWISE: "otherwise the Service keeps it"}
+        paths = []
+        if claim.host_ip == WILDCARD:
+            paths.append(("from the node to 127.0.0.1", datapath.deliver(FROM_NODE, LOCALHOST, use, claim.port,
+                                                                        claim.protocol)))
+            service_use = PortUse(host_port_ip=claim.host_ip, service_port=True, endpoints=True)
+            paths.append(("to any ClusterIP on that port", datapath.deliver(
+                FROM_POD, CLUSTER_IP, service_use, claim.port, claim.protocol).focus(HOSTPORT)))
+        names = {HOSTPORT: f"{workload.ref} (container '{claim.container}')"}
+        yield Hit(workload, claim.field_path, host_port_message(claim, node, paths, words), port=claim.port,
+                  traffic=traffic.data(node, names, paths))
+
+
+def host_port_message(claim, node, paths, words) -> str:
+    where = "every address of its node (127.0.0.1 included)" if claim.host_ip == WILDCARD else \
+        f"{claim.host_ip} of its node (only there)"
+    head = f"container '{claim.container}' claims hostPort {claim.port}/{claim.protocol}"
+    if not node.possible(HOSTPORT):
+        return (f"{head}, but nothing forwards it: {traffic.explain(node, words)}. Remove the hostPort, or "
+                f"chain the portmap plugin in the CNI configuration.")
+    extra = ""
+    for label, answer in paths:
+        if answer.possible(HOSTPORT) and "ClusterIP" in label:
+            extra += f" Pods connecting {label}: {traffic.summary_short(answer, words)}."
+    return (f"{head}: the hostPort rule sends port {claim.port} on {where} to this pod"
+            f"{traffic.fact_note(node)}. No listening socket shows it to netstat or ss, and only "
+            f"one such pod fits per node.{extra} Expose it through a Service instead, or keep the hostPort and "
+            f"document which traffic it takes.")
 
 
 def _in_range(cluster: Cluster, via: str, noun: str) -> Iterator[Hit]:

@@ -13,6 +13,7 @@ from typing import Any
 
 from kubelint_ports.checks import Hit, Related, register
 from kubelint_ports.model import Cluster
+from kubelint_ports.model.datapath import masquerade_gap, masqueraded, version_text
 from kubelint_ports.model.network import CidrSource, NetworkConfig, ProxyConfig, cidr_text, family_name
 
 MAX_RELATED = 10
@@ -81,16 +82,7 @@ def kube_proxy_cluster_cidr_missing(cluster: Cluster, params: Mapping[str, Any])
             continue
         if not proxy.uses_cluster_cidr or proxy.masquerade_all:
             continue  # local traffic is told apart another way, or everything is masqueraded anyway
-        mode = proxy.effective_mode
-        variant = mode if mode in KNOWN_MODES else "unknown"
-        if mode == "ipvs":
-            harm = ("kube-proxy in ipvs mode writes no masquerade rule for ClusterIP traffic, so node processes "
-                    "and hostNetwork pods on these nodes reach no Service at all: their packets leave with the "
-                    "ClusterIP as source and the reply never comes back (incident 002)")
-        else:
-            harm = (f"kube-proxy ({mode} mode) cannot tell pod traffic from other traffic, so Service traffic "
-                    f"from node processes and hostNetwork pods is not masqueraded and replies may take another "
-                    f"path [INFERRED]")
+        harm, variant = masquerade_harm(cluster, proxy.effective_mode)
         advice = pod_cidr_advice(network, proxy)
         fix = f"Set {advice}" if advice else (
             f"Set {proxy.cluster_cidr_setting} to the cluster's pod CIDR (not the Service CIDR)")
@@ -106,6 +98,20 @@ def kube_proxy_cluster_cidr_missing(cluster: Cluster, params: Mapping[str, Any])
                   f"{proxy.cluster_cidr_setting} is {'empty' if proxy.cluster_cidr_path else 'not set'} in "
                   f"{proxy.label}: {harm}. {fix}.{note}",
                   related_places(related), variant=variant)
+
+
+def masquerade_harm(cluster: Cluster, mode: str) -> tuple[str, str]:
+    """What breaks without clusterCIDR, per plausible kube-proxy version (model.datapath), and the
+    variant: `node-clients` when node processes may reach no Service, else `off-cluster-clients`."""
+    version = cluster.datapath.facts.kube_proxy_version if cluster.datapath is not None else None
+    gaps = masquerade_gap(mode, version.value if version else None)
+    variant = "node-clients" if any(gap.node_clients_broken for gap in gaps) else "off-cluster-clients"
+    if len(gaps) == 1:
+        known = f" (kube-proxy {version_text(version.value)} from {version.source})" if version else ""
+        return f"in {mode} mode{known} {gaps[0].text}", variant
+    return (f"in {mode} mode, what breaks depends on kube-proxy's version (unknown: pass facts.kube-proxy-version "
+            f"or lint the kube-proxy DaemonSet): " + "; ".join(f"with {gap.versions} {gap.text}" for gap in gaps),
+            variant)
 
 
 # --- KP402 -----------------------------------------------------------------------------------
@@ -132,14 +138,17 @@ def kube_proxy_cluster_cidr_overlaps_service_cidr(cluster: Cluster, params: Mapp
             if not overlapping:
                 continue
             first, first_range = overlapping[0]
-            if proxy.effective_mode == "ipvs":
+            mode = proxy.effective_mode
+            if not masqueraded(mode, "node", cluster_cidr="services"):
                 harm = ("node processes and hostNetwork pods send to a ClusterIP from that ClusterIP, which lies in "
-                        "this range, so they are still not masqueraded and no Service answers them (the detour of "
-                        "incident 002)")
+                        "this range, so kube-proxy does not masquerade them and the reply goes back to the VIP on "
+                        "the backend's own node: no Service answers them, whatever kube-proxy's version (the "
+                        "detour of incident 002)")
+            elif masqueraded(mode, "pod", cluster_cidr="services"):
+                harm = ("kube-proxy takes real pods for outside clients, so their Service traffic is masqueraded: "
+                        "backends and NetworkPolicies see the node's address instead of the pod's")
             else:
-                harm = ("kube-proxy takes Service addresses for pod addresses and real pods for outside clients, so "
-                        "their Service traffic is masqueraded and backends see node IPs instead of pod IPs "
-                        "[INFERRED]")
+                continue
             advice = pod_cidr_advice(network, proxy)
             yield Hit(proxy.owner, proxy.cluster_cidr_path or proxy.anchor_path, (
                 f"{proxy.cluster_cidr_setting} {cluster_range} in {proxy.label} overlaps the Service CIDR "
@@ -174,11 +183,12 @@ def kube_proxy_cluster_cidr_excludes_pod_cidr(cluster: Cluster, params: Mapping[
                 problem = (f"{proxy.cluster_cidr_setting} {cidr_text(cluster_ranges)} of {proxy.label} has no "
                            f"{family_name(version)} range, but {source.label} is {pod_range}{others}")
             advice = pod_cidr_advice(network, proxy)
+            masquerade = ("their Service traffic is masqueraded (backends and NetworkPolicies see the node's address) "
+                          "and " if masqueraded(proxy.effective_mode, "pod", cluster_cidr="elsewhere") else "")
             yield Hit(proxy.owner, proxy.cluster_cidr_path or proxy.anchor_path, (
-                f"{problem}: kube-proxy takes those pods for outside "
-                f"clients, so their Service traffic is masqueraded (backends and NetworkPolicies see the node's IP) "
-                f"and their traffic to LoadBalancer IPs of externalTrafficPolicy: Local Services is dropped on "
-                f"nodes without a local endpoint [INFERRED]. "
+                f"{problem}: kube-proxy takes those pods for outside clients, so {masquerade}"
+                f"their traffic to LoadBalancer IPs of externalTrafficPolicy: Local Services is dropped on "
+                f"nodes without a local endpoint [INFERRED from kube-proxy's source]. "
                 f"{'Set ' + advice if advice else 'Set it to the pod CIDR that holds every node podCIDR'}."),
                 related_places(source_related(s, f"{s.label}: {r}") for s, r in outside))
 

@@ -5,11 +5,23 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from typing import Any
 
-from kubelint_ports.checks import Hit, Related, register
+from kubelint_ports.checks import Hit, Related, register, traffic
 from kubelint_ports.model import Cluster, Service, Workload
 from kubelint_ports.model.allocation import ANY_NODE, Claimant, Conflict, allocate, conflicts
+from kubelint_ports.model.datapath import (
+    CLUSTER_IP,
+    EXTERNAL_IP,
+    FROM_NODE,
+    FROM_POD,
+    HOST_PROCESS,
+    HOSTPORT,
+    OTHERWISE,
+    SERVICE,
+    PortUse,
+)
 from kubelint_ports.model.objects import HostClaim, SilentPort
 
 MAX_RELATED = 10
@@ -49,10 +61,12 @@ def claimant_related(claimant: Claimant) -> Related:
 @register("host-port-conflict", cross_object=True)
 def host_port_conflict(cluster: Cluster, params: Mapping[str, Any]) -> Iterator[Hit]:
     for conflict in conflicts(allocate(cluster)):
+        # ANY_NODE: wherever each claimant runs (a DaemonSet covers the other's nodes).
+        nodes = () if conflict.nodes == [ANY_NODE] else tuple(conflict.nodes)
         for claimant in conflict.claimants:
             others = [c for c in conflict.claimants if c is not claimant]
             yield Hit(claimant.workload, claimant.claim.field_path, conflict_message(conflict, claimant, others),
-                      tuple(claimant_related(c) for c in others[:MAX_RELATED]), port=conflict.port)
+                      tuple(claimant_related(c) for c in others[:MAX_RELATED]), port=conflict.port, nodes=nodes)
 
 
 def conflict_message(conflict: Conflict, claimant: Claimant, others: list[Claimant]) -> str:
@@ -130,22 +144,33 @@ def bound_together(claim: HostClaim, silent: SilentPort) -> bool:
 def capture_hits(allocation, dnat: Claimant, victims: list[tuple[Workload, SilentPort]]) -> Iterator[Hit]:
     host, silent = victims[0]
     shared = allocation.shared_nodes(dnat.workload, host)
+    every_shared = set(shared).union(*(allocation.shared_nodes(dnat.workload, h) for h, _ in victims[1:]))
+    nodes = tuple(sorted(every_shared))
     where = f" ({node_list(shared)})" if shared else ""
     more = f" (and {len(victims) - 1} more)" if len(victims) > 1 else ""
-    message = (f"{port_text(dnat.claim)} (container '{dnat.claim.container}'): the hostNetwork pod "
-               f"{host.ref}{where_running(host)}{more} listens on port {silent.port} ({silent.source}) without "
-               f"declaring it, so the scheduler cannot keep the two apart: wherever both run{where}, the "
-               f"portmap DNAT sends that port's traffic to {dnat.workload.ref} instead of the host process. Declare "
+    claim = dnat.claim
+    datapath = traffic.datapath_of(allocation.cluster)
+    use = PortUse(host_port_ip=claim.host_ip, host_process=True)
+    answer = datapath.deliver(FROM_POD, traffic.node_destination(claim.host_ip), use, claim.port, claim.protocol)
+    paths = traffic.node_paths(datapath, use, claim.port, claim.protocol, claim.host_ip)
+    names = {HOSTPORT: f"{dnat.workload.ref} (container '{claim.container}')", HOST_PROCESS: f"{host.ref}"}
+    words = {HOSTPORT: str(dnat.workload.ref), HOST_PROCESS: f"the process of {host.ref.name}"}
+    verb = "takes" if answer.always(HOSTPORT) else "may take"
+    message = (f"{port_text(claim)} {verb} port {silent.port} from {host.ref}{more}: that hostNetwork pod"
+               f"{where_running(host)} listens on it ({silent.source}) without declaring it, so the scheduler "
+               f"cannot keep the two apart; wherever both run{where}, {traffic.explain(answer, words, paths)}. Declare "
                f"containerPort {silent.port} on {host.ref.name} (then the scheduler keeps them apart), or use "
                f"another hostPort.")
     related = tuple(Related(h, p.field_path, f"port {p.port} of hostNetwork {h.ref} ({p.source})")
                     for h, p in victims[:MAX_RELATED])
+    data = traffic.data(answer, names, paths)
     if not dnat.workload.live:
-        yield Hit(dnat.workload, dnat.claim.field_path, message, related, port=dnat.claim.port)
+        yield Hit(dnat.workload, claim.field_path, message, related, port=claim.port, traffic=data, nodes=nodes)
     else:
         for h, p in victims:
             if not h.live:
-                yield Hit(h, p.field_path, message, (claimant_related(dnat),), port=p.port)
+                yield Hit(h, p.field_path, message, (claimant_related(dnat),), port=p.port, traffic=data,
+                          nodes=tuple(allocation.shared_nodes(dnat.workload, h)))
 
 
 # --- node-reserved-port ---------------------------------------------------------------------------
@@ -171,20 +196,33 @@ RESERVED_PORT_SCHEMA = {
     "properties": {"ports": RESERVED_PORT_SCHEMA, "extra_ports": RESERVED_PORT_SCHEMA},
 })
 def node_reserved_port(cluster: Cluster, params: Mapping[str, Any]) -> Iterator[Hit]:
-    reserved: dict[tuple[str, int], str] = {}
-    for entry in [*params.get("ports", ()), *params.get("extra_ports", ())]:
-        reserved[(entry.get("protocol", "TCP"), entry["port"])] = entry["daemon"]
+    reserved = reserved_ports(params)
     for workload, claim in cluster.host_claims():
         daemon = reserved.get((claim.protocol, claim.port))
         if daemon is None or is_the_daemon(workload, claim, daemon):
             continue
+        data = None
         if claim.via == "hostPort":
-            effect = f"the portmap DNAT takes {daemon}'s traffic on every node this pod runs on"
+            answer = traffic.datapath_of(cluster).deliver(
+                FROM_POD, traffic.node_destination(claim.host_ip),
+                PortUse(host_port_ip=claim.host_ip, host_process=True), claim.port, claim.protocol)
+            names = {HOSTPORT: f"{workload.ref} (container '{claim.container}')", HOST_PROCESS: daemon}
+            effect = (f"on every node this pod runs on, "
+                      f"{traffic.explain(answer, {HOSTPORT: 'this pod', HOST_PROCESS: daemon})}")
+            data = traffic.data(answer, names)
         else:
             effect = f"the pod cannot bind it on nodes where {daemon} runs, or {daemon} cannot"
         yield Hit(workload, claim.field_path, (
-            f"{port_text(claim)} (container '{claim.container}') is the port {daemon} uses on the node: {effect}. "
-            f"Pick a port no node daemon uses."), port=claim.port)
+            f"{port_text(claim)} (container '{claim.container}') is {daemon}'s port: {effect}. "
+            f"Pick a port no node daemon uses."), port=claim.port, traffic=data)
+
+
+def reserved_ports(params: Mapping[str, Any]) -> dict[tuple[str, int], str]:
+    """(protocol, port) -> the node daemon that uses it, from a node-reserved-port policy's params."""
+    reserved: dict[tuple[str, int], str] = {}
+    for entry in [*params.get("ports", ()), *params.get("extra_ports", ())]:
+        reserved[(entry.get("protocol", "TCP"), entry["port"])] = entry["daemon"]
+    return reserved
 
 
 def is_the_daemon(workload: Workload, claim: HostClaim, daemon: str) -> bool:
@@ -195,27 +233,59 @@ def is_the_daemon(workload: Workload, claim: HostClaim, daemon: str) -> bool:
 
 # --- host-port-service-port-capture -----------------------------------------------------------------
 
-@register("host-port-service-port-capture", cross_object=True)
-def host_port_service_port_capture(cluster: Cluster, params: Mapping[str, Any]) -> Iterator[Hit]:
-    mode = cluster.proxy_mode
-    if mode in ("iptables", "nftables"):
-        return  # Service IPs are not local addresses there: the DNAT never sees that traffic
-    by_port: dict[tuple[str, int], list[tuple[Service, Any]]] = defaultdict(list)
+# Services every cluster has (DOMAIN.md B): assumed unless --cluster shows the real ones.
+DEFAULT_SERVICES = (
+    ("default", "kubernetes", "https", "TCP", 443, "the API server; every pod on the node loses it, kubernetes#61938"),
+    ("kube-system", "kube-dns", "dns", "UDP", 53, "cluster DNS"),
+    ("kube-system", "kube-dns", "dns-tcp", "TCP", 53, "cluster DNS"),
+    ("kube-system", "kube-dns", "metrics", "TCP", 9153, "CoreDNS metrics"),
+)
+
+
+@dataclass(frozen=True, slots=True)
+class ServiceTarget:
+    """A Service port whose ClusterIP (and external or load-balancer IPs) a hostPort may take."""
+
+    service: Service | None  # None: a Service every cluster has, not among the inputs
+    service_port: Any
+    label: str  # "db/Service/mysql-a"
+    port: int
+    protocol: str
+    external: bool = False  # has externalIPs or load-balancer IPs
+    note: str = ""  # what the default Service is
+
+
+def service_targets(cluster: Cluster) -> dict[tuple[str, int], list[ServiceTarget]]:
+    by_port: dict[tuple[str, int], list[ServiceTarget]] = defaultdict(list)
     for service in cluster.services:
         if service.is_headless or service.type == "ExternalName":
             continue
         for service_port in service.ports:
             if service_port.port:
-                by_port[(service_port.protocol, service_port.port)].append((service, service_port))
+                by_port[(service_port.protocol, service_port.port)].append(ServiceTarget(
+                    service, service_port, str(service.ref), service_port.port, service_port.protocol,
+                    bool(service.external_ips or service.load_balancer_ips)))
+    if not any(service.live for service in cluster.services):
+        present = {(s.ref.namespace, s.ref.name) for s in cluster.services}
+        for namespace, name, _, protocol, port, note in DEFAULT_SERVICES:
+            if (namespace, name) not in present:
+                by_port[(protocol, port)].append(ServiceTarget(
+                    None, None, f"{namespace}/Service/{name}", port, protocol, note=note))
+    return by_port
+
+
+@register("host-port-service-port-capture", cross_object=True)
+def host_port_service_port_capture(cluster: Cluster, params: Mapping[str, Any]) -> Iterator[Hit]:
+    by_port = service_targets(cluster)
     allocation = allocate(cluster) if cluster.nodes is not None else None
     for workload, claim in cluster.host_claims():
         # portmap adds `-d hostIP` to the DNAT rule of a hostPort with a hostIP: no Service IP matches.
         if claim.via != "hostPort" or claim.host_ip != "0.0.0.0":
             continue
-        for service, service_port in by_port.get((claim.protocol, claim.port), ()):
-            if selects_itself(service, service_port, workload, claim):
+        for target in by_port.get((claim.protocol, claim.port), ()):
+            if target.service is not None and selects_itself(target.service, target.service_port, workload, claim):
                 continue
-            yield from service_capture_hits(workload, claim, service, service_port, mode, allocation)
+            yield from service_capture_hits(cluster, workload, claim, target, allocation)
 
 
 def selects_itself(service: Service, service_port, workload: Workload, claim: HostClaim) -> bool:
@@ -228,7 +298,7 @@ def selects_itself(service: Service, service_port, workload: Workload, claim: Ho
     return target in (claim.container_port, claim.port_name)
 
 
-def service_capture_hits(workload: Workload, claim: HostClaim, service: Service, service_port, mode,
+def service_capture_hits(cluster: Cluster, workload: Workload, claim: HostClaim, target: ServiceTarget,
                          allocation) -> Iterator[Hit]:
     nodes = ""
     if allocation is not None:
@@ -236,21 +306,34 @@ def service_capture_hits(workload: Workload, claim: HostClaim, service: Service,
         if not eligible:
             return
         nodes = f" on {node_list(eligible)}"
-    addresses = "its ClusterIP is a local address"
-    if service.external_ips or service.load_balancer_ips:
-        addresses = "its ClusterIP, external and load-balancer IPs are local addresses"
-    known = "kube-proxy runs in IPVS mode, so" if mode == "ipvs" else \
-        "kube-proxy's mode is unknown (pass --proxy-mode or lint its configuration); in IPVS mode"
-    message = (f"hostPort {claim.port}/{claim.protocol} (container '{claim.container}') equals port "
-               f"{service_port.port} of {service.ref}: {known} {addresses} of every node, and "
-               f"the portmap DNAT can send clients{nodes} that connect to {service.ref.name}:{service_port.port} to "
-               f"{workload.ref} instead. Use another hostPort, or none.")
-    variant = "ipvs" if mode == "ipvs" else "unknown"
-    service_related = Related(service, f"{service_port.field_path}.port", f"port {service_port.port} of {service.ref}")
-    if not workload.live:
-        yield Hit(workload, claim.field_path, message, (service_related,), variant=variant, port=claim.port)
+    datapath = traffic.datapath_of(cluster)
+    endpoints = cluster.has_endpoints(target.service) if target.service is not None else True
+    use = PortUse(host_port_ip=claim.host_ip, service_port=True, endpoints=endpoints)
+    asked = [("from the node", datapath.deliver(FROM_NODE, CLUSTER_IP, use, claim.port, claim.protocol))]
+    if target.external:
+        asked.append(("to its external and load-balancer IPs",
+                      datapath.deliver(FROM_POD, EXTERNAL_IP, use, claim.port, claim.protocol)))
+    answer = datapath.deliver(FROM_POD, CLUSTER_IP, use, claim.port, claim.protocol).focus(HOSTPORT)
+    asked = [(label, other.focus(HOSTPORT)) for label, other in asked]
+    if not answer.possible(HOSTPORT) and not any(other.possible(HOSTPORT) for _, other in asked):
+        return  # the Service keeps its traffic whatever the unknown facts are
+    captured = answer.always(HOSTPORT) or any(other.always(HOSTPORT) for _, other in asked)
+    names = {HOSTPORT: f"{workload.ref} (container '{claim.container}')", SERVICE: target.label}
+    words = {HOSTPORT: "this pod", SERVICE: "the Service", OTHERWISE: "otherwise the Service keeps it"}
+    what = f" ({target.note})" if target.note else ""
+    verb = "takes" if captured else "may take"
+    message = (f"hostPort {claim.port}/{claim.protocol} {verb} the traffic of {target.label} port {target.port}"
+               f"{what}: pods{nodes} that connect to its ClusterIP:{target.port}: "
+               f"{traffic.explain(answer, words, asked)}. Use another hostPort, or none.")
+    variant = "captured" if captured else "possible"
+    data = traffic.data(answer, names, asked)
+    if target.service is None or not workload.live:
+        related = () if target.service is None else (
+            Related(target.service, f"{target.service_port.field_path}.port", f"port {target.port} of {target.label}"),)
+        if not workload.live:
+            yield Hit(workload, claim.field_path, message, related, variant=variant, port=claim.port, traffic=data)
     else:
-        yield Hit(service, f"{service_port.field_path}.port", message,
+        yield Hit(target.service, f"{target.service_port.field_path}.port", message,
                   (Related(workload, claim.field_path, f"hostPort {claim.port} of {workload.ref}"
                                                        f"{where_running(workload)}"),), variant=variant,
-                  port=claim.port)
+                  port=claim.port, traffic=data)

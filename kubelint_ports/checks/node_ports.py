@@ -10,8 +10,9 @@ from collections.abc import Iterator, Mapping
 from itertools import islice
 from typing import Any
 
-from kubelint_ports.checks import Hit, Related, register
+from kubelint_ports.checks import Hit, Related, register, traffic
 from kubelint_ports.model import Cluster, NodePortClaim, Service
+from kubelint_ports.model.datapath import FROM_POD, HOST_PROCESS, HOSTPORT, REJECTED, SERVICE, UNDEFINED, PortUse
 
 MAX_RELATED = 10
 
@@ -24,8 +25,9 @@ def node_port_related(service: Service, claim: NodePortClaim) -> Related:
     return Related(service, claim.field_path, f"{claim.label} {claim.port} of {service.ref}")
 
 
-def _host_claims_on_node_ports(cluster: Cluster, via: str, explain: str) -> Iterator[Hit]:
+def _host_claims_on_node_ports(cluster: Cluster, via: str) -> Iterator[Hit]:
     by_number = cluster.node_ports_by_number()
+    datapath = traffic.datapath_of(cluster)
     for workload, claim in cluster.host_claims():
         if claim.via != via or claim.port not in by_number:
             continue
@@ -34,29 +36,63 @@ def _host_claims_on_node_ports(cluster: Cluster, via: str, explain: str) -> Iter
                                  if np.protocol == claim.protocol)
         if not owners:
             continue
-        first_service, first_claim = owners[0]
+        service, node_port = owners[0]
         others = f" (and {len(owners) - 1} more)" if len(owners) > 1 else ""
-        noun = "hostPort" if via == "hostPort" else "hostNetwork port"
+        hostport = via == "hostPort"
+        use = PortUse(host_port_ip=claim.host_ip if hostport else None, host_process=not hostport,
+                      node_port=True, endpoints=cluster.has_endpoints(service))
+        answer = datapath.deliver(FROM_POD, traffic.node_destination(claim.host_ip), use, claim.port, claim.protocol)
+        paths = traffic.node_paths(datapath, use, claim.port, claim.protocol, claim.host_ip)
+        mine = HOSTPORT if hostport else HOST_PROCESS
+        names = {mine: f"{workload.ref} (container '{claim.container}')", SERVICE: str(service.ref)}
+        words = {mine: "this pod" if hostport else "the pod's process", SERVICE: "the Service"}
+        noun = "hostPort" if hostport else "hostNetwork port"
+        theirs = f"{node_port.label} {claim.port} of {service.ref}"
+        if hostport:
+            message = _host_port_message(answer, noun, claim, theirs)
+        else:
+            message = _host_network_message(answer, noun, claim, theirs)
         yield Hit(workload, claim.field_path, (
-            f"{noun} {claim.port}/{claim.protocol} (container '{claim.container}') equals {first_claim.label} "
-            f"{claim.port} of {first_service.ref}{others}: {explain}"),
-            tuple(node_port_related(service, np) for service, np in owners[:MAX_RELATED]), port=claim.port)
+            f"{message}{others}: on every node this pod runs on, {traffic.explain(answer, words, paths)}. "
+            f"{FIXES[via]}"),
+            tuple(node_port_related(s, np) for s, np in owners[:MAX_RELATED]), port=claim.port,
+            traffic=traffic.data(answer, names, paths))
+
+
+FIXES = {
+    "hostPort": "The API server accepts both without a word: change the hostPort or the nodePort.",
+    "hostNetwork": "Move the process to a port below the node-port range, or give the Service another nodePort.",
+}
+
+
+def _host_port_message(answer, noun: str, claim, theirs: str) -> str:
+    port = f"{noun} {claim.port}/{claim.protocol}"
+    if answer.receiver == HOSTPORT:
+        return f"{port} takes the traffic of {theirs}"
+    if answer.receiver == SERVICE:
+        return f"{theirs} takes the traffic of {port}"
+    if answer.receiver == UNDEFINED:
+        return f"{port} and {theirs} have no fixed winner"
+    return f"{port} collides with {theirs}"
+
+
+def _host_network_message(answer, noun: str, claim, theirs: str) -> str:
+    port = f"{noun} {claim.port}/{claim.protocol}"
+    if answer.receiver == REJECTED:
+        return f"kube-proxy refuses {port}: {theirs} has no endpoints"
+    if not answer.possible(HOST_PROCESS):
+        return f"{theirs} takes the traffic of {port}"
+    return f"{theirs} may take the traffic of {port}"
 
 
 @register("host-port-node-port-collision", cross_object=True)
 def host_port_node_port_collision(cluster: Cluster, params: Mapping[str, Any]) -> Iterator[Hit]:
-    return _host_claims_on_node_ports(cluster, "hostPort", (
-        "on every node this pod runs on, the portmap DNAT answers that NodePort before kube-proxy, so the "
-        "Service loses its traffic there and the API server accepts both without a word. Change the hostPort "
-        "or the nodePort."))
+    return _host_claims_on_node_ports(cluster, "hostPort")
 
 
 @register("host-network-node-port-collision", cross_object=True)
 def host_network_node_port_collision(cluster: Cluster, params: Mapping[str, Any]) -> Iterator[Hit]:
-    return _host_claims_on_node_ports(cluster, "hostNetwork", (
-        "kube-proxy DNATs that port to the Service's endpoints (or REJECTs it when there are none) before the "
-        "process on the node sees it, so the process loses its traffic on every node it runs on. Move the "
-        "process to a port below the node-port range, or give the Service another nodePort."))
+    return _host_claims_on_node_ports(cluster, "hostNetwork")
 
 
 def one_per_service(entries) -> list[tuple[Service, NodePortClaim]]:

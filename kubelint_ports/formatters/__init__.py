@@ -16,6 +16,12 @@ class FormatOptions:
     show_suppressed: bool = False
     sarif_category: str = ""
     link_base: str = ""  # markdown: prefix that turns a relative path into a link (a blob URL)
+    # What machine-read paths are relative to (SARIF %SRCROOT%, annotations, GitLab, links): the
+    # repository's top level; "" finds it from the current directory (sourceroot.find_source_root).
+    source_root: str = ""
+    explain: bool = False  # text: each finding's explanation, object and related places under it
+    quiet: bool = False  # text: findings only, no summary
+    statistics: bool = False  # text and json: counts per rule instead of findings
 
 
 Formatter = Callable[[Report, TextIO, FormatOptions], None]
@@ -26,6 +32,9 @@ FORMATTERS: dict[str, str] = {
     "sarif": "kubelint_ports.formatters.sarif",
     "github": "kubelint_ports.formatters.github",
     "markdown": "kubelint_ports.formatters.markdown",
+    "junit": "kubelint_ports.formatters.junit",
+    "gitlab": "kubelint_ports.formatters.gitlab",
+    "html": "kubelint_ports.formatters.html",
 }
 
 

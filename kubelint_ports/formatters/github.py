@@ -11,10 +11,10 @@ from typing import TextIO
 from kubelint_ports.findings import Location, Report, Severity
 from kubelint_ports.formatters import FormatOptions
 from kubelint_ports.formatters.text import summary_line
+from kubelint_ports.sourceroot import find_source_root, relative_to_root
 
 COMMANDS = {Severity.ERROR: "error", Severity.WARNING: "warning", Severity.NOTE: "notice"}
 INPUT_ERROR_TITLE = "kubelint-ports input error"
-STDIN_NAME = "<stdin>"
 
 
 def escape_data(text: str) -> str:
@@ -31,11 +31,13 @@ def command(name: str, properties: dict[str, object], message: str) -> str:
     return f"::{name} {props}::{escape_data(message)}\n"
 
 
-def position(location: Location, *, with_end: bool = True) -> dict[str, object]:
-    """file/line/col properties; none for stdin (nothing to annotate) and no line when unknown."""
-    if location.path == STDIN_NAME:
+def position(location: Location, root: str, *, with_end: bool = True) -> dict[str, object]:
+    """file/line/col properties, the file relative to the repository's top level (GitHub matches
+    it to the checkout); none for stdin and the command line (nothing to annotate), no line when
+    unknown."""
+    if not location.is_file:
         return {}
-    properties: dict[str, object] = {"file": location.path}
+    properties: dict[str, object] = {"file": relative_to_root(location.path, root)}
     if location.line >= 1:
         properties["line"] = location.line
         if location.column >= 1:
@@ -47,12 +49,14 @@ def position(location: Location, *, with_end: bool = True) -> dict[str, object]:
 
 
 def format_report(report: Report, out: TextIO, options: FormatOptions) -> None:
+    root = options.source_root or find_source_root()
     for diagnostic in report.diagnostics:
-        properties = {**position(diagnostic.location, with_end=False), "title": INPUT_ERROR_TITLE}
-        out.write(command("error", properties, diagnostic.message))
+        properties = {**position(diagnostic.location, root, with_end=False), "title": INPUT_ERROR_TITLE}
+        message = diagnostic.message if diagnostic.location.is_file else f"{diagnostic.location}: {diagnostic.message}"
+        out.write(command("error", properties, message))
     standing = [finding for finding in report.findings if not finding.suppressed]
     for finding in sorted(standing, key=lambda f: -f.severity):  # stable: report order within a level
-        properties = {**position(finding.location), "title": f"{finding.rule_id} ({finding.rule_name})"}
+        properties = {**position(finding.location, root), "title": f"{finding.rule_id} ({finding.rule_name})"}
         message = f"{finding.message} [{finding.subject}]"
         if finding.template:
             message += f" (from {finding.template})"

@@ -21,6 +21,7 @@ def location_dict(location: Location) -> dict[str, Any]:
 
 def finding_dict(finding: Finding) -> dict[str, Any]:
     subject = finding.subject
+    extra = {"traffic": finding.traffic} if finding.traffic is not None else {}
     return {
         "rule": finding.rule_id,
         "name": finding.rule_name,
@@ -33,13 +34,16 @@ def finding_dict(finding: Finding) -> dict[str, Any]:
                    "namespace": subject.namespace or None, "name": subject.name},
         "related": [location_dict(related) for related in finding.related],
         "suppressed": finding.suppressed or None,
+        **extra,
     }
 
 
 def format_report(report: Report, out: TextIO, options: FormatOptions) -> None:
     document = {
         "version": SCHEMA_VERSION,
-        "findings": [finding_dict(finding) for finding in report.findings],
+        **({"statistics": [{"rule": rule_id, "name": name, "severity": str(severity), "count": count}
+                           for count, rule_id, name, severity in report.rule_counts()]} if options.statistics else
+           {"findings": [finding_dict(finding) for finding in report.findings]}),
         "errors": [{**location_dict(d.location), "message": d.message} for d in report.diagnostics],
         "summary": {**report.counts(), "suppressed": sum(1 for f in report.findings if f.suppressed),
                     "inputErrors": len(report.diagnostics), "files": report.files,

@@ -18,18 +18,17 @@ import sarif_om as om
 
 from kubelint_ports import __version__
 from kubelint_ports.docs import rule_markdown
-from kubelint_ports.findings import Finding, Location, Report, Severity
+from kubelint_ports.findings import COMMAND_LINE, FINGERPRINT_VERSION, STDIN_NAME, Finding, Location, Report, Severity
 from kubelint_ports.formatters import FormatOptions
-from kubelint_ports.policies import Policy
+from kubelint_ports.policies import Policy, builtin_policy_dir
+from kubelint_ports.sourceroot import find_source_root, relative_to_root
 
 SCHEMA_URI = "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json"
-INFORMATION_URI = "https://github.com/kubelint-ports/kubelint-ports"
 SRCROOT = "%SRCROOT%"
-FINGERPRINT_KEY = "kubeLintPorts/v1"
+FINGERPRINT_KEY = f"kubeLintPorts/v{FINGERPRINT_VERSION}"  # changes when what the fingerprint hashes does
 MAX_RESULTS = 25_000  # GitHub rejects runs with more results than this
 MAX_DESCRIPTION = 1024  # GitHub truncates fullDescription.text beyond this
 MAX_TAGS = 20  # GitHub keeps at most 20 tags per rule
-STDIN_NAME = "<stdin>"
 
 LEVELS = {Severity.ERROR: "error", Severity.WARNING: "warning", Severity.NOTE: "note"}
 # GitHub's `problem.severity` words for non-security alerts.
@@ -61,13 +60,43 @@ def to_sarif_dict(value: Any) -> Any:
     return value
 
 
-def artifact_location(path: str) -> om.ArtifactLocation:
-    """Relative paths resolve against %SRCROOT% (GitHub needs that); others become absolute URIs."""
+def project_url() -> str:
+    """The repository's address, from `[project.urls]` (the installed metadata, else the
+    checkout's pyproject.toml); "" when neither says."""
+    from importlib import metadata
+
+    try:
+        entries = metadata.metadata("kubelint-ports").get_all("Project-URL") or []
+    except metadata.PackageNotFoundError:
+        entries = []
+    urls = dict(entry.split(", ", 1) for entry in entries if ", " in entry)
+    if not urls:
+        pyproject = Path(__file__).resolve().parents[2] / "pyproject.toml"
+        if pyproject.is_file():
+            try:
+                import tomllib
+            except ModuleNotFoundError:  # Python 3.10
+                import tomli as tomllib
+            urls = tomllib.loads(pyproject.read_text(encoding="utf-8")).get("project", {}).get("urls", {})
+    return (urls.get("Repository") or urls.get("Homepage") or "").rstrip("/")
+
+
+def help_uri(policy: Policy, repository: str) -> str | None:
+    """The rule's page under docs/rules/ at this release's tag; none for your own policies."""
+    if not repository or not Path(policy.path).resolve().is_relative_to(builtin_policy_dir().resolve()):
+        return None
+    return f"{repository}/blob/v{__version__}/docs/rules/{quote(policy.slug)}.md"
+
+
+def artifact_location(path: str, root: str) -> om.ArtifactLocation:
+    """Files under the source root resolve against %SRCROOT% (GitHub needs that); files outside it
+    become absolute URIs."""
     if path == STDIN_NAME:
         return om.ArtifactLocation(uri="stdin")
-    if os.path.isabs(path):
-        return om.ArtifactLocation(uri=Path(path).as_uri())
-    return om.ArtifactLocation(uri=quote(path.replace(os.sep, "/")), uri_base_id=SRCROOT)
+    relative = relative_to_root(path, root)
+    if os.path.isabs(relative):
+        return om.ArtifactLocation(uri=Path(relative).as_uri())
+    return om.ArtifactLocation(uri=quote(relative), uri_base_id=SRCROOT)
 
 
 def region(location: Location) -> om.Region | None:
@@ -82,10 +111,10 @@ def region(location: Location) -> om.Region | None:
     )
 
 
-def sarif_location(location: Location, location_id: int | None = None) -> om.Location:
+def sarif_location(location: Location, root: str, location_id: int | None = None) -> om.Location:
     return om.Location(
         id=location_id,
-        physical_location=om.PhysicalLocation(artifact_location=artifact_location(location.path),
+        physical_location=om.PhysicalLocation(artifact_location=artifact_location(location.path, root),
                                               region=region(location)),
         message=om.Message(text=location.message) if location.message else None,
     )
@@ -100,10 +129,11 @@ def truncate(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def rule_descriptor(policy: Policy) -> om.ReportingDescriptor:
+def rule_descriptor(policy: Policy, repository: str) -> om.ReportingDescriptor:
     return om.ReportingDescriptor(
         id=policy.id,
         name=policy.name,
+        help_uri=help_uri(policy, repository),
         short_description=om.MultiformatMessageString(text=policy.summary),
         full_description=om.MultiformatMessageString(text=truncate(policy.docs["what"].strip(), MAX_DESCRIPTION)),
         help=om.MultiformatMessageString(text=plain_help(policy), markdown=rule_markdown(policy)),
@@ -114,7 +144,7 @@ def rule_descriptor(policy: Policy) -> om.ReportingDescriptor:
     )
 
 
-def result(finding: Finding, rule_index: dict[str, int]) -> om.Result:
+def result(finding: Finding, rule_index: dict[str, int], root: str) -> om.Result:
     subject = finding.subject
     return om.Result(
         rule_id=finding.rule_id,
@@ -122,15 +152,16 @@ def result(finding: Finding, rule_index: dict[str, int]) -> om.Result:
         level=LEVELS[finding.severity],
         message=om.Message(text=finding.message),
         locations=[om.Location(
-            physical_location=sarif_location(finding.location).physical_location,
+            physical_location=sarif_location(finding.location, root).physical_location,
             logical_locations=[om.LogicalLocation(name=subject.name, fully_qualified_name=str(subject),
                                                   kind="resource")],
         )],
-        related_locations=[sarif_location(related, number)
+        related_locations=[sarif_location(related, root, number)
                            for number, related in enumerate(finding.related, start=1)] or None,
         partial_fingerprints={FINGERPRINT_KEY: finding.fingerprint},
         suppressions=[om.Suppression(kind=finding.suppressed_by or "external", justification=finding.suppressed)]
         if finding.suppressed else None,
+        properties={"traffic": finding.traffic} if finding.traffic is not None else None,
     )
 
 
@@ -143,32 +174,36 @@ def kept_findings(findings: list[Finding]) -> list[Finding]:
     return [finding for i, finding in enumerate(findings) if i in keep]
 
 
-def notification(level: str, text: str, location: Location | None = None) -> om.Notification:
+def notification(level: str, text: str, root: str, location: Location | None = None) -> om.Notification:
+    if location is not None and location.path == COMMAND_LINE:
+        text, location = f"{COMMAND_LINE}: {text}", None  # not a file: no location to give
     return om.Notification(level=level, message=om.Message(text=text),
-                           locations=[sarif_location(location)] if location else None)
+                           locations=[sarif_location(location, root)] if location else None)
 
 
 def sarif_log(report: Report, options: FormatOptions) -> om.SarifLog:
     rules = list(report.rules)
     rule_index = {policy.id: index for index, policy in enumerate(rules)}
     findings = kept_findings(report.findings)
-    notifications = [notification("error", d.message, d.location) for d in report.diagnostics]
+    root = options.source_root or find_source_root()
+    notifications = [notification("error", d.message, root, d.location) for d in report.diagnostics]
     if len(findings) < len(report.findings):
         notifications.append(notification("warning", (
             f"{len(report.findings) - len(findings)} of {len(report.findings)} findings were left out: "
             f"a SARIF run holds at most {MAX_RESULTS:,} results for GitHub code scanning. "
-            f"Use --format json to see them all.")))
-    cwd_uri = Path.cwd().as_uri()
+            f"Use --format json to see them all."), root))
+    root_uri = Path(root).as_uri()
+    repository = project_url()
     run = om.Run(
         tool=om.Tool(driver=om.ToolComponent(
             name="kubelint-ports",
             version=__version__,
             semantic_version=__version__,
-            information_uri=INFORMATION_URI,
-            rules=[rule_descriptor(policy) for policy in rules],
+            information_uri=repository or None,
+            rules=[rule_descriptor(policy, repository) for policy in rules],
         )),
-        results=[result(finding, rule_index) for finding in findings],
-        original_uri_base_ids={SRCROOT: om.ArtifactLocation(uri=cwd_uri if cwd_uri.endswith("/") else cwd_uri + "/")},
+        results=[result(finding, rule_index, root) for finding in findings],
+        original_uri_base_ids={SRCROOT: om.ArtifactLocation(uri=root_uri if root_uri.endswith("/") else root_uri + "/")},
         invocations=[om.Invocation(execution_successful=not report.diagnostics,
                                    tool_execution_notifications=notifications or None)],
         automation_details=om.RunAutomationDetails(id=options.sarif_category) if options.sarif_category else None,

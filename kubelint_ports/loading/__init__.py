@@ -6,7 +6,8 @@ here (see README, design notes). Aliases are shared nodes, never copied, and a d
 aliases would expand past a budget is rejected before anything walks it.
 
 A directory holding `Chart.yaml` is a Helm chart: it is rendered (`loading.helm`, imported only
-then) and its raw `templates/` are never read as YAML.
+then) and its raw `templates/` are never read as YAML. A directory holding a kustomization is
+rendered the same way (`loading.kustomize`): its patches are fragments, not objects.
 
 Trees are read once and let go. A `Document` keeps where it is, not its tree: the file (or the
 bytes, for standard input and rendered charts), the character span of its root and the line and
@@ -40,20 +41,24 @@ from typing import TYPE_CHECKING, Protocol
 
 import yaml
 
-from kubelint_ports.findings import Diagnostic, Location
+from kubelint_ports.findings import COMMAND_LINE, STDIN_NAME, Diagnostic, Location
 from kubelint_ports.loading import yamltree
 from kubelint_ports.loading.yamltree import MappingNode, Node, ScalarNode, SequenceNode
 
 if TYPE_CHECKING:
     from kubelint_ports.loading.helm import HelmOptions
 
-MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
+MANIFEST_SUFFIXES = (".yaml", ".yml", ".json", ".conflist")  # .conflist: a CNI network configuration list
 SKIPPED_DIRECTORIES = frozenset(("node_modules", "__pycache__"))  # never manifests, often huge
 MAX_FILE_BYTES = 64 * 1024 * 1024
 MAX_EXPANDED_NODES = 1_000_000
 STDIN = "-"
-STDIN_NAME = "<stdin>"
+# Empty standard input is an input error: `helm template ... | kubelint-ports lint -` whose first
+# command failed must not pass as "nothing found".
+EMPTY_STDIN = "standard input is empty: nothing was linted (did the command before the pipe fail?)"
 CHART_FILE = "Chart.yaml"  # a directory holding it is a Helm chart
+KUSTOMIZATION_FILES = ("kustomization.yaml", "kustomization.yml", "Kustomization")  # a Kustomize directory
+KUSTOMIZATION_FILES_SET = frozenset(KUSTOMIZATION_FILES)
 
 _SOURCE_LINE = re.compile(rb"# Source: ([^\r\n]+?)[ \t]*\r?")
 
@@ -226,6 +231,10 @@ class Document:
             end = key_node.end_mark  # a whole block would span many lines; the key is the place
         return Location(self.path, start.line + 1, start.column + 1, end.line + 1, end.column + 1, message)
 
+    def identity_path(self, field_path: str) -> str:
+        """`field_path` with list items named instead of counted (what fingerprints hash)."""
+        return yamltree.identity_path(self.root, field_path)
+
     def node_location(self, node: Node) -> Location:
         """Where a node of this document is (a rendered Helm object maps it to its template)."""
         return node_location(self.path, node)
@@ -238,18 +247,17 @@ class Document:
 
 def held(documents: Iterable) -> Iterator:
     """Each document once, its tree held while the caller works on it, grouped by the text it
-    comes from so each file is read and decoded once; one tree alive at a time."""
-    by_source: dict[int, list] = {}
-    sources: dict[int, SourceText | None] = {}
-    for document in dict.fromkeys(documents):
+    comes from so each file is read and decoded once; one tree alive at a time. Places that are
+    not documents (a line of a node's dump) pass through as they are."""
+    by_source: dict[int, tuple[SourceText | None, dict[int, object]]] = {}
+    for document in documents:
         source = getattr(document, "text_source", None)
-        by_source.setdefault(id(source), []).append(document)
-        sources[id(source)] = source
-    for key, group in by_source.items():
-        source = sources[key]
+        by_source.setdefault(id(source), (source, {}))[1].setdefault(id(document), document)
+    for source, group in by_source.values():
         with source.held() if source is not None else nullcontext():
-            for document in group:
-                with document.held():
+            for document in group.values():
+                hold = getattr(document, "held", None)
+                with hold() if hold is not None else nullcontext():
                     yield document
 
 
@@ -310,9 +318,11 @@ def discover(paths: Iterable[str]) -> Iterator[str]:
     """Files named directly, and manifest files below directories (sorted, hidden ones skipped).
 
     A Helm chart (a directory with `Chart.yaml`) is yielded as its directory, once, and not
-    walked; a raw template file given directly yields its chart instead.
+    walked; a raw template file given directly yields its chart instead. So is a Kustomize
+    directory, and a file given directly inside one (a patch, a base's resource) yields it.
     """
     charts: set[str] = set()
+    kustomizations: dict[str, str | None] = {}  # directory -> its Kustomize directory, for files given
 
     def chart_once(directory: str) -> Iterator[str]:
         key = os.path.abspath(directory)
@@ -325,11 +335,11 @@ def discover(paths: Iterable[str]) -> Iterator[str]:
             yield path
             continue
         if not os.path.isdir(path):
-            chart = _chart_of_template(path)
-            yield from chart_once(chart) if chart else (path,)
+            unit = _chart_of_template(path) or _kustomization_of(path, kustomizations)
+            yield from chart_once(unit) if unit else (path,)
             continue
         for directory, subdirs, files in os.walk(path):
-            if CHART_FILE in files:
+            if CHART_FILE in files or not KUSTOMIZATION_FILES_SET.isdisjoint(files):
                 subdirs[:] = []
                 yield from chart_once(directory)
                 continue
@@ -351,6 +361,33 @@ def _chart_of_template(path: str) -> str | None:
             return chart_of_template(path)
         directory = os.path.dirname(directory)
     return None
+
+
+def is_kustomization(directory: str) -> bool:
+    return any(os.path.isfile(os.path.join(directory, name)) for name in KUSTOMIZATION_FILES)
+
+
+def _kustomization_of(path: str, known: dict[str, str | None]) -> str | None:
+    """The Kustomize directory a file belongs to: the nearest one above it, within its repository."""
+    directory = os.path.dirname(os.path.abspath(path))
+    climbed: list[str] = []
+    found = None
+    while directory not in known:
+        climbed.append(directory)
+        if is_kustomization(directory):
+            found = directory
+            break
+        parent = os.path.dirname(directory)
+        if parent == directory or os.path.exists(os.path.join(directory, ".git")):
+            break  # a kustomization above the repository is not this project's
+        directory = parent
+    else:
+        found = known[directory]
+    for seen in climbed:
+        known[seen] = found
+    if found is None:
+        return None
+    return found if os.path.isabs(path) else os.path.relpath(found)
 
 
 def load(paths: Iterable[str], stdin=None, helm: HelmOptions | None = None, *,
@@ -378,12 +415,22 @@ class Loading:
                  chart_helm: Mapping[str, HelmOptions] | None = None, exclude: Callable[[str], bool] | None = None,
                  reader: DocumentReader | None = None, workers=None):
         self.stdin, self.helm, self.chart_helm, self.reader = stdin, helm, chart_helm or {}, reader
-        self.entries = [path for path in discover(paths) if exclude is None or path == STDIN or not exclude(path)]
+        self.result = LoadResult()
+        self.paths = tuple(paths)
+        given = []
+        for path in self.paths:
+            if path == STDIN or os.path.exists(path):
+                given.append(path)
+            else:  # a path the user typed: point at the command line, not at a line of no file
+                self.result.diagnostics.append(Diagnostic(Location(COMMAND_LINE, 0, 0),
+                                                          f"no such file or directory {display_path(path)!r}"))
+        self.entries = [path for path in discover(given) if exclude is None or path == STDIN or not exclude(path)]
         self.batches = workers.batches(self.entries, helm, reader) if workers is not None and reader else {}
 
     def finish(self) -> LoadResult:
-        result = LoadResult()
+        result = self.result
         entries, batches, reader = self.entries, self.batches, self.reader
+        kustomizations: list[str] = []  # rendered after the files: which of them are bases needs them all
         position = 0
         while position < len(entries):
             if position in batches:
@@ -395,12 +442,19 @@ class Loading:
                 continue
             path = entries[position]
             position += 1
+            if path != STDIN and os.path.isdir(path) and not os.path.isfile(os.path.join(path, CHART_FILE)):
+                kustomizations.append(path)
+                continue
             if path != STDIN and os.path.isdir(path):
                 from kubelint_ports.loading.helm import load_chart
 
                 load_chart(path, self.chart_helm.get(os.path.abspath(path), self.helm), result, reader)
                 continue
             load_file(path, result, stdin=self.stdin, helm=self.helm, reader=reader)
+        if kustomizations:
+            from kubelint_ports.loading.kustomize import load_kustomizations
+
+            load_kustomizations(kustomizations, self.paths, result, reader)
         return result
 
 
@@ -418,6 +472,9 @@ def load_file(path: str, result: LoadResult, *, stdin=None, helm: HelmOptions | 
         result.diagnostics.append(Diagnostic(
             Location(shown, 0, 0),
             f"file is {len(data) / 2**20:.0f} MiB, over the {MAX_FILE_BYTES // 2**20} MiB limit; not linted"))
+        return
+    if path == STDIN and not data.strip():
+        result.diagnostics.append(Diagnostic(Location(shown, 0, 0), EMPTY_STDIN))
         return
     source = SourceText(file=None if path == STDIN else path, data=data if path == STDIN else None,
                         digest=zlib.crc32(data))
@@ -671,6 +728,9 @@ def add_document(root: Node, path: str, origin: str, result: LoadResult, found: 
     api_version = yamltree.get(root, "apiVersion")
     kind = yamltree.get(root, "kind")
     if api_version is None or kind is None:
+        if yamltree.get(root, "cniVersion") is not None and yamltree.get(root, "plugins") is not None:
+            add_found(root, path, origin, found, source, ordinal, items, shift)  # a CNI conflist: the model reads facts
+            return
         result.skipped += 1
         return
     kind_text = yamltree.as_str(kind)
@@ -680,6 +740,11 @@ def add_document(root: Node, path: str, origin: str, result: LoadResult, found: 
             add_document(item, path, origin, result, found, source=source, ordinal=ordinal, items=(*items, index),
                          shift=shift)
         return
+    add_found(root, path, origin, found, source, ordinal, items, shift)
+
+
+def add_found(root: MappingNode, path: str, origin: str, found: list[Document], source: SourceText | None,
+              ordinal: int, items: tuple[int, ...], shift: int) -> None:
     start, end = root.start_mark, root.end_mark
     found.append(Document(path, root, origin, source, (ordinal, start.index + shift, end.index + shift, start.line,
                                                        start.column), items, kept_annotations(root)))

@@ -284,8 +284,9 @@ def render_chart(chart_dir: str, options: HelmOptions) -> dict[str, str]:
     binary = find_helm_binary(options)
     if binary is None:
         raise RenderError(
-            "no Helm engine to render it: install helm-python-sdk (`pip install helm-python-sdk`; "
-            f"wheels for {SDK_PLATFORMS}), or put `helm` on PATH, or pass --helm-binary PATH")
+            "no Helm engine to render it: install the Helm extra for in-process rendering "
+            f"(`pip install 'kubelint-ports[helm]'`; wheels for {SDK_PLATFORMS}), or put a `helm` binary on "
+            "PATH (or pass --helm-binary PATH)")
     return render_with_binary(binary, chart_dir, options)
 
 

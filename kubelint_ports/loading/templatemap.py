@@ -457,8 +457,7 @@ class TemplateDocument(Document):
         return Location(self.path, entry.line + 1, entry.column + 1, entry.line + 1, max(end, entry.column) + 1, message)
 
     def node_location(self, node: yt.Node) -> Location:
-        path = _path_to(self.root, node, [])
-        return self.location(_field_path(path) if path is not None else "")
+        return self.location(yt.field_path_to(self.root, node) or "")
 
     def map(self, field_path: str) -> Mapped | None:
         if self.source is None or not self.source.readable:
@@ -550,35 +549,6 @@ def _with_message(location: Location, message: str) -> Location:
 
 def _dotted(path: list[Segment]) -> str:
     return "".join(f"[{s}]" if isinstance(s, int) else (f".{s}" if i else s) for i, s in enumerate(path))
-
-
-def _field_path(path: list[Segment]) -> str:
-    parts = []
-    for segment in path:
-        if isinstance(segment, int):
-            parts.append(f"[{segment}]")
-        else:
-            text = f'"{segment}"' if "." in segment else segment
-            parts.append(f".{text}" if parts else text)
-    return "".join(parts)
-
-
-def _path_to(node: yt.Node, target: yt.Node, path: list[Segment]) -> list[Segment] | None:
-    if node is target:
-        return path
-    if isinstance(node, yt.MappingNode):
-        for key, value in node.value:
-            if key is target:
-                return path + [key.value]
-            found = _path_to(value, target, path + [key.value])
-            if found is not None:
-                return found
-    elif isinstance(node, yt.SequenceNode):
-        for index, item in enumerate(node.value):
-            found = _path_to(item, target, path + [index])
-            if found is not None:
-                return found
-    return None
 
 
 # --- `.Values` references ----------------------------------------------------------------------

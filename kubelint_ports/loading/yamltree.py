@@ -265,6 +265,42 @@ def parse_field_path(path: str) -> list[str | int]:
     return segments
 
 
+def format_field_path(segments: list[str | int]) -> str:
+    """The inverse of `parse_field_path`: keys holding a dot are quoted."""
+    parts = []
+    for segment in segments:
+        if isinstance(segment, int):
+            parts.append(f"[{segment}]")
+        else:
+            text = f'"{segment}"' if "." in segment else segment
+            parts.append(f".{text}" if parts else text)
+    return "".join(parts)
+
+
+def field_path_to(root: Node, target: Node) -> str | None:
+    """The field path of a node inside `root` (a key node names its key), or None when not inside."""
+    segments = _segments_to(root, target, [])
+    return None if segments is None else format_field_path(segments)
+
+
+def _segments_to(node: Node, target: Node, path: list[str | int]) -> list[str | int] | None:
+    if node is target:
+        return path
+    if isinstance(node, MappingNode):
+        for key, value in node.value:
+            if key is target:
+                return path + [key.value]
+            found = _segments_to(value, target, path + [key.value])
+            if found is not None:
+                return found
+    elif isinstance(node, SequenceNode):
+        for index, item in enumerate(node.value):
+            found = _segments_to(item, target, path + [index])
+            if found is not None:
+                return found
+    return None
+
+
 def resolve(root: Node, path: str) -> tuple[Node | None, Node]:
     """The key node (None for list items) and value node at `path`, or the deepest ancestor."""
     key_node: Node | None = None
@@ -280,3 +316,41 @@ def resolve(root: Node, path: str) -> tuple[Node | None, Node]:
             break
         key_node, node = pair
     return key_node, node
+
+
+def identity_path(root: Node, path: str) -> str:
+    """`path` with each list index replaced by what names the item, so that inserting or
+    reordering items keeps it: `spec.containers[0].ports[1].hostPort` becomes
+    `spec.containers[web].ports[http/TCP].hostPort` (a port without a name: `[8080/TCP]`; a
+    command-line flag: `[--metrics-port]`). An item with nothing to name it keeps its index."""
+    parts: list[str] = []
+    node: Node | None = root
+    for segment in parse_field_path(path):
+        if isinstance(segment, int):
+            item = node.value[segment] if isinstance(node, SequenceNode) and segment < len(node.value) else None
+            parts.append(f"[{item_identity(item) or segment}]")
+            node = item
+        else:
+            parts.append(f".{segment}" if "." not in segment else f'."{segment}"')
+            pair = child(node, segment)
+            node = pair[1] if pair is not None else None
+    return "".join(parts).lstrip(".")
+
+
+def item_identity(item: Node | None) -> str:
+    """A list item's name: `name` (containers, volumes, named ports), else its port number; a
+    port's protocol follows it (`http/TCP`); a scalar `--flag=value` is named by its flag."""
+    if isinstance(item, ScalarNode):
+        text = item.value if isinstance(item.value, str) else ""
+        return text.split("=", 1)[0] if text.startswith("-") else ""
+    if not isinstance(item, MappingNode):
+        return ""
+    name = get(item, "name")
+    number = next((node for node in (get(item, "containerPort"), get(item, "port")) if node is not None), None)
+    label = name if isinstance(name, ScalarNode) else number if isinstance(number, ScalarNode) else None
+    if label is None:
+        return ""
+    if number is None:
+        return label.value
+    protocol = get(item, "protocol")
+    return f"{label.value}/{protocol.value if isinstance(protocol, ScalarNode) else 'TCP'}"

@@ -18,36 +18,51 @@ from kubelint_ports.findings import Diagnostic, ObjectRef
 from kubelint_ports.loading import Document, held
 from kubelint_ports.loading import yamltree as yt
 from kubelint_ports.model import placement
+from kubelint_ports.model.datapath import Datapath
 from kubelint_ports.model.network import (
-    NetworkReader, NodeCidrs, network_from_pieces, object_identity, owner_references, read_network_piece,
-    read_node_cidrs)
+    NetworkReader, NodeCidrs, datapath_facts, network_from_pieces, object_identity, owner_references,
+    read_network_piece, read_node_cidrs)
 from kubelint_ports.model.objects import (
     DEFAULT_NODE_PORT_RANGE,
     WILDCARD_HOST_IP,
     Cluster,
     ClusterFacts,
+    DEFAULT_EPHEMERAL_PORT_RANGE,
     ContainerPort,
+    DeclaredPort,
     SilentPort,
     HostClaim,
     InvalidPort,
+    PortReference,
+    PodTemplateKind,
     Service,
+    ServiceAddress,
     ServicePort,
     Workload,
 )
 
-# kind -> (pod spec path, replicas path or None for "one pod")
+ONE_PER_NODE = "one pod per eligible node"  # a replicas "path" that is no path: the DaemonSet shape
+# kind -> (pod spec path, replicas path or None for "one pod", or ONE_PER_NODE)
 WORKLOAD_KINDS = {
     "Pod": ("spec", None),
     "Deployment": ("spec.template.spec", "spec.replicas"),
     "ReplicaSet": ("spec.template.spec", "spec.replicas"),
     "StatefulSet": ("spec.template.spec", "spec.replicas"),
     "ReplicationController": ("spec.template.spec", "spec.replicas"),
-    "DaemonSet": ("spec.template.spec", None),
+    "DaemonSet": ("spec.template.spec", ONE_PER_NODE),
     "Job": ("spec.template.spec", "spec.parallelism"),
     "CronJob": ("spec.jobTemplate.spec.template.spec", "spec.jobTemplate.spec.parallelism"),
 }
 # Only the built-in API groups: a CRD may reuse a kind name (Knative's `Service`).
 CORE_GROUPS = frozenset(("", "apps", "extensions", "batch"))
+# Custom resources whose controllers make pods from an embedded pod template, by (group, kind).
+# The config's `pod-templates` adds kinds (and may reshape these).
+CUSTOM_WORKLOAD_KINDS = {
+    ("argoproj.io", "Rollout"): ("spec.template.spec", "spec.replicas"),  # Argo Rollouts
+    ("apps.kruise.io", "CloneSet"): ("spec.template.spec", "spec.replicas"),  # OpenKruise
+    ("apps.kruise.io", "StatefulSet"): ("spec.template.spec", "spec.replicas"),  # Advanced StatefulSet
+    ("apps.kruise.io", "DaemonSet"): ("spec.template.spec", ONE_PER_NODE),  # Advanced DaemonSet
+}
 SCHEDULING_FIELDS = ("nodeName", "nodeSelector", "affinity", "tolerations")
 PROTOCOLS = ("TCP", "UDP", "SCTP")
 
@@ -70,6 +85,7 @@ class ModelReader:
 
     role: str = LINTED  # LINTED manifests, LIVE objects (--cluster), or the node INVENTORY (--nodes)
     replacing: bool = True  # linted manifests with running objects they may replace: keep identities
+    custom_kinds: dict | None = None  # custom resources read as workloads (custom_workload_kinds)
     workloads: list = field(default_factory=list)
     services: list = field(default_factory=list)
     nodes: list[NodeEntry] = field(default_factory=list)
@@ -95,7 +111,7 @@ class ModelReader:
                 self.identities.append(identity)
 
     def fresh(self) -> "ModelReader":
-        return ModelReader(self.role, self.replacing)
+        return ModelReader(self.role, self.replacing, self.custom_kinds)
 
     def absorb(self, other: "ModelReader") -> None:
         self.workloads += other.workloads
@@ -113,8 +129,9 @@ def build_cluster(documents: Iterable[Document], facts: ClusterFacts = ClusterFa
     """Linted manifests, plus what already runs (`live_documents`) and the node inventory, from
     documents already loaded (each is composed again from its text while it is read)."""
     readers = []
+    custom_kinds = custom_workload_kinds(facts.pod_templates)
     for role, group in ((LINTED, documents), (LIVE, live_documents), (INVENTORY, node_documents)):
-        reader = ModelReader(role)
+        reader = ModelReader(role, custom_kinds=custom_kinds)
         for document in held(group or ()):
             reader(document)
         readers.append(reader)
@@ -126,7 +143,8 @@ def assemble(linted: ModelReader, live: ModelReader | None = None, inventory: Mo
     """The cluster from its pieces: running objects the linted ones replace are dropped, the node
     inventory is keyed by name, and the network model is joined in input order."""
     cluster = Cluster(node_port_range=facts.node_port_range or DEFAULT_NODE_PORT_RANGE,
-                      proxy_mode=facts.proxy_mode)
+                      proxy_mode=facts.proxy_mode,
+                      ephemeral_port_range=facts.ephemeral_port_range or DEFAULT_EPHEMERAL_PORT_RANGE)
     diagnostics = list(linted.diagnostics)
     cluster.workloads = list(linted.workloads)
     cluster.services = list(linted.services)
@@ -148,6 +166,7 @@ def assemble(linted: ModelReader, live: ModelReader | None = None, inventory: Mo
         pieces, set(linted.identities) if live is not None else set(), node_cidrs, facts)
     diagnostics += network_diagnostics
     cluster.proxy_mode = facts.proxy_mode or cluster.network.proxy_mode
+    cluster.datapath = Datapath(datapath_facts(cluster.network, facts.datapath_statements()))
     if facts.node_port_range is None and cluster.network.node_port_range is not None:
         cluster.node_port_range = cluster.network.node_port_range
     return cluster, diagnostics
@@ -162,12 +181,24 @@ def guarded(function, document: Document, reader: ModelReader, **kwargs):
         return None
 
 
+def custom_workload_kinds(configured: Iterable[PodTemplateKind]) -> dict[tuple[str, str], tuple[str, str | int | None]]:
+    """The custom resources read as workloads: the known ones, then the config's (which win)."""
+    kinds = dict(CUSTOM_WORKLOAD_KINDS)
+    for entry in configured:
+        replicas = ONE_PER_NODE if entry.replicas is None else entry.replicas
+        kinds[(entry.group, entry.kind)] = (f"{entry.template}.spec", replicas)
+    return kinds
+
+
 def add_object(document: Document, reader: ModelReader, live: bool = False, owners=()) -> None:
     root = document.root
     api_version = yt.as_str(yt.get(root, "apiVersion"))
     kind = yt.as_str(yt.get(root, "kind"))
     group = api_version.rpartition("/")[0]
     if group not in CORE_GROUPS:
+        shape = (reader.custom_kinds or CUSTOM_WORKLOAD_KINDS).get((group, kind))
+        if shape is not None and not live:  # running pods of a custom kind are listed as Pods
+            reader.workloads.append(read_workload(document, object_ref(root, api_version, kind), shape))
         return
     if kind == "Service":
         service = read_service(document, object_ref(root, api_version, kind))
@@ -306,13 +337,17 @@ class PortReader:
         return protocol
 
 
-def read_workload(document: Document, ref: ObjectRef) -> Workload:
+def read_workload(document: Document, ref: ObjectRef,
+                  shape: tuple[str, str | int | None] | None = None) -> Workload:
+    """`shape`: (pod spec path, replicas path or fixed count or ONE_PER_NODE); default: the kind's."""
     root = document.root
-    pod_spec_path, replicas_path = WORKLOAD_KINDS[ref.kind]
+    pod_spec_path, replicas_path = shape or WORKLOAD_KINDS[ref.kind]
     pod_spec = yt.mapping(yt.at(root, pod_spec_path), pod_spec_path)
     replicas: int | None = 1
-    if ref.kind == "DaemonSet":
+    if replicas_path == ONE_PER_NODE:
         replicas = None
+    elif isinstance(replicas_path, int):
+        replicas = replicas_path
     elif replicas_path and (node := yt.at(root, replicas_path)) is not None:
         replicas = yt.as_int(node)
     host_network = yt.as_bool(yt.get(pod_spec, "hostNetwork"))
@@ -332,13 +367,15 @@ def read_workload(document: Document, ref: ObjectRef) -> Workload:
             claims.extend(read_container_ports(container, container_path, name, host_network, reader, declared))
             if host_network:
                 silent.extend(listening_ports(container, container_path, name))
-    template_metadata = "metadata" if ref.kind == "Pod" else pod_spec_path.rpartition(".")[0] + ".metadata"
+    template_metadata = pod_spec_path.rpartition(".")[0] + ".metadata" if "." in pod_spec_path else "metadata"
     labels = yt.to_plain(yt.mapping(yt.at(root, template_metadata + ".labels"), "labels")) or {}
     scheduling = placement.scheduling_from_pod_spec(
         {key: yt.to_plain(yt.get(pod_spec, key)) for key in SCHEDULING_FIELDS})
-    return Workload(document, ref, pod_spec_path, replicas, host_network, tuple(claims),
-                    {str(k): str(v) for k, v in labels.items()}, scheduling, tuple(reader.invalid),
-                    container_ports=tuple(declared), silent_ports=undeclared(silent, declared))
+    workload = Workload(document, ref, pod_spec_path, replicas, host_network, tuple(claims),
+                        {str(k): str(v) for k, v in labels.items()}, scheduling, tuple(reader.invalid),
+                        container_ports=tuple(declared), silent_ports=undeclared(silent, declared))
+    add_port_details(workload, pod_spec)
+    return workload
 
 
 PROBES = ("livenessProbe", "readinessProbe", "startupProbe")
@@ -463,7 +500,7 @@ def read_service(document: Document, ref: ObjectRef) -> Service:
     ingress = yt.at(document.root, "status.loadBalancer.ingress")
     lb_ips = tuple(yt.as_str(yt.get(item, "ip")) for item in yt.items(ingress, "status.loadBalancer.ingress")
                    if yt.get(item, "ip") is not None)
-    return Service(
+    service = Service(
         document, ref, service_type, tuple(ports),
         cluster_ip=yt.as_str(yt.get(spec, "clusterIP")),
         selector={str(k): str(v) for k, v in selector.items()},
@@ -474,9 +511,8 @@ def read_service(document: Document, ref: ObjectRef) -> Service:
         invalid_ports=tuple(reader.invalid),
         labels=yt.to_plain(yt.get(yt.get(document.root, "metadata"), "labels")) or {},
     )
-
-
-_PORT_NAME = re.compile(r"[a-z0-9]([a-z0-9-]*[a-z0-9])?")
+    service.addresses = service_addresses(document.root, spec)
+    return service
 
 
 def read_target_port(entry: yt.Node, path: str, reader: PortReader) -> int | str | None:
@@ -485,11 +521,124 @@ def read_target_port(entry: yt.Node, path: str, reader: PortReader) -> int | str
         return None
     if isinstance(node, yt.ScalarNode) and yt.scalar_type(node) == yt.STR:
         name = node.value  # a named port (IntOrString): an IANA service name, with at least one letter
-        if not (len(name) <= 15 and _PORT_NAME.fullmatch(name) and any(c.isalpha() for c in name)
-                and "--" not in name):
-            hint = "; a number must not be quoted" if name.isdigit() else ""
+        if name.isdigit():
+            # A badly formed name is invalid-port-name's (it reads the name kept here).
             reader.flag(f"{path}.targetPort", f"targetPort {name!r} is neither a port number nor a valid port "
-                                              f"name (lowercase letters, digits and '-', at most 15){hint}")
+                                              f"name (lowercase letters, digits and '-', at most 15); a number "
+                                              f"must not be quoted")
             return None
         return name
     return reader.port(entry, "targetPort", path)
+
+
+# --- what the API-validation and Service-routing rules read ---------------------------------------
+
+LIFECYCLE_HOOKS = ("lifecycle.postStart", "lifecycle.preStop")
+PORT_HANDLERS = ("httpGet", "tcpSocket", "grpc")  # grpc takes a number only; hooks have no grpc
+
+
+def add_port_details(workload: Workload, pod_spec: yt.MappingNode | None) -> None:
+    """Every container's port entries as written, plain init containers included, and the ports
+    probes and lifecycle hooks connect to. Plain init containers get the port checks the claims
+    reader above skips (it reads only what holds a port while the pod runs)."""
+    reader = PortReader()
+    declared: list[DeclaredPort] = []
+    references: list[PortReference] = []
+    for containers_key in ("containers", "initContainers"):
+        for index, container in enumerate(yt.items(yt.get(pod_spec, containers_key), containers_key)):
+            container = yt.mapping(container, f"{containers_key}[{index}]")
+            path = f"{workload.pod_spec_path}.{containers_key}[{index}]"
+            name = yt.as_str(yt.get(container, "name"))
+            role = "container"
+            if containers_key == "initContainers":
+                role = "sidecar" if yt.as_str(yt.get(container, "restartPolicy")) == "Always" else "init"
+            if role == "init":
+                read_container_ports(container, path, name, False, reader, [])
+            declared.extend(declared_ports(container, path, name, role))
+            if role != "init":  # the API server rejects probes and hooks on plain init containers
+                references.extend(port_references(container, path, name, reader))
+    workload.declared_ports = tuple(declared)
+    workload.port_references = tuple(references)
+    workload.invalid_ports += tuple(reader.invalid)
+
+
+def quiet_int(node: yt.Node | None) -> int | None:
+    """An integer field already judged elsewhere: its value, or None when it has none."""
+    if node is None:
+        return None
+    try:
+        return yt.as_int(node)
+    except yt.FieldTypeError:
+        return None
+
+
+def declared_ports(container: yt.MappingNode, container_path: str, name: str, role: str) -> list[DeclaredPort]:
+    found = []
+    for index, entry in enumerate(yt.items(yt.get(container, "ports"), f"{container_path}.ports")):
+        entry = yt.mapping(entry, "a container port")
+        host_port = quiet_int(yt.get(entry, "hostPort"))
+        found.append(DeclaredPort(
+            name, role, f"{container_path}.ports[{index}]", yt.as_str(yt.get(entry, "name")),
+            quiet_int(yt.get(entry, "containerPort")), host_port or None,
+            yt.as_str(yt.get(entry, "protocol"), "TCP") or "TCP", yt.as_str(yt.get(entry, "hostIP"))))
+    return found
+
+
+def port_references(container: yt.MappingNode, container_path: str, name: str,
+                    reader: PortReader) -> list[PortReference]:
+    found = []
+    lifecycle = yt.get(container, "lifecycle")
+    for source in (*PROBES, *LIFECYCLE_HOOKS):
+        hook = source in LIFECYCLE_HOOKS
+        holder = yt.get(lifecycle, source.partition(".")[2]) if hook else yt.get(container, source)
+        if holder is None:
+            continue
+        for handler in PORT_HANDLERS[:2] if hook else PORT_HANDLERS:
+            action = yt.mapping(yt.get(holder, handler), f"{source}.{handler}")
+            if action is None:
+                continue
+            value = reference_value(action, f"{container_path}.{source}.{handler}", f"{source}.{handler}",
+                                    handler != "grpc", reader)
+            if value is not None:
+                found.append(PortReference(name, source, f"{container_path}.{source}.{handler}.port", value))
+    return found
+
+
+def reference_value(action: yt.MappingNode, path: str, label: str, names_allowed: bool,
+                    reader: PortReader) -> int | str | None:
+    """A probe's or hook's port (IntOrString; grpc an integer), or None after flagging it."""
+    node = yt.get(action, "port")
+    if node is None:
+        reader.flag(path, f"{label} has no port: the API server rejects the pod; add the port number"
+                          + (" or name" if names_allowed else ""))
+        return None
+    kind = yt.scalar_type(node) if isinstance(node, yt.ScalarNode) else ""
+    if kind == yt.INT:
+        value = yt.parse_int(node.value)
+        if value is not None and 1 <= value <= 65535:
+            return value
+        reader.flag(f"{path}.port", f"{label}.port {node.value} is not a port number (1-65535)")
+        return None
+    if kind == yt.STR and not node.value.isdigit() and names_allowed:
+        return node.value  # a port name; invalid-port-name judges its form
+    if kind == yt.STR and node.value.isdigit():
+        what = "a port name, which needs a letter," if names_allowed else "a string"
+        reader.flag(f"{path}.port", f"{label}.port {node.value!r} is quoted, so the API server reads "
+                                    f"{what} and rejects it; remove the quotes")
+        return None
+    expected = "a port number or a port name" if names_allowed else "a port number"
+    reader.flag(f"{path}.port", f"{label}.port must be {expected}, not {yt.describe(node)}")
+    return None
+
+
+def service_addresses(root: yt.MappingNode, spec: yt.MappingNode | None) -> tuple[ServiceAddress, ...]:
+    """externalIPs, spec.loadBalancerIP and status ingress IPs, each with where it is written."""
+    found = [ServiceAddress(yt.as_str(ip), f"spec.externalIPs[{index}]", "externalIP")
+             for index, ip in enumerate(yt.items(yt.get(spec, "externalIPs"), "spec.externalIPs"))]
+    if (requested := yt.get(spec, "loadBalancerIP")) is not None:
+        found.append(ServiceAddress(yt.as_str(requested), "spec.loadBalancerIP", "loadBalancerIP"))
+    ingress = yt.items(yt.at(root, "status.loadBalancer.ingress"), "status.loadBalancer.ingress")
+    found += [ServiceAddress(yt.as_str(yt.get(item, "ip")), f"status.loadBalancer.ingress[{index}].ip",
+                             "load-balancer ingress IP")
+              for index, item in enumerate(ingress) if yt.get(item, "ip") is not None]
+    return tuple(address for address in found if address.ip)

@@ -37,6 +37,7 @@ import yaml
 from kubelint_ports.findings import Diagnostic, Location, ObjectRef
 from kubelint_ports.loading import STDIN_NAME, Document, ManifestLoader, held
 from kubelint_ports.loading import yamltree as yt
+from kubelint_ports.model.datapath import DatapathFacts, Fact, parse_version
 
 IPNetwork = Union[ipaddress.IPv4Network, ipaddress.IPv6Network]
 
@@ -49,7 +50,7 @@ SHELLS = frozenset(("sh", "bash", "ash", "dash"))
 HYPERKUBE_ALIASES = {"proxy": "kube-proxy", "apiserver": "kube-apiserver",
                      "controller-manager": "kube-controller-manager"}
 PROXY_FLAGS = ("cluster-cidr", "proxy-mode", "detect-local-mode", "masquerade-all")
-BOOLEAN_FLAGS = frozenset(("masquerade-all", "allocate-node-cidrs"))
+BOOLEAN_FLAGS = frozenset(("masquerade-all", "allocate-node-cidrs", "iptables-localhost-nodeports"))
 # pflag's strconv.ParseBool
 _TRUE_WORDS = frozenset(("1", "t", "T", "TRUE", "true", "True"))
 _FALSE_WORDS = frozenset(("0", "f", "F", "FALSE", "false", "False"))
@@ -268,6 +269,8 @@ class ProxyConfig:
     derived_from: CidrSource | None = None  # kubeadm fills an empty clusterCIDR from podSubnet
     detect_local_mode: str = DEFAULT_DETECT_LOCAL_MODE
     masquerade_all: bool = False
+    node_port_addresses: tuple[str, ...] | None = None  # nodePortAddresses / --nodeport-addresses
+    localhost_node_ports: bool | None = None  # iptables.localhostNodePorts / --iptables-localhost-nodeports
     launcher: ConfigObject | None = None  # the DaemonSet or Pod whose --config loads this config
     launcher_path: str = ""
     ignored_flags: list[Flag] = field(default_factory=list)  # flags --config makes kube-proxy ignore
@@ -291,6 +294,30 @@ class ProxyConfig:
 
 
 
+@dataclass(frozen=True, slots=True)
+class CniConfig:
+    """A CNI network configuration list found in the inputs: does it chain portmap, and how?"""
+
+    source: str  # "kube-system/ConfigMap/kube-flannel-cfg (cni-conf.json)", "10-calico.conflist"
+    plugins: tuple[str, ...]  # the plugin types in order
+    portmap_backend: str | None  # portmap's "backend" when set ("iptables" | "nftables")
+    live: bool = False
+
+    @property
+    def has_portmap(self) -> bool:
+        return "portmap" in self.plugins
+
+
+@dataclass(frozen=True, slots=True)
+class NodePortRangeSetting:
+    """Where a kube-apiserver --service-node-port-range is written (for findings about the range)."""
+
+    range: tuple[int, int]
+    label: str
+    owner: ConfigObject
+    field_path: str
+
+
 @dataclass(slots=True)
 class NetworkConfig:
     """What the inputs say about kube-proxy and the cluster's ranges (`Cluster.network`)."""
@@ -300,6 +327,12 @@ class NetworkConfig:
     pod_ranges: list[CidrSource] = field(default_factory=list)
     invalid: list[InvalidCidr] = field(default_factory=list)
     node_port_ranges: list[tuple[tuple[int, int], str]] = field(default_factory=list)  # (range, where)
+    # Datapath facts found in the inputs (model.datapath): (value, where, from --cluster)
+    kube_proxy_versions: list[tuple[tuple[int, ...], str, bool]] = field(default_factory=list)
+    cni_plugins_versions: list[tuple[tuple[int, ...], str, bool]] = field(default_factory=list)
+    cni_configs: list[CniConfig] = field(default_factory=list)
+    runtimes: list[tuple[str, tuple[int, ...] | None, str]] = field(default_factory=list)  # (runtime, version, node)
+    node_port_range_settings: list[NodePortRangeSetting] = field(default_factory=list)  # with positions
 
     @property
     def proxy_mode(self) -> str | None:
@@ -325,16 +358,23 @@ class NetworkConfig:
 
 # --- reading -------------------------------------------------------------------------------------
 
+# The NetworkConfig lists a document adds to (pod ranges go through NetworkReader.pod_sources):
+# every one, or a per-document piece would lose what it found.
+LISTED_FACTS = tuple(name for name, spec in NetworkConfig.__dataclass_fields__.items()
+                     if name != "pod_ranges" and spec.default_factory is list)
+
 # Pod-range sources in the order that decides "the" pod CIDR (the --pod-cidr option first).
 POD_SOURCE_ORDER = ("option", "controller-manager", "kubeadm", "cni", "node")
 
 
 class NodeCidrs(NamedTuple):
-    """A Node's pod ranges as written: (text, field path) each, and its apiVersion."""
+    """What the network model reads from a Node: its pod ranges as written ((text, field path)
+    each), its apiVersion and its container runtime (`containerd://1.7.2`)."""
 
     document: Document
     api_version: str
     cidrs: tuple[tuple[str, str], ...]
+    runtime: str = ""
 
 
 def read_node_cidrs(document: Document) -> NodeCidrs:
@@ -347,7 +387,8 @@ def read_node_cidrs(document: Document) -> NodeCidrs:
         cidrs = ((yt.as_str(yt.get(spec, "podCIDR")), "spec.podCIDR"),)
     else:
         cidrs = ()
-    return NodeCidrs(document, yt.as_str(yt.get(root, "apiVersion")) or "v1", cidrs)
+    return NodeCidrs(document, yt.as_str(yt.get(root, "apiVersion")) or "v1", cidrs,
+                     yt.as_str(yt.at(root, "status.nodeInfo.containerRuntimeVersion")))
 
 
 def read_network_piece(document: Document, live: bool, diagnostics: list[Diagnostic]) -> NetworkReader | None:
@@ -359,7 +400,8 @@ def read_network_piece(document: Document, live: bool, diagnostics: list[Diagnos
         group = yt.as_str(yt.get(root, "apiVersion")).rpartition("/")[0]
     except yt.FieldTypeError:
         group = kind = ""
-    if kind not in _NETWORK_KINDS and not (kind in _WORKLOAD_POD_SPECS and group in _CORE_GROUPS):
+    if kind not in _NETWORK_KINDS and not (kind in _WORKLOAD_POD_SPECS and group in _CORE_GROUPS) and not (
+            not kind and yt.get(root, "cniVersion") is not None):
         return None
     piece = NetworkReader({id(document)} if live else set())
     piece.guarded(piece.read_document, document)
@@ -449,17 +491,14 @@ class NetworkReader:
 
     def is_empty(self) -> bool:
         network = self.network
-        return not (network.proxies or network.service_ranges or network.invalid or network.node_port_ranges
-                    or any(self.pod_sources.values()) or self.launchers or self.kubeadm_pod_subnets
-                    or self.diagnostics)
+        return not (any(getattr(network, name) for name in LISTED_FACTS) or any(self.pod_sources.values())
+                    or self.launchers or self.kubeadm_pod_subnets or self.diagnostics)
 
     def absorb(self, piece: "NetworkReader") -> None:
         """Append one document's settings (pieces come in input order)."""
         network, other = self.network, piece.network
-        network.proxies += other.proxies
-        network.service_ranges += other.service_ranges
-        network.invalid += other.invalid
-        network.node_port_ranges += other.node_port_ranges
+        for name in LISTED_FACTS:
+            getattr(network, name).extend(getattr(other, name))
         for order, sources in piece.pod_sources.items():
             self.pod_sources[order] += sources
         self.embedded_proxies.update(piece.embedded_proxies)
@@ -521,6 +560,8 @@ class NetworkReader:
             self.read_ip_pool(document, api_version)
         elif kind in _WORKLOAD_POD_SPECS and group in _CORE_GROUPS:
             self.read_workload(document, api_version, kind)
+        elif not kind and yt.get(root, "cniVersion") is not None:
+            self.read_cni_config(root, os.path.basename(document.path), id(document) in self.live_ids)
 
     def add_proxy_config(self, proxy: ProxyConfig) -> None:
         self.network.proxies.append(proxy)
@@ -589,6 +630,12 @@ class NetworkReader:
                 self.read_flannel(document, ref, prefix, key_node, value)
             elif "KubeProxyConfiguration" in text or "ClusterConfiguration" in text:
                 self.read_embedded_config(document, ref, prefix, key, key_node, value)
+            if '"cniVersion"' in text and '"plugins"' in text:
+                # flannel's cni-conf.json, Calico's cni_network_config (a template: placeholders
+                # such as __CNI_MTU__ are plain YAML scalars, so the text still composes)
+                embedded = self.embed(document, prefix, key_node, value, json_text=True)
+                if embedded is not None:
+                    self.read_cni_config(embedded.root, f"{ref} ({key})", id(document) in self.live_ids)
 
     def embed(self, document: Document, prefix: str, key_node: yt.ScalarNode, value: yt.ScalarNode,
               *, json_text: bool = False) -> EmbeddedDocument | None:
@@ -661,6 +708,33 @@ class NetworkReader:
                 self.cidr_setting(owner, "pod", f"flannel net-conf.json {field_name}", node.value,
                                   f"{prefix}.{field_name}", "flanneld exits at start", order="cni", single=True)
 
+    def read_cni_config(self, root: yt.Node, source: str, live: bool) -> None:
+        """A network configuration list (`plugins`) or a single network configuration (`type`)."""
+        if not isinstance(root, yt.MappingNode):
+            return
+        plugins = yt.get(root, "plugins")
+        entries = plugins.value if isinstance(plugins, yt.SequenceNode) else [root]
+        types, backend = [], None
+        for entry in entries:
+            if not isinstance(entry, yt.MappingNode):
+                continue
+            plugin = yt.get(entry, "type")
+            name = plugin.value if isinstance(plugin, yt.ScalarNode) else ""
+            types.append(name)
+            if name == "portmap" and isinstance(yt.get(entry, "backend"), yt.ScalarNode):
+                backend = yt.get(entry, "backend").value
+        if any(types):
+            self.network.cni_configs.append(CniConfig(source, tuple(types), backend, live))
+
+    def read_image(self, image: str, component: str | None, owner: ConfigObject, container_path: str) -> None:
+        """Versions from image tags (see `image_versions`); an image not listed there says nothing."""
+        kind, version = image_version(image, component)
+        if version is None:
+            return
+        where = f"image {image} of {owner.ref}"
+        target = self.network.kube_proxy_versions if kind == "kube-proxy" else self.network.cni_plugins_versions
+        target.append((version, where, owner.live))
+
     def read_service_cidr(self, document: Document, api_version: str) -> None:
         root = document.root
         ref = object_ref(root, api_version, "ServiceCIDR")
@@ -702,15 +776,25 @@ class NetworkReader:
         pod_spec = yt.mapping(yt.at(root, pod_spec_path), pod_spec_path)
         if pod_spec is None:
             return
+        containers = [("containers", c) for c in yt.items(yt.get(pod_spec, "containers"), "containers")]
+        init = yt.items(yt.get(pod_spec, "initContainers"), "initContainers")
+        for index, container in enumerate(init):  # CNI installers run as init containers
+            container = yt.mapping(container, f"initContainers[{index}]")
+            if container is not None and may_install_cni(container):
+                owner = self.owner(document, object_ref(root, api_version, kind), document)
+                self.read_image(yt.as_str(yt.get(container, "image")), None, owner,
+                                f"{pod_spec_path}.initContainers[{index}]")
         owner = None
-        for index, container in enumerate(yt.items(yt.get(pod_spec, "containers"), "containers")):
+        for index, (_, container) in enumerate(containers):
             container = yt.mapping(container, f"containers[{index}]")
             if container is None or not may_configure_network(container):
                 continue  # most containers: one pass over their raw words, nothing typed
             owner = owner or self.owner(document, object_ref(root, api_version, kind), document)
             container_path = f"{pod_spec_path}.containers[{index}]"
             tokens = command_tokens(container, container_path)
-            component, start, list_path = find_component(tokens, yt.as_str(yt.get(container, "image")))
+            image = yt.as_str(yt.get(container, "image"))
+            component, start, list_path = find_component(tokens, image)
+            self.read_image(image, component, owner, container_path)
             if component is not None:
                 flags = parse_flags(tokens[start:])
                 anchor = list_path or f"{container_path}.command"
@@ -746,6 +830,11 @@ class NetworkReader:
             proxy.detect_local_mode = flags["detect-local-mode"].value or DEFAULT_DETECT_LOCAL_MODE
         if "masquerade-all" in flags:
             proxy.masquerade_all = flag_bool(flags["masquerade-all"])
+        if "nodeport-addresses" in flags:
+            proxy.node_port_addresses = tuple(a.strip() for a in (flags["nodeport-addresses"].value or "").split(",")
+                                              if a.strip())
+        if "iptables-localhost-nodeports" in flags:
+            proxy.localhost_node_ports = flag_bool(flags["iptables-localhost-nodeports"])
         self.add_proxy_config(proxy)
 
     def read_apiserver_flags(self, owner: ConfigObject, flags: dict[str, Flag]) -> None:
@@ -777,6 +866,7 @@ class NetworkReader:
                 f"{label} {text!r} is not a port range like 30000-32767; kube-apiserver does not start"))
             return
         self.network.node_port_ranges.append((found, label))
+        self.network.node_port_range_settings.append(NodePortRangeSetting(found, label, owner, field_path))
 
     # -- after all documents
 
@@ -801,6 +891,9 @@ class NetworkReader:
             for text, field_path in entry.cidrs:
                 self.cidr_setting(owner, "pod", f"podCIDR of Node {name}", text, field_path, "", order="node",
                                   single=True, cluster_wide=False)
+            if "://" in entry.runtime:
+                name_part, _, version_part = entry.runtime.partition("://")
+                self.network.runtimes.append((name_part, parse_version(version_part), name))
         # Nodes are never reported: an invalid podCIDR there is the API server's business.
         self.network.invalid = [invalid for invalid in self.network.invalid if invalid.owner.ref.kind != "Node"]
 
@@ -940,7 +1033,8 @@ def may_configure_network(container: yt.MappingNode) -> bool:
         if key.value in ("command", "args", "image"):
             words = value.value if isinstance(value, yt.SequenceNode) else [value]
             for word in words:
-                if isinstance(word, yt.ScalarNode) and ("kube-" in word.value or "hyperkube" in word.value):
+                if isinstance(word, yt.ScalarNode) and ("kube-" in word.value or "hyperkube" in word.value
+                                                        or (key.value == "image" and "cni-plugins" in word.value)):
                     return True
         elif key.value == "env" and isinstance(value, yt.SequenceNode):
             for variable in value.value:
@@ -951,6 +1045,38 @@ def may_configure_network(container: yt.MappingNode) -> bool:
                                 return True
                             break
     return False
+
+
+def may_install_cni(container: yt.MappingNode) -> bool:
+    image = yt.get(container, "image")
+    return isinstance(image, yt.ScalarNode) and "cni-plugins" in image.value
+
+
+# Image tags that carry a version (model.datapath facts); every other image says nothing.
+#   kube-proxy[-ARCH]:vX.Y.Z                 kube-proxy's version (registry.k8s.io, k8s.gcr.io, mirrors)
+#   hyperkube[-ARCH]:vX.Y.Z                  kube-proxy's version, when the container runs `hyperkube proxy`
+#   cni-plugins, hardened-cni-plugins,       containernetworking/plugins' version (RKE2's
+#   containernetworking-plugins :vX.Y.Z[-*]  rancher/hardened-cni-plugins:v1.4.0-build2024...)
+# Not read: flannel-cni-plugin (its tag versions flannel's own CNI binary, not portmap), calico/cni,
+# cilium, install-cni images (their tags are the CNI's release, not the plugins').
+_ARCH = r"(?:-(?:amd64|arm64|arm|ppc64le|s390x))?"
+_KUBE_PROXY_IMAGE = re.compile(rf"kube-proxy{_ARCH}")
+_HYPERKUBE_IMAGE = re.compile(rf"hyperkube{_ARCH}")
+_CNI_PLUGINS_IMAGE = re.compile(rf"(?:hardened-)?(?:containernetworking-)?cni-plugins{_ARCH}|containernetworking-plugins{_ARCH}")
+_IMAGE_PARTS = re.compile(r"(?:.*/)?([^/:@]+)(?::([^/@]*))?(?:@.*)?")
+
+
+def image_version(image: str, component: str | None = None) -> tuple[str, tuple[int, ...] | None]:
+    """("kube-proxy" | "cni-plugins" | "", version) read from an image reference."""
+    match = _IMAGE_PARTS.fullmatch(image.strip()) if image else None
+    if not match or not match.group(2):
+        return "", None
+    name, tag = match.group(1), match.group(2)
+    if _KUBE_PROXY_IMAGE.fullmatch(name) or (_HYPERKUBE_IMAGE.fullmatch(name) and component == "kube-proxy"):
+        return "kube-proxy", parse_version(tag)
+    if _CNI_PLUGINS_IMAGE.fullmatch(name):
+        return "cni-plugins", parse_version(tag)
+    return "", None
 
 
 def command_tokens(container: yt.Node, container_path: str) -> list[tuple[str, str, str]]:
@@ -1078,6 +1204,12 @@ def proxy_from_config(root: yt.Node, owner: ConfigObject, label: str, prefix: st
     # v1alpha1 -> internal conversion: nftables.masqueradeAll in nftables mode, iptables.* otherwise
     table = "nftables" if proxy.mode == "nftables" else "iptables"
     proxy.masquerade_all = yt.as_bool(yt.get(yt.get(root, table), "masqueradeAll"))
+    addresses = yt.get(root, "nodePortAddresses")
+    if addresses is not None:
+        proxy.node_port_addresses = tuple(yt.as_str(item) for item in yt.items(addresses, "nodePortAddresses"))
+    localhost = yt.get(yt.get(root, "iptables"), "localhostNodePorts")
+    if localhost is not None:
+        proxy.localhost_node_ports = yt.as_bool(localhost)
     return proxy
 
 
@@ -1109,3 +1241,68 @@ def _json_node(data: Any) -> yt.Node:
         return yt.SequenceNode(yt.SEQ, [_json_node(v) for v in data], mark, mark)
     text = "" if data is None else json.dumps(data) if not isinstance(data, str) else data
     return yt.ScalarNode(yt.STR, text, mark, mark)
+
+
+# --- datapath facts --------------------------------------------------------------------------------
+
+# Facts a user may state (config `facts:`, `--cni-plugins-version`, `--proxy-mode`) -> DatapathFacts field.
+STATED_FACTS = {
+    "proxy-mode": "proxy_mode", "kube-proxy-version": "kube_proxy_version", "hostport": "hostport",
+    "portmap-backend": "hostport_backend", "cni-plugins-version": "cni_plugins_version",
+    "crio-version": "crio_version", "node-port-addresses": "node_port_addresses",
+    "localhost-node-ports": "localhost_node_ports", "masquerade-all": "masquerade_all",
+    "hostport-order": "hostport_order",
+}
+VERSION_FACTS = frozenset(("kube-proxy-version", "cni-plugins-version", "crio-version"))
+
+
+def agreed(found: list[tuple[Any, str]]) -> Fact | None:
+    """One value from places that all say the same; None when nothing or they disagree."""
+    if not found:
+        return None
+    values = {value for value, _ in found}
+    if len(values) != 1:
+        return None
+    places = list(dict.fromkeys(place for _, place in found))
+    more = f" and {len(places) - 1} more" if len(places) > 1 else ""
+    return Fact(values.pop(), places[0] + more)
+
+
+def by_precedence(found: list[tuple[Any, str, bool]]) -> Fact | None:
+    """Linted inputs first, objects from --cluster second."""
+    linted = [(value, place) for value, place, live in found if not live]
+    return agreed(linted) if linted else agreed([(value, place) for value, place, _ in found])
+
+
+def datapath_facts(network: NetworkConfig, stated: Iterable[tuple[str, Any, str]] = ()) -> DatapathFacts:
+    """What the inputs and the user say about how nodes handle packets; the user wins."""
+    found: dict[str, Fact | None] = {}
+    proxies = network.proxies
+    found["proxy_mode"] = agreed([(p.effective_mode, p.label) for p in proxies]) if network.proxy_mode else None
+    found["kube_proxy_version"] = by_precedence(network.kube_proxy_versions)
+    found["cni_plugins_version"] = by_precedence(network.cni_plugins_versions)
+    for name, attribute in (("node_port_addresses", "node_port_addresses"),
+                            ("localhost_node_ports", "localhost_node_ports")):
+        values = [(getattr(p, attribute), p.label) for p in proxies if getattr(p, attribute) is not None]
+        found[name] = agreed(values) if len(values) == len(proxies) else None
+    found["masquerade_all"] = agreed([(p.masquerade_all, p.label) for p in proxies])
+    runtimes = network.runtimes
+    if runtimes and all(runtime == "cri-o" for runtime, _, _ in runtimes):
+        found["hostport"] = Fact("crio", f"containerRuntimeVersion of Node {runtimes[0][2]}"
+                                         + (f" and {len(runtimes) - 1} more" if len(runtimes) > 1 else ""))
+        found["crio_version"] = agreed([(version, f"containerRuntimeVersion of Node {node}")
+                                        for _, version, node in runtimes if version is not None])
+    elif network.cni_configs:
+        configs = [c for c in network.cni_configs if not c.live] or network.cni_configs
+        found["hostport"] = agreed([("portmap" if c.has_portmap else "none", c.source) for c in configs])
+        backends = [(c.portmap_backend, c.source) for c in configs if c.has_portmap and c.portmap_backend]
+        found["hostport_backend"] = agreed(backends)
+    for name, value, source in stated:
+        attribute = STATED_FACTS[name]
+        if name in VERSION_FACTS:
+            value = parse_version(value)
+        elif isinstance(value, list):
+            value = tuple(value)
+        if value is not None:
+            found[attribute] = Fact(value, source)
+    return DatapathFacts(**{name: fact for name, fact in found.items() if fact is not None})

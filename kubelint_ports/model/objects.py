@@ -10,6 +10,9 @@ from kubelint_ports.loading import Document
 from kubelint_ports.model.placement import Node, Scheduling
 
 DEFAULT_NODE_PORT_RANGE = (30000, 32767)
+# Linux's default net.ipv4.ip_local_port_range: where the kernel picks source ports for outgoing
+# connections (Documentation/networking/ip-sysctl.rst).
+DEFAULT_EPHEMERAL_PORT_RANGE = (32768, 60999)
 WILDCARD_HOST_IP = "0.0.0.0"
 
 
@@ -21,6 +24,30 @@ class ClusterFacts:
     proxy_mode: str | None = None
     service_cidr: str | None = None
     pod_cidr: str | None = None
+    ephemeral_port_range: tuple[int, int] | None = None  # the nodes' net.ipv4.ip_local_port_range
+    cni_plugins_version: str | None = None
+    # Datapath facts the user states (config `facts:`, --cni-plugins-version, --proxy-mode):
+    # (name, value, where it is stated); model.network.datapath_facts reads them.
+    stated: tuple[tuple[str, Any, str], ...] = ()
+    pod_templates: tuple["PodTemplateKind", ...] = ()  # custom resources that embed a pod template
+
+    def datapath_statements(self) -> tuple[tuple[str, Any, str], ...]:
+        """`stated`, plus the options that have their own field (when `stated` does not hold them)."""
+        named = {name for name, _, _ in self.stated}
+        extra = tuple((name, value, f"--{name}") for name, value in
+                      (("proxy-mode", self.proxy_mode), ("cni-plugins-version", self.cni_plugins_version))
+                      if value and name not in named)
+        return extra + self.stated
+
+
+@dataclass(frozen=True, slots=True)
+class PodTemplateKind:
+    """A custom resource kind that embeds a pod template (the config's `pod-templates`)."""
+
+    group: str  # API group, e.g. "argoproj.io"
+    kind: str
+    template: str  # dotted path of the pod template (its `metadata` and `spec`), e.g. "spec.template"
+    replicas: str | int | None = "spec.replicas"  # a dotted path, a fixed count, or None: one pod per node
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,6 +95,40 @@ class SilentPort:
 
 
 @dataclass(frozen=True, slots=True)
+class DeclaredPort:
+    """One `ports` entry of any container, plain init containers included, as written: what the API
+    server validates, and what Services and probes resolve port names against."""
+
+    container: str
+    role: str  # "container", "sidecar" (an init container with restartPolicy Always) or "init"
+    field_path: str  # the entry; its keys (`name`, `hostPort`, ...) are reported below it
+    name: str
+    container_port: int | None
+    host_port: int | None  # as written (a hostNetwork template leaves it to the API's defaulting)
+    protocol: str
+    host_ip: str  # as written, "" when absent: the API server compares it literally
+
+
+@dataclass(frozen=True, slots=True)
+class PortReference:
+    """The port a probe or lifecycle hook connects to: a number, or the name of a declared port."""
+
+    container: str
+    source: str  # "livenessProbe", "lifecycle.preStop", ...
+    field_path: str  # the `port` key
+    value: int | str  # ill-typed or out-of-range values are `InvalidPort`s instead
+
+
+@dataclass(frozen=True, slots=True)
+class ServiceAddress:
+    """An address kube-proxy accepts a Service's ports on besides its ClusterIP."""
+
+    ip: str
+    field_path: str
+    label: str  # "externalIP", "loadBalancerIP", "load-balancer ingress IP"
+
+
+@dataclass(frozen=True, slots=True)
 class InvalidPort:
     field_path: str
     message: str
@@ -89,10 +150,13 @@ class Workload:
     live: bool = False  # read from --cluster: already running, never the subject of a finding
     container_ports: tuple[ContainerPort, ...] = ()
     silent_ports: tuple[SilentPort, ...] = ()  # hostNetwork pods only
+    declared_ports: tuple[DeclaredPort, ...] = ()  # every container's, plain init containers included
+    port_references: tuple[PortReference, ...] = ()  # probes and lifecycle hooks
 
     @property
     def is_daemonset(self) -> bool:
-        return self.ref.kind == "DaemonSet"
+        """One pod per eligible node: a DaemonSet, or a custom kind that behaves like one."""
+        return self.replicas is None
 
     @property
     def pods(self) -> str:
@@ -138,6 +202,7 @@ class Service:
     invalid_ports: tuple[InvalidPort, ...] = ()
     live: bool = False
     labels: Any = None  # metadata.labels as plain data (declarative policies read them)
+    addresses: tuple[ServiceAddress, ...] = ()  # externalIPs and load-balancer IPs
 
     @property
     def is_headless(self) -> bool:
@@ -170,8 +235,11 @@ class Cluster:
     # kube-proxy mode when known ("ipvs", "iptables", "nftables"); None when unknown.
     proxy_mode: str | None = None
     network: Any = None  # kube-proxy / CIDR configuration found in the inputs (model.network)
+    datapath: Any = None  # model.datapath.Datapath: who receives a packet on the nodes
+    ephemeral_port_range: tuple[int, int] = DEFAULT_EPHEMERAL_PORT_RANGE
     allocation: Any = field(default=None, repr=False)  # model.allocation, built on first use
     _node_ports: dict[int, list[tuple[Service, NodePortClaim]]] | None = field(default=None, repr=False)
+    selection: Any = field(default=None, repr=False)  # model.selection, built on first use
 
     def node_ports_by_number(self) -> dict[int, list[tuple[Service, NodePortClaim]]]:
         """Every nodePort claim indexed by port number (how the allocator counts them)."""
@@ -189,6 +257,21 @@ class Cluster:
             for claim in workload.claims:
                 yield workload, claim
 
+    def has_endpoints(self, service: Service) -> bool | None:
+        """True when a workload among the inputs matches the Service's selector (its pods are the
+        endpoints), False when all of them are scaled to zero, None when nothing says (no selector,
+        or pods outside the inputs)."""
+        if not service.selector:
+            return None
+        matched = False
+        for workload in self.workloads:
+            if workload.ref.namespace == service.ref.namespace and all(
+                    workload.pod_labels.get(key) == value for key, value in service.selector.items()):
+                if workload.replicas != 0:
+                    return True
+                matched = True
+        return False if matched else None  # every matching workload scaled to zero: no endpoints
+
     def in_node_port_range(self, port: int) -> bool:
         low, high = self.node_port_range
         return low <= port <= high
@@ -196,3 +279,7 @@ class Cluster:
     @property
     def node_port_range_text(self) -> str:
         return "{}-{}".format(*self.node_port_range)
+
+    @property
+    def ephemeral_port_range_text(self) -> str:
+        return "{}-{}".format(*self.ephemeral_port_range)

@@ -341,6 +341,25 @@ def eligible_nodes(scheduling: Scheduling, nodes: Sequence[Node], *, daemonset: 
 
 # --- reasoning without an inventory ---------------------------------------------------------
 
+# Well-known labels with the value nearly every node has: a selector on them keeps a pod off almost
+# no node, so without an inventory it proves nothing about where a DaemonSet does not run
+# (node-exporter's `kubernetes.io/os: linux` DaemonSet still runs beside a pod without a selector).
+# Other well-known labels do separate pools: kubernetes.io/hostname pins a node, and zone, region,
+# instance-type and node-role labels differ between nodes. In a mixed-architecture or Windows
+# cluster, pass --nodes: the inventory decides then.
+UBIQUITOUS_LABELS = {
+    "kubernetes.io/os": frozenset(("linux",)),
+    "beta.kubernetes.io/os": frozenset(("linux",)),
+    "kubernetes.io/arch": frozenset(("amd64", "arm64")),
+    "beta.kubernetes.io/arch": frozenset(("amd64", "arm64")),
+}
+
+
+def constraining(selector: Mapping[str, str]) -> dict[str, str]:
+    """The part of a nodeSelector that keeps pods off some nodes (ubiquitous labels dropped)."""
+    return {key: value for key, value in selector.items() if value not in UBIQUITOUS_LABELS.get(key, ())}
+
+
 def _term_pin(term: NodeSelectorTerm) -> str | None:
     names = {r.values[0] for r in term.match_expressions
              if r.key == HOSTNAME_LABEL and r.operator == "In" and len(r.values) == 1}

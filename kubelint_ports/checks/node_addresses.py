@@ -1,0 +1,138 @@
+"""Addresses that belong to nodes (the inventory's `status.addresses`): a Service exposed on a
+node's own address, and a hostPort bound to an address its nodes do not have."""
+
+from __future__ import annotations
+
+import ipaddress
+from collections import defaultdict
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from kubelint_ports.checks import Hit, Related, register
+from kubelint_ports.checks.node_model import node_list, selects_itself
+from kubelint_ports.model import Cluster
+from kubelint_ports.model.allocation import allocate
+from kubelint_ports.model.objects import WILDCARD_HOST_IP
+
+MAX_RELATED = 10
+
+
+def normal(ip: str) -> str:
+    """One spelling per address (`::0:1` and `::1` are one IPv6 address)."""
+    try:
+        return str(ipaddress.ip_address(ip.strip()))
+    except ValueError:
+        return ip.strip()
+
+
+def address_owners(cluster: Cluster) -> dict[str, list[str]]:
+    """Node address -> the names of the nodes that have it."""
+    owners: dict[str, list[str]] = defaultdict(list)
+    for node in cluster.nodes or ():
+        for _, address in node.addresses:
+            owners[normal(address)].append(node.name)
+    return owners
+
+
+# --- external-ip-host-port-collision ---------------------------------------------------------------
+
+@register("external-ip-host-port-collision", cross_object=True)
+def external_ip_host_port_collision(cluster: Cluster, params: Mapping[str, Any]) -> Iterator[Hit]:
+    """kube-proxy accepts a Service's `port` on its externalIPs and load-balancer IPs (iptables,
+    IPVS and nftables alike) and DNATs it to the endpoints before any socket of the node sees it."""
+    if not cluster.nodes:
+        return
+    owners = address_owners(cluster)
+    allocation = allocate(cluster)
+    silent = defaultdict(list)
+    for workload in cluster.workloads:
+        for port in workload.silent_ports:
+            silent[port.port].append((workload, port))
+    for service in cluster.services:
+        if service.is_headless or service.type == "ExternalName":
+            continue
+        for address in service.addresses:
+            nodes = owners.get(normal(address.ip))
+            if not nodes:
+                continue
+            for port in service.ports:
+                if port.port is None:
+                    continue
+                victims = []
+                for claimant in allocation.groups.get((port.protocol, port.port), ()):
+                    workload, claim = claimant.workload, claimant.claim
+                    if claim.host_ip not in (WILDCARD_HOST_IP, address.ip) or \
+                            selects_itself(service, port, workload, claim):
+                        continue
+                    if shared := [n for n in allocation.eligible(workload) if n in nodes]:
+                        noun = "the hostPort pod" if claim.via == "hostPort" else "hostNetwork"
+                        victims.append((workload, claim.field_path, claim.via, shared, f"{noun} {workload.ref}"))
+                for workload, silent_port in silent.get(port.port, ()) if port.protocol == "TCP" else ():
+                    if silent_port.address and silent_port.address != address.ip:
+                        continue
+                    if shared := [n for n in allocation.eligible(workload) if n in nodes]:
+                        victims.append((workload, silent_port.field_path, "hostNetwork", shared,
+                                        f"hostNetwork {workload.ref} ({silent_port.source})"))
+                if victims:
+                    yield from collision_hits(service, port, address, victims)
+
+
+def collision_hits(service, port, address, victims) -> Iterator[Hit]:
+    workload, _, via, shared, label = victims[0]
+    more = f" (and {len(victims) - 1} more)" if len(victims) > 1 else ""
+    if any(v[2] == "hostNetwork" for v in victims):
+        variant = "host-network"
+        outcome = (f"the process there loses every connection addressed to {address.ip}:{port.port}, which "
+                   f"kube-proxy sends to {service.ref.name}'s endpoints")
+    else:
+        variant = "host-port"
+        outcome = (f"kube-proxy's rule and the portmap DNAT both claim {address.ip}:{port.port}; whichever comes "
+                   f"first in the nat table wins, and with CNI plugins >= 0.7.5 portmap's jump is appended after "
+                   f"kube-proxy's, so the hostPort pod loses those connections [inferred from rule order]")
+    message = (f"{address.label} {address.ip}:{port.port}/{port.protocol} is a host port of node "
+               f"{node_list(shared)}: {address.ip} is the node's own address and {label}{more} uses port {port.port} "
+               f"there; {outcome}. Expose the Service on an address no node owns, or move one of the two ports.")
+    related = (Related(service, address.field_path, f"{address.label} {address.ip} of {service.ref}"),)
+    related += tuple(Related(w, path, f"port {port.port} of {text}") for w, path, _, _, text in victims[:MAX_RELATED])
+    if not service.live:
+        yield Hit(service, f"{port.field_path}.port", message, related, variant=variant, port=port.port)
+        return
+    for victim, path, _, _, _ in victims:
+        if not victim.live:
+            yield Hit(victim, path, message, (Related(service, f"{port.field_path}.port",
+                                                      f"port {port.port} of {service.ref}"),),
+                      variant=variant, port=port.port)
+
+
+# --- host-ip-not-on-node ------------------------------------------------------------------------------
+
+@register("host-ip-not-on-node", cross_object=True)
+def host_ip_not_on_node(cluster: Cluster, params: Mapping[str, Any]) -> Iterator[Hit]:
+    if not cluster.nodes:
+        return
+    owners = address_owners(cluster)
+    allocation = allocate(cluster)
+    for workload, claim in cluster.host_claims():
+        if claim.via != "hostPort" or not specific_address(claim.host_ip):
+            continue
+        eligible = allocation.eligible(workload)
+        holders = owners.get(normal(claim.host_ip), [])
+        if not eligible or set(eligible) & set(holders):
+            continue
+        elsewhere = f"it belongs to {node_list(holders)}, where this pod cannot run" if holders else \
+            "no node in the inventory has it"
+        yield Hit(workload, f"{claim.field_path.rpartition('.')[0]}.hostIP", (
+            f"hostIP {claim.host_ip} is on none of the nodes this pod may run on: {elsewhere}, and the portmap "
+            f"DNAT for hostPort {claim.port}/{claim.protocol} matches only packets sent to {claim.host_ip}, so on "
+            f"{node_list(list(eligible))} the hostPort receives nothing. Use an address those nodes have, or leave "
+            f"hostIP out; if it is a floating address the inventory does not list (a keepalived VIP), accept this "
+            f"finding with an annotation."), port=claim.port)
+
+
+def specific_address(host_ip: str) -> bool:
+    """A hostIP naming one address: not a wildcard, not loopback (every node has those)."""
+    try:
+        address = ipaddress.ip_address(host_ip.strip())
+    except ValueError:
+        return False
+    return not (address.is_unspecified or address.is_loopback)

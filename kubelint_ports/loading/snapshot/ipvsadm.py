@@ -1,0 +1,44 @@
+"""`ipvsadm -Sn` (or `ipvsadm-save -n`) -> IPVS virtual services with their real servers.
+
+`-A -t 10.96.0.1:443 -s rr` declares a service, `-a -t 10.96.0.1:443 -r 10.0.0.1:6443 -m -w 1`
+adds a real server (ipvsadm `ipvsadm.c`, `print_service_entry` with FMT_RULE). `-t` is TCP, `-u`
+UDP, `--sctp-service` SCTP; `-f` fwmark services have no address.
+"""
+
+from __future__ import annotations
+
+from kubelint_ports.findings import Diagnostic, Location
+from kubelint_ports.loading.snapshot.records import VirtualServer
+from kubelint_ports.loading.snapshot.ss import split_host_port
+
+PROTOCOL_FLAGS = {"-t": "tcp", "--tcp-service": "tcp", "-u": "udp", "--udp-service": "udp", "--sctp-service": "sctp"}
+
+
+def read_ipvsadm(text: str, path: str) -> tuple[list[VirtualServer], list[Diagnostic]]:
+    services: dict[tuple[str, str], VirtualServer] = {}
+    real: dict[tuple[str, str], list[str]] = {}
+    for number, line in enumerate(text.splitlines(), start=1):
+        fields = line.split()
+        if not fields:
+            continue
+        if fields[0] not in ("-A", "-a") or len(fields) < 3:
+            return [], [Diagnostic(Location(path, number, 1), f"not a line of `ipvsadm -Sn`: {line[:80]!r}")]
+        if fields[1] == "-f" or fields[1] == "--fwmark-service":
+            continue
+        protocol = PROTOCOL_FLAGS.get(fields[1])
+        address, port = split_host_port(fields[2])
+        if protocol is None or port is None:
+            return [], [Diagnostic(Location(path, number, 4), (
+                f"{' '.join(fields[1:3])!r} is not PROTOCOL ADDRESS:PORT (was ipvsadm run with -n?)"))]
+        key = (protocol, fields[2])
+        if fields[0] == "-A":
+            services[key] = VirtualServer(number, len(line) + 1, protocol, address, port)
+            real[key] = []
+        else:
+            if key not in services:
+                return [], [Diagnostic(Location(path, number, 1), f"real server for {fields[2]}, which no `-A` line "
+                                                                  f"declares before it")]
+            if "-r" in fields:
+                real[key].append(fields[fields.index("-r") + 1])
+    return [VirtualServer(s.line, s.end_column, s.protocol, s.address, s.port, tuple(real[key]))
+            for key, s in services.items()], []

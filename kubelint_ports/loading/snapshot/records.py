@@ -1,0 +1,175 @@
+"""What the node-snapshot readers produce: the dumps' records, each with the line it came from.
+
+Records stay close to the tools' words (a rule's target, a socket's local address); what they
+mean for a packet is the model's business (`model/node_state.py`). Every record keeps its 1-based
+line, and `Place` turns that into a finding location, so a finding opens the dump at the rule.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from kubelint_ports.findings import Location
+
+
+@dataclass(frozen=True, slots=True)
+class Place:
+    """A line of a dump file: the `document` of a snapshot finding (the engine asks it where).
+
+    Manifests' documents resolve a field path to a YAML node; a dump line is already the place, so
+    the field path only names the fact (it feeds the finding's fingerprint). `root` is None: a
+    dump has no annotations to suppress a finding with.
+    """
+
+    path: str
+    line: int
+    column: int = 1
+    end_column: int = 0
+    origin: str = ""
+    root: None = None
+
+    def location(self, field_path: str = "", message: str = "") -> Location:
+        return Location(self.path, self.line, self.column, self.line, self.end_column or self.column + 1, message)
+
+
+@dataclass(slots=True)
+class Rule:
+    """One rule as iptables-save prints it (or an nft rule reduced to the same facts).
+
+    Fields are None/empty when the rule does not match on them. `negated` holds the option names
+    written with `!` before them (`-s`, `--match-set`).
+    """
+
+    line: int
+    chain: str
+    end_column: int
+    protocol: str = ""
+    source: str = ""
+    destination: str = ""
+    in_interface: str = ""
+    dst_local: bool = False  # -m addrtype --dst-type LOCAL, nft `fib daddr type local`
+    dports: tuple[tuple[int, int], ...] = ()  # inclusive ranges, from --dport/--dports/`th dport`
+    match_sets: tuple[tuple[str, str], ...] = ()  # (set name, flags such as "dst,dst")
+    comment: str = ""
+    target: str = ""  # -j / -g target, or an nft verdict ("jump X", "dnat", "reject")
+    goto: bool = False
+    to_destination: str = ""  # DNAT --to-destination / nft `dnat to`
+    negated: frozenset[str] = frozenset()
+    modules: tuple[str, ...] = ()
+    column: int = 1  # where the rule starts (nft text is indented; `nft -j` is one long line)
+
+    def matches_port(self, port: int) -> bool:
+        return not self.dports or any(low <= port <= high for low, high in self.dports)
+
+
+@dataclass(slots=True)
+class Chain:
+    name: str
+    line: int  # the `:NAME POLICY` declaration (iptables) or `chain NAME {` (nft)
+    policy: str = ""
+    rules: list[Rule] = field(default_factory=list)
+    hook: str = ""  # nft base chains: prerouting, output, ...
+    priority: int | None = None
+
+
+@dataclass(slots=True)
+class Table:
+    name: str  # iptables: nat, filter, ...; nft: "ip kube-proxy" (family and name)
+    line: int
+    chains: dict[str, Chain] = field(default_factory=dict)
+    # nft sets and maps: name -> (declaration line, elements as written, element lines)
+    sets: dict[str, "NamedSet"] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class NamedSet:
+    name: str
+    line: int
+    kind: str = ""  # ipset type (hash:ip,port) or "set"/"map" for nft
+    members: list[tuple[str, int]] = field(default_factory=list)  # (member text, line)
+
+
+@dataclass(slots=True)
+class Ruleset:
+    """An iptables-save dump, or the tables of an nft ruleset."""
+
+    path: str
+    tool: str  # "iptables-save", "iptables -S", "nft", "nft -j"
+    backend: str = ""  # "legacy", "nf_tables", or "" when the dump does not say
+    tables: dict[str, Table] = field(default_factory=dict)
+    # A line saying the other backend holds tables this dump lacks (iptables-nft's warning).
+    other_backend_line: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Listener:
+    """A listening socket from `ss -tlnup`."""
+
+    line: int
+    end_column: int
+    protocol: str  # tcp, udp
+    address: str  # "0.0.0.0", "::", "127.0.0.1", "*"
+    port: int
+    processes: tuple[tuple[str, int], ...] = ()  # (name, pid)
+
+
+@dataclass(frozen=True, slots=True)
+class Address:
+    """An address of a node interface from `ip -o addr`."""
+
+    line: int
+    end_column: int
+    interface: str
+    address: str
+    prefix: int
+
+
+@dataclass(frozen=True, slots=True)
+class Lease:
+    """A host-local IPAM reservation: /var/lib/cni/networks/<network>/<ip> holds the container ID."""
+
+    line: int
+    end_column: int
+    network: str
+    address: str
+    container_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class Sandbox:
+    """A pod sandbox from `crictl pods -o json`."""
+
+    line: int
+    end_column: int
+    id: str
+    name: str
+    namespace: str
+    state: str  # SANDBOX_READY, SANDBOX_NOTREADY
+
+
+@dataclass(frozen=True, slots=True)
+class VirtualServer:
+    """An IPVS virtual service from `ipvsadm -Sn` (`-A -t 10.96.0.1:443 -s rr`), with its real servers."""
+
+    line: int
+    end_column: int
+    protocol: str  # tcp, udp, sctp
+    address: str
+    port: int
+    real_servers: tuple[str, ...] = ()
+
+
+@dataclass(slots=True)
+class SnapshotFile:
+    """One file of a snapshot directory, read: its kind and its records."""
+
+    path: str
+    kind: str  # a key of `detect.KINDS`
+    ruleset: Ruleset | None = None
+    sets: dict[str, NamedSet] = field(default_factory=dict)  # ipset list
+    listeners: list[Listener] = field(default_factory=list)
+    addresses: list[Address] = field(default_factory=list)
+    leases: list[Lease] = field(default_factory=list)
+    sandboxes: list[Sandbox] = field(default_factory=list)
+    virtual_servers: list[VirtualServer] = field(default_factory=list)
+    sysctls: dict[str, tuple[str, int]] = field(default_factory=dict)

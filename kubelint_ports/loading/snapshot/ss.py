@@ -1,0 +1,57 @@
+"""`ss -Htlnup` (or `ss -tlnup`, `ss -ltnp`, with or without -H) -> listening sockets.
+
+Columns (iproute2 `misc/ss.c`): Netid State Recv-Q Send-Q Local:Port Peer:Port [Process], Netid
+only with both -t and -u. A local address may carry `%interface` and IPv6 addresses are bracketed:
+`0.0.0.0:30584`, `*:22`, `[::]:22`, `127.0.0.53%lo:53`, `[::ffff:10.0.0.1]:80`.
+"""
+
+from __future__ import annotations
+
+import re
+
+from kubelint_ports.findings import Diagnostic, Location
+from kubelint_ports.loading.snapshot.records import Listener
+
+STATES = frozenset(("LISTEN", "UNCONN"))
+_PROCESS = re.compile(r'\("((?:[^"\\]|\\.)*)",pid=(\d+)')
+_HEADER = re.compile(r"(Netid\s+)?State\s+Recv-Q\s+Send-Q\s+Local Address:Port")
+
+
+def read_ss(text: str, path: str) -> tuple[list[Listener], list[Diagnostic]]:
+    listeners: list[Listener] = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip() or _HEADER.match(line):
+            continue
+        fields = line.split()
+        if fields[0] in ("tcp", "udp", "sctp", "raw", "u_str", "u_dgr", "u_seq", "nl", "p_raw", "p_dgr", "v_str",
+                         "v_dgr", "mptcp", "tipc", "xdp"):
+            protocol, fields = fields[0], fields[1:]
+        else:
+            protocol = ""
+        if len(fields) < 5 or fields[0] not in STATES or not fields[1].isdigit() or not fields[2].isdigit():
+            return listeners, [Diagnostic(Location(path, number, 1), (
+                f"not a line of `ss -tlnup`: {line[:80]!r} (expected State Recv-Q Send-Q Local:Port Peer:Port "
+                f"[Process])"))]
+        if not protocol:
+            protocol = "tcp" if fields[0] == "LISTEN" else "udp"
+        if protocol not in ("tcp", "udp", "sctp"):
+            continue
+        address, port = split_host_port(fields[3])
+        if port is None:
+            return listeners, [Diagnostic(Location(path, number, line.find(fields[3]) + 1),
+                                          f"{fields[3]!r} is not ADDRESS:PORT (was ss run with -n?)")]
+        processes = tuple((name, int(pid)) for name, pid in _PROCESS.findall(" ".join(fields[5:])))
+        listeners.append(Listener(number, len(line) + 1, protocol, address, port, processes))
+    return listeners, []
+
+
+def split_host_port(text: str) -> tuple[str, int | None]:
+    host, _, port = text.rpartition(":")
+    if not port.isdigit():
+        return text, None
+    host = host.split("%", 1)[0]
+    if host.startswith("["):
+        host = host[1:].split("]", 1)[0]
+        if host.startswith("::ffff:") and "." in host:
+            host = host[7:]
+    return host or "*", int(port)

@@ -1,0 +1,63 @@
+"""Which workloads a Service selects, and which container port each of its ports leads to: what
+the EndpointSlice controller decides for every pod (kubernetes/kubernetes
+staging/src/k8s.io/endpointslice/util `FindPort`; a Service without a selector gets no managed
+endpoints at all).
+
+Workloads are indexed by (namespace, label key, value), so finding a Service's workloads costs
+the size of its smallest label group, never a walk over every workload of the cluster.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+from kubelint_ports.model.objects import Cluster, DeclaredPort, Service, Workload
+
+
+@dataclass(slots=True)
+class Selection:
+    by_label: dict[tuple[str, str, str], list[Workload]] = field(default_factory=dict)
+    _selected: dict[int, list[Workload]] = field(default_factory=dict)
+
+    def selected(self, service: Service) -> list[Workload]:
+        """The workloads whose pods the Service's selector matches, in input order."""
+        key = id(service)
+        if key not in self._selected:
+            self._selected[key] = self._match(service)
+        return self._selected[key]
+
+    def _match(self, service: Service) -> list[Workload]:
+        if not service.selector or service.type == "ExternalName":
+            return []
+        groups = [self.by_label.get((service.ref.namespace, k, v), []) for k, v in sorted(service.selector.items())]
+        smallest = min(groups, key=len)
+        return [workload for workload in smallest
+                if all(workload.pod_labels.get(k) == v for k, v in service.selector.items())]
+
+
+def selection(cluster: Cluster) -> Selection:
+    """The cluster's selection index, built once per run."""
+    if cluster.selection is None:
+        by_label: dict[tuple[str, str, str], list[Workload]] = defaultdict(list)
+        for workload in cluster.workloads:
+            for key, value in workload.pod_labels.items():
+                by_label[(workload.ref.namespace, key, value)].append(workload)
+        cluster.selection = Selection(dict(by_label))
+    return cluster.selection
+
+
+def serving_ports(workload: Workload) -> list[DeclaredPort]:
+    """Ports of the containers that run beside the pod's life: regular containers, then sidecars
+    (the order FindPort searches them); plain init containers have exited."""
+    ports = workload.declared_ports
+    return [p for p in ports if p.role == "container"] + [p for p in ports if p.role == "sidecar"]
+
+
+def port_named(workload: Workload, name: str, protocol: str) -> DeclaredPort | None:
+    """The port a named targetPort resolves to in this workload's pods: same name AND protocol."""
+    return next((p for p in serving_ports(workload) if p.name == name and p.protocol == protocol), None)
+
+
+def ports_numbered(workload: Workload, number: int) -> list[DeclaredPort]:
+    return [p for p in serving_ports(workload) if p.container_port == number]

@@ -1,0 +1,281 @@
+"""What users bring from ruff and kube-linter: headlines that fit, --explain, --quiet,
+--statistics, --select/--ignore, NO_COLOR/FORCE_COLOR; missing inputs and empty standard input
+as input errors; baselines that survive a new sidecar."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from kubelint_ports.cli import app
+from kubelint_ports.formatters.text import WIDTH
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLES = ROOT / "examples"
+
+AGENT = """\
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: agent, namespace: ops}
+spec:
+  template:
+    spec:
+      containers:
+        - name: agent
+          ports:
+            - containerPort: 31123
+              hostPort: 31123
+---
+apiVersion: v1
+kind: Service
+metadata: {name: svc, namespace: ops}
+spec:
+  type: NodePort
+  ports: [{port: 80, nodePort: 31123}]
+"""
+SIDECAR = """\
+        - name: mesh-proxy
+          ports:
+            - containerPort: 15001
+"""
+
+
+def run(*args: str, input: str | bytes | None = None, env: dict | None = None):
+    return CliRunner().invoke(app, list(args), input=input, env=env)
+
+
+@pytest.fixture
+def manifest(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "app.yaml").write_text(AGENT)
+    return tmp_path / "app.yaml"
+
+
+# --- text output -----------------------------------------------------------------------------------
+
+def finding_lines(text: str) -> list[str]:
+    return [line for line in text.splitlines() if line.startswith("  ") and not line.startswith("      ")]
+
+
+def test_headlines_fit_120_columns_grouped_by_file(monkeypatch):
+    monkeypatch.chdir(ROOT)
+    text = run("lint", "examples/", "--nodes", "examples/inventory/nodes.yaml").stdout
+    data = json.loads(run("lint", "examples/", "--nodes", "examples/inventory/nodes.yaml", "--format", "json").stdout)
+    lines = finding_lines(text)
+    assert len(lines) == len(data["findings"]) and lines
+    assert max(len(line) for line in text.splitlines()[:-1]) <= WIDTH  # all but the hint
+    headers = [line for line in text.splitlines() if line.startswith("examples/")]
+    assert headers == sorted(set(headers)) == sorted({f["file"] for f in data["findings"]}), "each file once"
+    for line, finding in zip(lines, data["findings"]):
+        place, severity, rule, claim = line.split(maxsplit=3)
+        assert (place, severity, rule) == (f"{finding['line']}:{finding['column']}", finding["severity"], finding["rule"])
+        assert finding["message"].startswith(claim.removesuffix("…"))
+        assert claim.endswith("…") or finding["message"] == claim or finding["message"].startswith(claim + ": ")
+
+
+def test_explain_shows_the_explanation_object_and_related_places(manifest):
+    plain = run("lint", "app.yaml").stdout
+    assert "portmap" not in plain and "Run with -v" in plain
+    explained = run("lint", "app.yaml", "-v").stdout
+    assert explained == run("lint", "app.yaml", "--explain").stdout
+    assert "  11:15  error    KP201  hostPort 31123/TCP collides with nodePort 31123 of ops/Service/svc\n" \
+        in explained
+    assert "      on every node this pod runs on, this pod gets it" in explained
+    assert "      KP201 host-port-node-port-collision on ops/Deployment/agent\n" in explained
+    assert "      app.yaml:18:22: nodePort 31123 of ops/Service/svc\n" in explained
+    assert "Run with -v" not in explained
+    assert max(len(line) for line in explained.splitlines()) <= WIDTH
+
+
+def test_a_message_without_a_claim_is_cut_with_an_ellipsis():
+    import io
+
+    from kubelint_ports.findings import Finding, Location, ObjectRef, Report, Severity
+    from kubelint_ports.formatters import FormatOptions
+    from kubelint_ports.formatters.text import format_report
+
+    message = "word " * 60 + "the-end"
+    finding = Finding(Location("a.yaml", 3, 5), "KP101", "host-port", Severity.WARNING, message.strip(),
+                      ObjectRef("v1", "Pod", "", "p"))
+    for explain in (False, True):
+        out = io.StringIO()
+        format_report(Report([finding], [], ()), out, FormatOptions(explain=explain))
+        headline = out.getvalue().splitlines()[1]
+        assert WIDTH - 5 <= len(headline) <= WIDTH and headline.endswith(" word…")
+        assert ("word the-end\n" in out.getvalue()) is explain
+
+
+def test_quiet_prints_findings_only(manifest):
+    quiet = run("lint", "app.yaml", "-q")
+    assert quiet.exit_code == 1
+    assert quiet.stdout.splitlines()[0] == "app.yaml" and "error" in quiet.stdout
+    assert "in 2 objects" not in quiet.stdout and "Run with -v" not in quiet.stdout
+    assert run("lint", "app.yaml", "-q", "--select", "KP204").stdout == ""  # nothing found: nothing printed
+    baseline = manifest.parent / "b.json"
+    assert run("lint", "app.yaml", "-q", "--write-baseline", str(baseline)).stderr == ""
+
+
+def test_statistics_text_and_json(manifest):
+    text = run("lint", "app.yaml", "--statistics").stdout
+    assert text.splitlines()[:3] == ["     1  KP101  warning  host-port",
+                                     "     1  KP102  warning  host-port-in-node-port-range",
+                                     "     1  KP201  error    host-port-node-port-collision"]
+    data = json.loads(run("lint", "app.yaml", "--statistics", "--format", "json").stdout)
+    assert data["statistics"][2] == {"rule": "KP201", "name": "host-port-node-port-collision", "severity": "error",
+                                     "count": 1}
+    assert "findings" not in data and data["summary"]["error"] == 1
+    refused = run("lint", "app.yaml", "--statistics", "--format", "sarif")
+    assert refused.exit_code == 2 and "--statistics" in refused.output
+
+
+@pytest.mark.parametrize("env, flag, colored", [
+    ({}, None, False), ({"FORCE_COLOR": "1"}, None, True), ({"FORCE_COLOR": "0"}, None, False),
+    ({"NO_COLOR": "1", "FORCE_COLOR": "1"}, None, False), ({"NO_COLOR": ""}, None, False),
+    ({"NO_COLOR": "1"}, "--color", True), ({"FORCE_COLOR": "1"}, "--no-color", False)])
+def test_no_color_and_force_color(manifest, env, flag, colored):
+    env = {"NO_COLOR": None, "FORCE_COLOR": None, **env}
+    result = run("lint", "app.yaml", *([flag] if flag else []), env=env)
+    assert ("\033[" in result.stdout) is colored
+
+
+def test_force_color_never_colors_a_report_file(manifest):
+    run("lint", "app.yaml", "-o", "out.txt", env={"FORCE_COLOR": "1", "NO_COLOR": None})
+    assert "\033[" not in (manifest.parent / "out.txt").read_text()
+
+
+# --- --select / --ignore -----------------------------------------------------------------------------
+
+def rules_found(*args: str) -> set[str]:
+    result = run("lint", "app.yaml", "--format", "json", *args)
+    assert result.exit_code in (0, 1), result.output
+    return {f["rule"] for f in json.loads(result.stdout)["findings"]}
+
+
+def test_select_and_ignore_by_id_name_prefix_and_comma(manifest):
+    assert rules_found() == {"KP101", "KP102", "KP201"}
+    assert rules_found("--select", "KP201") == {"KP201"}
+    assert rules_found("--select", "host-port,kp102") == {"KP101", "KP102"}
+    assert rules_found("--select", "KP1", "--select", "KP2") == {"KP101", "KP102", "KP201"}
+    assert rules_found("--select", "KP1") == {"KP101", "KP102"}
+    assert rules_found("--ignore", "KP1") == {"KP201"}
+    assert rules_found("--select", "all", "--ignore", "host-port-node-port-collision,KP101") == {"KP102"}
+    assert run("lint", "app.yaml", "--select", "KP201").exit_code == 1
+    assert run("lint", "app.yaml", "--ignore", "KP2").exit_code == 0
+
+
+@pytest.mark.parametrize("option", ["--select", "--ignore"])
+def test_unknown_rule_in_select_is_a_usage_error(manifest, option):
+    result = run("lint", "app.yaml", option, "KP101,hots-port")
+    assert result.exit_code == 2 and "unknown rule or rule prefix 'hots-port'" in result.output
+
+
+def test_config_select_and_ignore(manifest):
+    config = manifest.parent / ".kubelint-ports.yaml"
+    config.write_text("select: [KP1, KP201]\nignore: [host-port]\n")
+    assert rules_found() == {"KP102", "KP201"}
+    assert rules_found("--select", "KP2") == {"KP201"}, "the command line's select replaces the config's"
+    assert rules_found("--ignore", "KP102") == {"KP201"}, "ignores add up"
+    import yaml
+
+    effective = yaml.safe_load(run("config").stdout)
+    assert effective["select"] == ["KP1", "KP201"] and set(effective["rules"]) == {
+        "KP102", "KP103", "KP104", "KP105", "KP106", "KP201"}
+    config.write_text("select: [KP101]\nignore:\n  - KP102\n  - nope\n")
+    result = run("lint", "app.yaml")
+    assert result.exit_code == 2 and ".kubelint-ports.yaml:4: ignore.1: unknown rule" in result.output
+    config.write_text("select: KP101\n")
+    result = run("lint", "app.yaml")
+    assert result.exit_code == 2 and ".kubelint-ports.yaml:1: select:" in result.output
+
+
+# --- inputs that are not there --------------------------------------------------------------------
+
+def test_missing_file_points_at_the_command_line(manifest):
+    result = run("lint", "nope.yaml", "app.yaml")
+    assert result.exit_code == 2
+    assert result.stdout.splitlines()[0] == "command line: input-error no such file or directory 'nope.yaml'"
+    assert "KP201" in result.stdout, "the other inputs are still linted"
+    assert ":0:0" not in result.stdout
+    nodes = run("lint", "app.yaml", "--nodes", "inventory.yaml")
+    assert nodes.exit_code == 2 and "command line: input-error no such file or directory 'inventory.yaml'" in nodes.stdout
+
+
+def test_missing_path_in_the_config_names_its_line(manifest):
+    (manifest.parent / ".kubelint-ports.yaml").write_text("paths:\n  - app.yaml\n  - charts/\n")
+    result = run("lint")
+    assert result.exit_code == 2
+    assert ".kubelint-ports.yaml:3: paths.1: no such file or directory 'charts/'" in result.output
+    assert run("lint", "app.yaml").exit_code == 1, "paths on the command line replace the config's"
+
+
+@pytest.mark.parametrize("data", ["", "\n\n"])
+def test_empty_standard_input_is_an_input_error_and_a_warning(data):
+    result = run("lint", "-", input=data)
+    assert result.exit_code == 2
+    assert "<stdin>: input-error standard input is empty" in result.stdout
+    assert result.stderr.startswith("kubelint-ports: warning: standard input is empty")
+    sarif = run("lint", "-", "--format", "sarif", input=data)
+    assert sarif.exit_code == 2 and "did the command before the pipe fail?" in sarif.stderr
+
+
+def test_failed_pipe_does_not_pass_silently(tmp_path):
+    """`false | kubelint-ports lint -` as a shell runs it."""
+    import shutil
+    import subprocess
+    import sys
+
+    shell = shutil.which("sh")
+    if shell is None:
+        pytest.skip("no POSIX shell")
+    done = subprocess.run([shell, "-c", f'false | "{sys.executable}" -m kubelint_ports lint -'],
+                          capture_output=True, text=True, cwd=tmp_path)
+    assert done.returncode == 2 and "standard input is empty" in done.stderr
+
+
+# --- baselines ------------------------------------------------------------------------------------
+
+def test_baseline_survives_a_sidecar_and_reordered_ports(manifest):
+    baseline = manifest.parent / "baseline.json"
+    assert run("lint", "app.yaml", "--write-baseline", str(baseline)).exit_code == 0
+    entries = json.loads(baseline.read_text())
+    assert entries["version"] == 2
+    assert {e["fieldPath"] for e in entries["findings"]} == {
+        "spec.template.spec.containers[agent].ports[31123/TCP].hostPort"}
+    manifest.write_text(AGENT.replace("      containers:\n", "      containers:\n" + SIDECAR)
+                        .replace("          ports:\n            - containerPort: 31123",
+                                 "          ports:\n            - containerPort: 8080\n            - containerPort: 31123"))
+    result = run("lint", "app.yaml", "--baseline", str(baseline), "--format", "json")
+    assert result.exit_code == 0, result.stdout
+    findings = json.loads(result.stdout)["findings"]
+    assert {f["fieldPath"] for f in findings} == {"spec.template.spec.containers[1].ports[1].hostPort"}
+    assert all(f["suppressed"] == "in the baseline" for f in findings)
+
+
+def test_version_1_baselines_still_match_with_a_note(manifest):
+    from kubelint_ports.engine import lint_paths
+
+    report = lint_paths(["app.yaml"])
+    old = {"version": 1, "tool": "kubelint-ports",
+           "findings": [{"fingerprint": f.legacy_fingerprint, "rule": f.rule_id} for f in report.findings]}
+    baseline = manifest.parent / "old.json"
+    baseline.write_text(json.dumps(old))
+    result = run("lint", "app.yaml", "--baseline", str(baseline))
+    assert result.exit_code == 0, result.output
+    assert "is a version 1 baseline" in result.stderr and "--write-baseline" in result.stderr
+    baseline.write_text(json.dumps({**old, "version": 7}))
+    result = run("lint", "app.yaml", "--baseline", str(baseline))
+    assert result.exit_code == 2 and "unsupported baseline version 7" in result.output
+
+
+def test_version_1_keys_do_not_match_a_version_2_baseline(manifest):
+    """Legacy keys are honoured only in a legacy file: a version 2 file means exactly its keys."""
+    from kubelint_ports.engine import LintOptions, lint_paths
+    from kubelint_ports.suppressions import Baseline
+
+    legacy = {f.legacy_fingerprint for f in lint_paths(["app.yaml"]).findings}
+    as_v2 = lint_paths(["app.yaml"], LintOptions(baseline=Baseline.of(legacy, 2)))
+    as_v1 = lint_paths(["app.yaml"], LintOptions(baseline=Baseline.of(legacy, 1)))
+    assert not any(f.suppressed for f in as_v2.findings) and all(f.suppressed for f in as_v1.findings)

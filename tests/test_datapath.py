@@ -1,0 +1,277 @@
+"""The datapath model without the lab (which proves it: tests/lab), the facts it reads and their
+sources, and how its answers reach findings, JSON, SARIF and `kubelint-ports config`."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from kubelint_ports.cli import app
+from kubelint_ports.engine import LintOptions, lint_paths
+from kubelint_ports.model import ClusterFacts, build_cluster
+from kubelint_ports.model import datapath as dp
+from kubelint_ports.model.network import image_version
+from kubelint_ports.loading import LoadResult, load_bytes
+
+NODE_PORT = dp.PortUse(host_port_ip=dp.WILDCARD, node_port=True, endpoints=True)
+CLUSTER_PORT = dp.PortUse(host_port_ip=dp.WILDCARD, service_port=True, endpoints=True)
+
+
+def facts(mode=None, cni=None, backend=None, kube_proxy=None, order=None) -> dp.DatapathFacts:
+    return dp.DatapathFacts(
+        proxy_mode=dp.Fact(mode, "t") if mode else None,
+        cni_plugins_version=dp.Fact(dp.parse_version(cni), "t") if cni else None,
+        hostport_backend=dp.Fact(backend, "t") if backend else None,
+        kube_proxy_version=dp.Fact(dp.parse_version(kube_proxy), "t") if kube_proxy else None,
+        hostport_order=dp.Fact(order, "t") if order else None)
+
+
+@pytest.mark.parametrize("mode, cni, backend, destination, use, receiver", [
+    ("iptables", "1.1.1", None, dp.NODE_IP, NODE_PORT, dp.SERVICE),  # KUBE-NODEPORTS first
+    ("iptables", "1.1.1", None, dp.NODE_IP, dp.PortUse(dp.WILDCARD, node_port=True, endpoints=False), dp.HOSTPORT),
+    ("iptables", "0.7.4", None, dp.NODE_IP, NODE_PORT, dp.HOSTPORT),  # legacy jump first
+    ("ipvs", "1.1.1", None, dp.NODE_IP, NODE_PORT, dp.HOSTPORT),  # IPVS only marks NodePorts
+    ("nftables", "1.1.1", None, dp.NODE_IP, NODE_PORT, dp.UNDEFINED),  # two tables, one priority
+    ("ipvs", "1.1.1", None, dp.CLUSTER_IP, CLUSTER_PORT, dp.SERVICE),  # ACCEPT before portmap
+    ("ipvs", "0.7.4", None, dp.CLUSTER_IP, CLUSTER_PORT, dp.HOSTPORT),  # incident 000
+    ("ipvs", "1.9.0", "nftables", dp.CLUSTER_IP, CLUSTER_PORT, dp.HOSTPORT),  # ACCEPT ends one table only
+    ("iptables", "0.7.4", None, dp.CLUSTER_IP, CLUSTER_PORT, dp.SERVICE),  # ClusterIPs are not local
+    ("iptables", "1.7.1", "nftables", dp.CLUSTER_IP, CLUSTER_PORT, dp.UNDEFINED),  # GHSA-jv3w-x3r3-g6rm
+    ("iptables", "1.9.0", "nftables", dp.CLUSTER_IP, CLUSTER_PORT, dp.SERVICE),
+    ("iptables", "1.1.1", None, dp.NODE_IP, dp.PortUse(host_process=True, node_port=True, endpoints=False),
+     dp.REJECTED),  # incident 003
+    ("nftables", "1.1.1", None, dp.NODE_IP, dp.PortUse(dp.WILDCARD, host_process=True), dp.HOSTPORT),
+    ("iptables", "1.1.1", None, dp.NODE_IP, dp.PortUse("192.168.1.5", host_process=True), dp.HOST_PROCESS),
+])
+def test_known_facts_give_one_receiver(mode, cni, backend, destination, use, receiver):
+    answer = dp.Datapath(facts(mode, cni, backend)).deliver(dp.FROM_POD, destination, use, 31123)
+    assert answer.receiver == receiver, answer.outcomes
+    assert answer.certain is (receiver != dp.UNDEFINED)
+
+
+def test_nftables_localhost_is_not_a_node_port():
+    answer = dp.Datapath(facts("nftables", "1.1.1")).deliver(dp.FROM_NODE, dp.LOCALHOST, NODE_PORT, 31123)
+    assert answer.receiver == dp.HOSTPORT
+
+
+def test_old_ipvs_kube_proxy_lets_the_hostport_take_cluster_ips():
+    answer = dp.Datapath(facts("ipvs", "1.1.1", kube_proxy="1.10.0")).deliver(dp.FROM_POD, dp.CLUSTER_IP,
+                                                                               CLUSTER_PORT, 3306)
+    assert answer.receiver == dp.HOSTPORT
+
+
+def test_observed_order_settles_undefined():
+    for order, receiver in ((dp.HOSTPORT_FIRST, dp.HOSTPORT), (dp.KUBE_PROXY_FIRST, dp.SERVICE)):
+        answer = dp.Datapath(facts("nftables", "1.1.1", order=order)).deliver(dp.FROM_POD, dp.NODE_IP, NODE_PORT, 1)
+        assert answer.receiver == receiver
+
+
+def test_unknown_facts_give_outcomes_with_conditions():
+    answer = dp.Datapath().deliver(dp.FROM_POD, dp.NODE_IP, dp.PortUse(dp.WILDCARD, node_port=True), 31123)
+    assert answer.receiver == dp.DEPENDS and not answer.certain
+    assert set(answer.depends_on) == {"proxy-mode", "cni-plugins-version", "endpoints"}
+    text = dp.summary(answer, {dp.HOSTPORT: "this pod", dp.SERVICE: "the Service"})
+    assert "this pod gets it" in text and "in IPVS mode" in text
+    assert "the Service gets it in iptables mode" in text and "undefined" in text
+    focused = answer.focus(dp.HOSTPORT)
+    assert [o.receiver for o in focused.outcomes] == [dp.HOSTPORT, dp.UNDEFINED, dp.OTHERWISE]
+
+
+def test_summary_names_winner_and_loser():
+    answer = dp.Datapath(facts("iptables", "1.1.1")).deliver(dp.FROM_POD, dp.NODE_IP, NODE_PORT, 31123)
+    text = dp.summary(answer, {dp.HOSTPORT: "nginx", dp.SERVICE: "web"})
+    assert "KUBE-NODEPORTS" in text and "so web receives it, and nginx never sees it" in text
+    data = answer.data({dp.HOSTPORT: "nginx", dp.SERVICE: "web"})
+    assert data["receiver"] == "service" and data["loser"] == ["nginx"] and data["certain"]
+    assert data["facts"]["proxy-mode"] == {"value": "iptables", "source": "t"}
+
+
+@pytest.mark.parametrize("mode, client, cidr, version, expected", [
+    ("ipvs", "node", None, (1, 10), False), ("ipvs", "node", None, (1, 31), True),
+    ("ipvs", "node", "services", (1, 31), False), ("ipvs", "node", "pods", (1, 31), True),
+    ("iptables", "pod", "elsewhere", None, True), ("iptables", "off-cluster", None, None, False),
+])
+def test_masquerade(mode, client, cidr, version, expected):
+    assert dp.masqueraded(mode, client, cluster_cidr=cidr, version=version) is expected
+
+
+@pytest.mark.parametrize("image, component, kind, version", [
+    ("registry.k8s.io/kube-proxy:v1.29.3", None, "kube-proxy", (1, 29, 3)),
+    ("k8s.gcr.io/kube-proxy-amd64:v1.9.11", None, "kube-proxy", (1, 9, 11)),
+    ("rancher/hyperkube:v1.18.20-rancher1", "kube-proxy", "kube-proxy", (1, 18, 20)),
+    ("rancher/hyperkube:v1.18.20-rancher1", "kube-apiserver", "", None),
+    ("rancher/hardened-cni-plugins:v1.4.0-build20240122", None, "cni-plugins", (1, 4, 0)),
+    ("docker.io/flannel/flannel-cni-plugin:v1.1.2", None, "", None),  # flannel's own binary
+    ("calico/cni:v3.27.0", None, "", None),
+    ("registry.k8s.io/kube-proxy:latest", None, "kube-proxy", None),
+])
+def test_image_versions(image, component, kind, version):
+    assert image_version(image, component) == (kind, version)
+
+
+FLANNEL = """\
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: kube-flannel-cfg, namespace: kube-flannel}
+data:
+  cni-conf.json: |
+    {"name": "cbr0", "cniVersion": "0.3.1",
+     "plugins": [{"type": "flannel", "delegate": {"hairpinMode": true}},
+                 {"type": "portmap", "capabilities": {"portMappings": true}}]}
+"""
+CALICO = """\
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: calico-config, namespace: kube-system}
+data:
+  cni_network_config: |-
+    {"name": "k8s-pod-network", "cniVersion": "0.3.1",
+     "plugins": [{"type": "calico", "mtu": __CNI_MTU__, "kubernetes": {"kubeconfig": "__KUBECONFIG_FILEPATH__"}},
+                 {"type": "bandwidth", "capabilities": {"bandwidth": true}}]}
+"""
+KUBE_PROXY = """\
+apiVersion: apps/v1
+kind: DaemonSet
+metadata: {name: kube-proxy, namespace: kube-system}
+spec:
+  selector: {matchLabels: {k8s-app: kube-proxy}}
+  template:
+    metadata: {labels: {k8s-app: kube-proxy}}
+    spec:
+      hostNetwork: true
+      containers:
+        - name: kube-proxy
+          image: registry.k8s.io/kube-proxy:v1.30.4
+          command: [kube-proxy, --proxy-mode=ipvs, --cluster-cidr=10.244.0.0/16, --nodeport-addresses=primary]
+"""
+
+
+def loaded(text: str, path: str) -> list:
+    result = LoadResult()
+    load_bytes(text.encode(), path, result)
+    assert not result.diagnostics, result.diagnostics
+    return result.documents
+
+
+def model(text: str, facts: ClusterFacts = ClusterFacts(), nodes: str | None = None):
+    documents = loaded(text, "m.yaml")
+    node_documents = loaded(nodes, "nodes.yaml") if nodes else None
+    cluster, diagnostics = build_cluster(documents, facts, node_documents=node_documents)
+    assert not diagnostics, diagnostics
+    return cluster.datapath.facts
+
+
+def test_facts_from_inputs_with_sources():
+    found = model(FLANNEL + "---\n" + KUBE_PROXY)
+    assert found.hostport == dp.Fact("portmap", "kube-flannel/ConfigMap/kube-flannel-cfg (cni-conf.json)")
+    assert found.proxy_mode.value == "ipvs" and "kube-proxy flags" in found.proxy_mode.source
+    assert found.kube_proxy_version.value == (1, 30, 4)
+    assert found.node_port_addresses.value == ("primary",)
+
+
+def test_calico_template_without_portmap_means_no_hostport_rules():
+    assert model(CALICO).hostport.value == "none"
+
+
+def test_conflist_file_and_cri_o_nodes(tmp_path):
+    nodes = """\
+apiVersion: v1
+kind: Node
+metadata: {name: n1}
+status: {nodeInfo: {containerRuntimeVersion: "cri-o://1.33.2"}}
+"""
+    found = model(FLANNEL, nodes=nodes)
+    assert found.hostport.value == "crio" and found.crio_version.value == (1, 33, 2)
+    assert dp.Datapath(found).hostport_traits() == (dp.NFT_LOCAL,)
+    (tmp_path / "10-flannel.conflist").write_text(
+        '{"cniVersion": "1.0.0", "name": "cbr0", "plugins": [{"type": "flannel"}, '
+        '{"type": "portmap", "backend": "nftables"}]}')
+    report = lint_paths([str(tmp_path)])
+    assert not report.diagnostics and report.objects == 1
+
+
+def test_stated_facts_win_with_their_source():
+    stated = (("cni-plugins-version", "0.7.4", "--cni-plugins-version"), ("proxy-mode", "iptables", "cfg proxy-mode"))
+    found = model(KUBE_PROXY, ClusterFacts(stated=stated))
+    assert found.proxy_mode == dp.Fact("iptables", "cfg proxy-mode")
+    assert found.cni_plugins_version == dp.Fact((0, 7, 4), "--cni-plugins-version")
+
+
+HOSTPORT_VS_NODEPORT = """\
+apiVersion: v1
+kind: Pod
+metadata: {name: web, namespace: shop}
+spec:
+  containers:
+    - {name: nginx, image: nginx, ports: [{containerPort: 80, hostPort: 31123}]}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: web, namespace: shop}
+spec:
+  type: NodePort
+  selector: {app: other}
+  ports: [{port: 80, nodePort: 31123}]
+"""
+
+
+def test_json_and_sarif_carry_the_answer(tmp_path):
+    (tmp_path / "m.yaml").write_text(HOSTPORT_VS_NODEPORT)
+    result = CliRunner().invoke(app, ["lint", str(tmp_path / "m.yaml"), "--format", "json", "--proxy-mode", "ipvs",
+                                      "--cni-plugins-version", "1.1.1"])
+    [finding] = [f for f in json.loads(result.stdout)["findings"] if f["rule"] == "KP201"]
+    traffic = finding["traffic"]
+    assert traffic["receiver"] == "hostport" and traffic["certain"] and traffic["loser"] == ["shop/Service/web"]
+    assert traffic["facts"]["cni-plugins-version"] == {"value": "v1.1.1", "source": "--cni-plugins-version"}
+    assert finding["message"].startswith("hostPort 31123/TCP takes the traffic of nodePort 31123 of shop/Service/web:")
+    result = CliRunner().invoke(app, ["lint", str(tmp_path / "m.yaml"), "--format", "sarif"])
+    [sarif] = [r for r in json.loads(result.stdout)["runs"][0]["results"] if r["ruleId"] == "KP201"]
+    assert sarif["properties"]["traffic"]["receiver"] == "depends"
+    assert set(sarif["properties"]["traffic"]["dependsOn"]) == {"proxy-mode", "cni-plugins-version", "endpoints"}
+
+
+def test_bad_cni_plugins_version_is_a_usage_error(tmp_path):
+    (tmp_path / "m.yaml").write_text(HOSTPORT_VS_NODEPORT)
+    result = CliRunner().invoke(app, ["lint", str(tmp_path / "m.yaml"), "--cni-plugins-version", "latest"])
+    assert result.exit_code == 2 and "not a version" in result.output
+
+
+def test_config_shows_facts_and_sources(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / ".kubelint-ports.yaml").write_text("facts:\n  cni-plugins-version: '1.1.1'\n  hostport: portmap\n")
+    (tmp_path / "kp.yaml").write_text(KUBE_PROXY)
+    import yaml
+
+    shown = yaml.safe_load(CliRunner().invoke(app, ["config"]).stdout)
+    assert shown["facts"]["cni-plugins-version"] == {"value": "1.1.1",
+                                                     "source": ".kubelint-ports.yaml facts.cni-plugins-version"}
+    shown = yaml.safe_load(CliRunner().invoke(app, ["config", "kp.yaml"]).stdout)
+    assert shown["facts"]["kube-proxy-version"]["value"] == "v1.30.4"
+    assert shown["facts"]["cni-plugins-version"]["value"] == "v1.1.1"
+    assert shown["facts"]["hostport-order"]["value"] is None and "not observed" in shown["facts"]["hostport-order"][
+        "unknown"]
+
+
+def test_default_services_are_assumed_unless_the_cluster_shows_its_own(tmp_path):
+    pod = HOSTPORT_VS_NODEPORT.split("---")[0].replace("hostPort: 31123", "hostPort: 443")
+    (tmp_path / "m.yaml").write_text(pod)
+    options = LintOptions(facts=ClusterFacts(proxy_mode="ipvs", cni_plugins_version="0.7.4"))
+    [finding] = [f for f in lint_paths([str(tmp_path / "m.yaml")], options).findings if f.rule_id == "KP304"]
+    assert "default/Service/kubernetes" in finding.message and "API server" in finding.message
+    (tmp_path / "live.yaml").write_text(HOSTPORT_VS_NODEPORT.split("---")[1])
+    options = LintOptions(facts=options.facts, cluster_files=(str(tmp_path / "live.yaml"),))
+    assert not [f for f in lint_paths([str(tmp_path / "m.yaml")], options).findings if f.rule_id == "KP304"]
+
+
+def test_lab_is_reported_when_it_cannot_run():
+    """The lab skips with a reason (root, tools), never silently: the reason names what is missing."""
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent / "lab"))
+    import netlab
+
+    reason = netlab.missing_requirements()
+    assert reason == "" or "lab" in reason or "namespace" in reason

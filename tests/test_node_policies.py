@@ -1,0 +1,275 @@
+"""Node-snapshot policies (KP8xx): their docs run as tests, and their fixtures.
+
+Fixtures, one folder per policy: `tests/policies/<ID>/`
+  fail-NAME/, pass-NAME/   one run each of `kubelint-ports node`: every subdirectory is a node's
+                           snapshot (named after the node); `cluster.txt` / `cluster.yaml` is
+                           passed as --cluster, `nodes.yaml` as --nodes, other *.yaml files as
+                           manifests.
+  expected.txt             the fail runs' findings of the policy, fixture by fixture, as the text
+                           formatter prints them without the message:
+                           `fail-x/node-1/iptables-save:LINE:COL: severity ID (name) [Node/node-1]`
+
+A policy's docs `example` and `fix` are console transcripts: a `[NODE]$ COMMAND` line starts a
+file of NODE's snapshot (default `node`) holding the lines up to the next prompt.
+
+To rewrite the golden files after an intended change, run
+    KUBELINT_UPDATE_GOLDEN=1 python -m pytest tests/test_node_policies.py
+then read the diff: every line must point at the rule, socket or lease at fault.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+import json
+import os
+import re
+from pathlib import Path
+
+import pytest
+
+from kubelint_ports.checks import CHECKS
+from kubelint_ports.engine import LintOptions, lint_snapshots
+from kubelint_ports.findings import Report
+from kubelint_ports.formatters import FormatOptions, get_formatter
+from kubelint_ports.policies import Policy, load_policies
+
+from test_policies import POLICY_DIR, UPDATE_GOLDEN, golden_line, golden_lines, working_directory
+
+FIXTURE_DIR = Path(__file__).resolve().parent / "policies"
+NODE_POLICIES = tuple(p for p in load_policies(POLICY_DIR) if CHECKS[p.check].reads == "node-snapshot")
+PROMPT = re.compile(r"^(?P<node>[A-Za-z0-9._-]*)\$ (?P<command>.+)$")
+HOLE = "\x00message\x00"
+
+
+def policy_params():
+    return [pytest.param(policy, id=policy.id) for policy in NODE_POLICIES]
+
+
+def fixtures(policy: Policy, kind: str) -> list[str]:
+    folder = FIXTURE_DIR / policy.id
+    return sorted(path.name for path in folder.glob(f"{kind}-*") if path.is_dir()) if folder.is_dir() else []
+
+
+def fixture_params(kind: str):
+    return [pytest.param(policy, name, id=f"{policy.id}-{name}") for policy in NODE_POLICIES
+            for name in fixtures(policy, kind)]
+
+
+def run_fixture(policy_folder: Path, name: str) -> Report:
+    """One fixture folder run from inside the policy folder, as the CLI would run it."""
+    folder = policy_folder / name
+    snapshots = sorted(f"{name}/{path.name}" for path in folder.iterdir() if path.is_dir())
+    cluster = tuple(f"{name}/{path.name}" for path in sorted(folder.glob("cluster.*")))
+    nodes = tuple(f"{name}/{path.name}" for path in sorted(folder.glob("nodes.yaml")))
+    manifests = [f"{name}/{path.name}" for path in sorted(folder.glob("*.yaml"))
+                 if path.name not in ("cluster.yaml", "nodes.yaml")]
+    with working_directory(policy_folder):
+        return lint_snapshots(snapshots, manifests, LintOptions(cluster_files=cluster, node_files=nodes),
+                              policies=NODE_POLICIES)
+
+
+def cli_args(policy_folder: Path, name: str) -> list[str]:
+    folder = policy_folder / name
+    args = ["node", "--format", "json"] + sorted(f"{name}/{p.name}" for p in folder.iterdir() if p.is_dir())
+    for path in sorted(folder.glob("cluster.*")):
+        args += ["--cluster", f"{name}/{path.name}"]
+    return args
+
+
+def golden(report: Report, policy: Policy) -> list[str]:
+    return golden_lines(report, policy.id)
+
+
+def write_transcript(text: str, directory: Path) -> list[str]:
+    """A docs console transcript -> snapshot directories; returns them."""
+    files: dict[tuple[str, str], list[str]] = {}
+    current = None
+    for line in text.splitlines():
+        prompt = PROMPT.match(line)
+        if prompt:
+            node = prompt["node"] or "node"
+            slug = re.sub(r"[^a-z0-9]+", "-", prompt["command"].lower()).strip("-")
+            current = (node, slug)
+            files[current] = []
+        elif current is not None:
+            files[current].append(line)
+        else:
+            raise AssertionError(f"text before the first `$ COMMAND` line: {line!r}")
+    for (node, slug), lines in files.items():
+        (directory / node).mkdir(parents=True, exist_ok=True)
+        (directory / node / slug).write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return sorted({node for node, _ in files})
+
+
+def run_transcript(text: str, tmp_path: Path) -> Report:
+    nodes = write_transcript(text, tmp_path)
+    with working_directory(tmp_path):
+        return lint_snapshots(nodes, policies=NODE_POLICIES)
+
+
+# --- the policies themselves ----------------------------------------------------------------------
+
+def test_node_policies_use_their_id_range():
+    assert [p.id for p in NODE_POLICIES] == ["KP801", "KP802", "KP803", "KP804", "KP805", "KP806"]
+    assert all(p.docs.get("language") == "console" for p in NODE_POLICIES)
+
+
+@pytest.mark.parametrize("policy", policy_params())
+def test_policy_has_fixtures(policy: Policy):
+    folder = FIXTURE_DIR / policy.id
+    assert fixtures(policy, "fail"), f"{folder} needs a fail-NAME/ fixture"
+    assert fixtures(policy, "pass"), f"{folder} needs a pass-NAME/ fixture"
+    assert (folder / "expected.txt").is_file() or UPDATE_GOLDEN
+    unknown = [p.name for p in folder.iterdir() if p.name != "expected.txt" and not (
+        p.is_dir() and re.fullmatch(r"(fail|pass)-[a-z0-9-]+", p.name))]
+    assert not unknown, f"unexpected entries in {folder}: {unknown}"
+
+
+@pytest.mark.parametrize("policy", policy_params())
+def test_docs_example_fails(policy: Policy, tmp_path: Path):
+    report = run_transcript(policy.docs["example"], tmp_path)
+    assert not report.diagnostics, report.diagnostics
+    assert any(f.rule_id == policy.id for f in report.findings), f"docs.example of {policy.id} yields no finding"
+
+
+@pytest.mark.parametrize("policy", policy_params())
+def test_docs_fix_passes(policy: Policy, tmp_path: Path):
+    report = run_transcript(policy.docs["fix"], tmp_path)
+    assert not report.diagnostics, report.diagnostics
+    assert not [f for f in report.findings if f.rule_id == policy.id], [f.message for f in report.findings]
+
+
+# --- fixtures -------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("policy", policy_params())
+def test_fail_fixtures_match_golden(policy: Policy):
+    folder = FIXTURE_DIR / policy.id
+    actual = []
+    for name in fixtures(policy, "fail"):
+        report = run_fixture(folder, name)
+        assert not report.diagnostics, f"{name}: fail fixtures must be valid input: {report.diagnostics}"
+        lines = golden(report, policy)
+        assert lines, f"{name} triggers no {policy.id} finding"
+        actual += lines
+    expected_file = folder / "expected.txt"
+    if UPDATE_GOLDEN:
+        expected_file.write_text("".join(line + "\n" for line in actual), encoding="utf-8")
+    assert actual == expected_file.read_text(encoding="utf-8").splitlines()
+
+
+@pytest.mark.parametrize("policy, name", fixture_params("fail"))
+def test_findings_point_at_the_dump_line(policy: Policy, name: str):
+    """Each finding opens its dump at a rule, socket or lease line (never a header, never line 0),
+    and a finding about a port names that port, which the line holds."""
+    folder = FIXTURE_DIR / policy.id
+    for finding in run_fixture(folder, name).findings:
+        if finding.rule_id != policy.id:
+            continue
+        location = finding.location
+        assert location.line >= 1 and location.column >= 1, location
+        text = (folder / location.path).read_text(encoding="utf-8").splitlines()[location.line - 1]
+        assert not text.startswith(("#", "*", "COMMIT")), f"{location} points at a header: {text!r}"
+        if finding.port is not None:
+            assert str(finding.port) in finding.message
+            assert str(finding.port) in text or "CNI-HOSTPORT-DNAT" in text or ":" in text, (location, text)
+        for related in finding.related:
+            assert related.line >= 1
+
+
+@pytest.mark.parametrize("policy, name", fixture_params("pass"))
+def test_pass_fixtures_do_not_trigger_the_rule(policy: Policy, name: str):
+    report = run_fixture(FIXTURE_DIR / policy.id, name)
+    assert not report.diagnostics, report.diagnostics
+    assert not [f for f in report.findings if f.rule_id == policy.id], [f.message for f in report.findings]
+
+
+@pytest.mark.parametrize("policy", policy_params())
+def test_cli_text_output_matches_golden(policy: Policy):
+    from typer.testing import CliRunner
+
+    from kubelint_ports.cli import app
+
+    folder = FIXTURE_DIR / policy.id
+    lines = []
+    for name in fixtures(policy, "fail"):
+        with working_directory(folder):
+            result = CliRunner().invoke(app, cli_args(folder, name))
+        assert result.exit_code in (0, 1), result.output
+        lines += [golden_line(f["file"], f["line"], f["column"], f["severity"], f["rule"], f["name"],
+                              "/".join(filter(None, (f["object"]["namespace"], f["object"]["kind"],
+                                                     f["object"]["name"]))))
+                  for f in json.loads(result.stdout)["findings"] if f["rule"] == policy.id and not f["suppressed"]]
+    assert lines == (folder / "expected.txt").read_text(encoding="utf-8").splitlines()
+
+
+def test_sarif_region_points_into_the_dump():
+    from typer.testing import CliRunner
+
+    from kubelint_ports.cli import app
+
+    folder = FIXTURE_DIR / "KP801"
+    with working_directory(folder):
+        result = CliRunner().invoke(app, cli_args(folder, "fail-incident-001") + ["--format", "sarif"])
+    assert result.exit_code == 1, result.output
+    run = json.loads(result.stdout)["runs"][0]
+    located = [r["locations"][0]["physicalLocation"] for r in run["results"] if r["ruleId"] == "KP801"]
+    assert {(p["artifactLocation"]["uri"], p["region"]["startLine"]) for p in located} == {
+        # relative to the repository root, as code scanning wants them
+        ("tests/policies/KP801/fail-incident-001/node-26/iptables-save", 120),
+        ("tests/policies/KP801/fail-incident-001/node-26/iptables-save", 121)}
+    assert {rule["id"] for rule in run["tool"]["driver"]["rules"]} == {p.id for p in NODE_POLICIES}
+
+
+def test_json_output_names_node_and_line():
+    folder = FIXTURE_DIR / "KP805"
+    report = run_fixture(folder, "fail-incident-003")
+    out = io.StringIO()
+    get_formatter("json")(report, out, FormatOptions())
+    findings = json.loads(out.getvalue())["findings"]
+    assert [(f["file"], f["line"], f["object"]["name"]) for f in findings] == [
+        ("fail-incident-003/node-5/ss", 2, "node-5")]
+    assert "nginx" in findings[0]["message"] and "default/nginx" in findings[0]["message"]
+
+
+def test_lint_ignores_node_policies(tmp_path: Path):
+    from kubelint_ports.engine import lint_paths
+
+    (tmp_path / "pod.yaml").write_text("apiVersion: v1\nkind: Pod\nmetadata: {name: a}\nspec:\n  containers: []\n")
+    with working_directory(tmp_path):
+        report = lint_paths(["pod.yaml"])
+    assert not [f for f in report.findings if f.rule_id.startswith("KP8")]
+    assert os.getcwd() != str(tmp_path)
+
+
+def test_examples_show_every_node_rule_firing():
+    """examples/node-snapshots/incident-*/: the README's node examples, every KP8xx rule among them."""
+    from typer.testing import CliRunner
+
+    from kubelint_ports.cli import app
+
+    examples = Path(__file__).resolve().parents[1] / "examples" / "node-snapshots"
+    fired = set()
+    for incident in sorted(examples.iterdir()):
+        args = ["node", "--format", "json", *sorted(str(p) for p in incident.iterdir() if p.is_dir())]
+        for extra in sorted(incident.glob("pods-wide.txt")):
+            args += ["--cluster", str(extra)]
+        result = CliRunner().invoke(app, args)
+        assert result.exit_code == 1, result.output
+        data = json.loads(result.stdout)
+        assert data["errors"] == []
+        fired |= {f["rule"] for f in data["findings"]}
+    assert fired == {p.id for p in NODE_POLICIES}
+
+
+@pytest.mark.parametrize("policy, name", [param for param in fixture_params("fail")
+                                          if param.values[0].id in ("KP801", "KP802", "KP803", "KP805")])
+def test_findings_carry_the_datapath_answer(policy: Policy, name: str):
+    """Who receives the packet is the datapath model's answer, with the node's observed facts."""
+    findings = [f for f in run_fixture(FIXTURE_DIR / policy.id, name).findings if f.rule_id == policy.id]
+    assert findings
+    for finding in findings:
+        assert finding.traffic is not None and finding.traffic["certain"], finding.message
+        if finding.rule_id != "KP805" or "hostPort" in finding.message:
+            assert finding.traffic["facts"]["hostport"]["value"] in ("portmap", "crio")
+        assert "receives it" in finding.message or "never sees it" in finding.message, finding.message

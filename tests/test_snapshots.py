@@ -1,0 +1,246 @@
+"""Snapshot readers: formats captured from the real tools, content detection, bad input.
+
+`tests/snapshots/formats/` holds the output of iptables-nft-save, iptables-legacy-save, nft list
+ruleset (text and -j), ip -o addr, ipset list and ss -Htlnup, captured in a throwaway network
+namespace after `setup.sh` there. The parser tests run without root; the lab test regenerates the
+dumps with the real tools and checks that they still read the same (it skips, saying why, without
+root or network namespaces).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import uuid
+from pathlib import Path
+
+import pytest
+
+from kubelint_ports.loading.snapshot import detect, load_snapshot, read_file
+from kubelint_ports.model.node_state import build_node_state, chain_hash
+
+FORMATS = Path(__file__).resolve().parent / "snapshots" / "formats"
+CAPTURED = ("iptables-nft-save-with-legacy-warning", "iptables-legacy-save", "nft-ruleset", "nft-j.json",
+            "ip-o-addr", "ipset-list", "ss-Htlnup")
+
+
+def read(name: str):
+    snapshot_file, problems = read_file(str(FORMATS / name))
+    assert not problems, problems
+    return snapshot_file
+
+
+def rules_of(snapshot_file) -> dict:
+    """(table, chain) -> [(protocol, dports, target, destination, comment)], comparable across dumps."""
+    return {(table.name, chain.name): [(r.protocol, r.dports, r.target, r.to_destination, r.comment, r.dst_local)
+                                       for r in chain.rules]
+            for table in snapshot_file.ruleset.tables.values() for chain in table.chains.values()}
+
+
+def write(tmp_path: Path, node: str, files: dict[str, str]) -> Path:
+    directory = tmp_path / node
+    directory.mkdir(parents=True, exist_ok=True)
+    for name, text in files.items():
+        (directory / name).write_text(text, encoding="utf-8")
+    return directory
+
+
+# --- formats of the real tools -------------------------------------------------------------------
+
+def test_detector_knows_each_captured_format():
+    kinds = {name: detect((FORMATS / name).read_text(encoding="utf-8"))[0] for name in CAPTURED}
+    assert kinds == {"iptables-nft-save-with-legacy-warning": "iptables-save", "iptables-legacy-save": "iptables-save",
+                     "nft-ruleset": "nft", "nft-j.json": "nft-json", "ip-o-addr": "ip-addr", "ipset-list": "ipset",
+                     "ss-Htlnup": "ss"}
+
+
+def test_iptables_nft_save():
+    dump = read("iptables-nft-save-with-legacy-warning")
+    assert dump.ruleset.backend == "nf_tables" and dump.ruleset.other_backend_line == 1
+    rules = rules_of(dump)
+    assert rules[("nat", "CNI-HOSTPORT-DNAT")] == [
+        ("tcp", ((8082, 8082), (443, 443)), "CNI-DN-04579c7bb67f4c3f6cca0", "", 'dnat name: "cbr0" id: "abc"', False)]
+    assert rules[("nat", "CNI-DN-04579c7bb67f4c3f6cca0")][0][:4] == ("tcp", ((8082, 8082),), "DNAT", "10.4.0.10:80")
+    masquerade = dump.ruleset.tables["nat"].chains["KUBE-SERVICES"].rules[0]
+    assert masquerade.source == "10.244.0.0/16" and "-s" in masquerade.negated
+    assert masquerade.match_sets == (("KUBE-CLUSTER-IP", "dst,dst"),)
+    reject = dump.ruleset.tables["filter"].chains["KUBE-EXTERNAL-SERVICES"].rules[0]
+    assert (reject.target, reject.dports, reject.dst_local, reject.comment) == (
+        "REJECT", ((30081, 30081),), True, "ns/svc:http has no endpoints")
+
+
+def test_iptables_legacy_save():
+    dump = read("iptables-legacy-save")
+    assert dump.ruleset.backend == "legacy"
+    assert rules_of(dump)[("nat", "PREROUTING")] == [("", (), "KUBE-SERVICES", "", "", False)]
+
+
+def test_nft_text_and_json_read_alike():
+    text, json_dump = read("nft-ruleset"), read("nft-j.json")
+    assert rules_of(text) == rules_of(json_dump) or {
+        key: value for key, value in rules_of(text).items() if not key[0].endswith((" nat", " filter"))} == {
+        key: value for key, value in rules_of(json_dump).items() if not key[0].endswith((" nat", " filter"))}
+    hostports = rules_of(text)[("ip cni_hostport", "hostports")]
+    assert hostports == [("tcp", ((8080, 8080),), "DNAT", "10.0.0.2:80", "icee6giejonei6so", False)]
+    members = [m for m, _ in text.ruleset.tables["ip kube-proxy"].sets["service-nodeports"].members]
+    assert sorted(members) == sorted(m for m, _ in json_dump.ruleset.tables["ip kube-proxy"].sets["service-nodeports"].members)
+    # nft -j is one line: places are line 1 and the column of the rule's object
+    rule = json_dump.ruleset.tables["ip cni_hostport"].chains["hostports"].rules[0]
+    line = (FORMATS / "nft-j.json").read_text(encoding="utf-8").splitlines()[rule.line - 1]
+    assert line[rule.column - 1:].startswith('{"rule": {"family": "ip", "table": "cni_hostport", "chain": "hostports"')
+
+
+def test_ip_addr_ipset_ss():
+    addresses = [(a.interface, a.address, a.prefix) for a in read("ip-o-addr").addresses]
+    assert ("cni0", "10.244.1.1", 24) in addresses and ("lo", "::1", 128) in addresses
+    assert read("ipset-list").sets["KUBE-CLUSTER-IP"].members == [("10.96.0.1,tcp:443", 9)]
+    listeners = [(l.protocol, l.address, l.port, l.processes[0][0]) for l in read("ss-Htlnup").listeners]
+    assert listeners == [("udp", "*", 5353, "python3"), ("tcp", "0.0.0.0", 30584, "python3"),
+                         ("tcp", "127.0.0.1", 10248, "python3")]
+
+
+def test_real_tools_print_what_the_readers_expect(tmp_path: Path):
+    """Lab: regenerate the dumps in a network namespace with the real tools; they read the same."""
+    if os.geteuid() != 0:
+        pytest.skip("needs root to create a network namespace (ip netns add)")
+    missing = [tool for tool in ("ip", "iptables-nft", "iptables-legacy", "nft", "ipset", "ss") if not shutil.which(tool)]
+    if missing:
+        pytest.skip(f"tools missing: {', '.join(missing)}")
+    namespace = f"kp13-test-{uuid.uuid4().hex[:6]}"
+    created = subprocess.run(["ip", "netns", "add", namespace], capture_output=True, text=True)
+    if created.returncode:
+        pytest.skip(f"cannot create a network namespace: {created.stderr.strip()}")
+    try:
+        setup = subprocess.run(["ip", "netns", "exec", namespace, "sh", str(FORMATS / "setup.sh")],
+                               capture_output=True, text=True)
+        if setup.returncode and "not supported" in setup.stderr.lower():
+            pytest.skip(f"the kernel lacks a feature setup.sh needs: {setup.stderr.strip()}")
+        assert setup.returncode == 0, setup.stderr
+        for name, command in (("iptables-nft-save-with-legacy-warning", ["iptables-nft-save"]),
+                              ("iptables-legacy-save", ["iptables-legacy-save"]),
+                              ("nft-ruleset", ["nft", "list", "ruleset"]), ("nft-j.json", ["nft", "-j", "list", "ruleset"]),
+                              ("ipset-list", ["ipset", "list"])):
+            # iptables-nft-save warns about legacy tables on stderr: the README's one-liner keeps it (2>&1)
+            done = subprocess.run(["ip", "netns", "exec", namespace, *command], stdout=subprocess.PIPE,
+                                  stderr=subprocess.STDOUT if name.startswith("iptables") else subprocess.DEVNULL,
+                                  text=True, check=True)
+            (tmp_path / name).write_text(done.stdout, encoding="utf-8")
+            fresh, problems = read_file(str(tmp_path / name))
+            assert not problems, problems
+            if fresh.ruleset is not None:
+                assert rules_of(fresh) == rules_of(read(name)), name
+            else:
+                assert fresh.sets.keys() == read(name).sets.keys()
+    finally:
+        subprocess.run(["ip", "netns", "del", namespace], capture_output=True)
+
+
+# --- content, not names ---------------------------------------------------------------------------
+
+def test_files_are_recognised_by_content_not_name(tmp_path: Path):
+    directory = write(tmp_path, "node-1", {
+        "ss.txt": (FORMATS / "iptables-legacy-save").read_text(encoding="utf-8"),
+        "rules": (FORMATS / "ss-Htlnup").read_text(encoding="utf-8"),
+    })
+    snapshot, problems = load_snapshot(str(directory))
+    assert not problems
+    assert {f.path.rsplit("/", 1)[-1]: f.kind for f in snapshot.files} == {"ss.txt": "iptables-save", "rules": "ss"}
+    assert snapshot.node == "node-1"
+
+
+def test_iptables_dash_s_output_of_incident_001():
+    """`iptables -t nat -S CNI-HOSTPORT-DNAT` as incident 001 quotes it (line breaks restored)."""
+    text = (
+        "-N CNI-HOSTPORT-DNAT\n"
+        '-A CNI-HOSTPORT-DNAT -p tcp -m comment --comment "dnat name: \\"cbr0\\" id: \\"fb7cdb0a4f8da673da0a9818ec9a1576'
+        'f953a8e8decf87a081827c11e4aa7138\\"" -m multiport --dports 443,9001,80,9002,9003,19004,19003,50051,25,465,993,'
+        "995,7010,7020,12321 -j CNI-DN-b24a4eb3a38dc5843c23a\n")
+    kind, _ = detect(text)
+    assert kind == "iptables-save"
+    from kubelint_ports.loading.snapshot.iptables_save import read_iptables_save
+
+    ruleset, problems = read_iptables_save(text, "rules")
+    assert not problems and ruleset.tool == "iptables -S"
+    rule = ruleset.tables["nat"].chains["CNI-HOSTPORT-DNAT"].rules[0]
+    assert len(rule.dports) == 15 and rule.comment.endswith('c11e4aa7138"')
+    assert chain_hash("cbr0", "fb7cdb0a4f8da673da0a9818ec9a1576f953a8e8decf87a081827c11e4aa7138") == "b24a4eb3a38dc5843c23a"
+
+
+def test_ipam_ipv6_and_crictl(tmp_path: Path):
+    directory = write(tmp_path, "node-1", {
+        "ipam": "/var/lib/cni/networks/k8s-pod-network/fd00:10:244::5:aaaa1111\r\n"
+                "/var/lib/cni/networks/k8s-pod-network/fd00:10:244::5:eth0\n"
+                "/var/lib/cni/networks/k8s-pod-network/last_reserved_ip.0:fd00:10:244::5\n",
+        "pods": '{\n  "items": [\n    {\n      "id": "aaaa1111",\n      "metadata": {"name": "web", "namespace": "shop"},'
+                '\n      "state": "SANDBOX_READY"\n    }\n  ]\n}\n',
+    })
+    state = build_node_state(load_snapshot(str(directory))[0])
+    assert [(l.address, l.container_id, l.place.line) for l in state.leases] == [("fd00:10:244::5", "aaaa1111", 1)]
+    assert state.sandboxes["aaaa1111"].place.line == 4
+
+
+# --- bad input: a diagnostic at the file's line, exit 2, the other files still read --------------
+
+def run_node(*args: str):
+    from typer.testing import CliRunner
+
+    from kubelint_ports.cli import app
+
+    return CliRunner().invoke(app, ["node", "--no-color", *args])
+
+
+INCIDENT_003 = Path(__file__).resolve().parent / "policies" / "KP805" / "fail-incident-003" / "node-5"
+
+
+@pytest.mark.parametrize("text, line, words", [
+    pytest.param("*nat\n:PREROUTING ACCEPT [0:0]\n-A PREROUTING -j ACCEPT\n", 3, "truncated", id="truncated"),
+    pytest.param("*nat\n:PREROUTING ACCEPT [0:0]\n-A PREROUTING -j KUBE-SERVICES\nCOMMIT\n", 3,
+                 "neither a chain", id="unknown-target-chain"),
+    pytest.param("*nat\n:PREROUTING ACCEPT [0:0]\n-A KUBE-SERVICES -j ACCEPT\nCOMMIT\n", 3,
+                 "does not declare", id="unknown-chain"),
+    pytest.param("*nat\n:PREROUTING ACCEPT [0:0]\n-A PREROUTING -m frobnicate --x 1 -j ACCEPT\nCOMMIT\n", 3,
+                 "unknown match module 'frobnicate'", id="unknown-module"),
+    pytest.param("# Generated by iptables-save v1.8.9 (legacy) on x\n*nat\nCOMMIT\n"
+                 "# Generated by iptables-save v1.8.9 (nf_tables) on x\n*filter\nCOMMIT\n", 4,
+                 "mixes iptables-save output", id="mixed-backends"),
+    pytest.param("Chain INPUT (policy ACCEPT)\ntarget     prot opt source    destination\n", 1,
+                 "iptables -L", id="wrong-tool"),
+    pytest.param('{"nftables": [{"table": {"family": "ip", "name": "nat"', 1, "truncated", id="truncated-json"),
+])
+def test_bad_dump_is_a_diagnostic_and_other_files_still_read(tmp_path: Path, text: str, line: int, words: str):
+    directory = tmp_path / "node-5"
+    shutil.copytree(INCIDENT_003, directory)
+    (directory / "broken").write_text(text, encoding="utf-8")
+    result = run_node(str(directory))
+    assert result.exit_code == 2, result.output
+    errors = [row for row in result.stdout.splitlines() if "input-error" in row]
+    assert len(errors) == 1 and f"node-5/broken:{line}:" in errors[0] and words in errors[0], result.stdout
+    assert "KP805" in result.stdout  # iptables-save and ss of the same snapshot were still read
+
+
+def test_legacy_tables_warning_needs_the_legacy_dump(tmp_path: Path):
+    directory = write(tmp_path, "node-1", {
+        "iptables-nft-save": (FORMATS / "iptables-nft-save-with-legacy-warning").read_text(encoding="utf-8")})
+    result = run_node(str(directory))
+    assert result.exit_code == 2 and "iptables-nft-save:1:1: input-error iptables-legacy tables" in result.stdout
+    (directory / "iptables-legacy-save").write_text((FORMATS / "iptables-legacy-save").read_text(encoding="utf-8"))
+    assert run_node(str(directory)).exit_code == 0
+
+
+def test_unknown_file_and_missing_snapshot(tmp_path: Path):
+    directory = write(tmp_path, "node-1", {"notes": "hello\n", "ss": "tcp LISTEN 0 5 0.0.0.0:22 0.0.0.0:*\n"})
+    result = run_node(str(directory), str(tmp_path / "node-9"))
+    assert result.exit_code == 2
+    assert "node-1/notes:1:1: input-error not a snapshot dump" in result.stdout
+    assert "command line: input-error no such snapshot '" in result.stdout and "node-9'" in result.stdout
+
+
+def test_the_same_backend_dumped_twice_counts_once(tmp_path: Path):
+    """The collector saves `iptables-save` and `iptables-legacy-save`; on a legacy node both print
+    the same tables, which must not look like two DNAT entries for each hostPort."""
+    dump = (Path(__file__).resolve().parent / "policies" / "KP802" / "pass-incident-001-cleaned" / "node-26"
+            / "iptables-save").read_text(encoding="utf-8")
+    directory = write(tmp_path, "node-26", {"iptables-save": dump, "iptables-legacy-save": dump})
+    result = run_node(str(directory))
+    assert result.exit_code == 0, result.stdout
