@@ -183,8 +183,8 @@ started = time.perf_counter()
 cluster, loaded, diagnostics = load_cluster(["manifests"], LintOptions(node_files=("cluster/nodes.yaml",), jobs=1))
 loaded_at = time.perf_counter()
 policies = enabled_by_default(builtin_policies())  # what a run without configuration uses
-hits = [(hit, policy) for policy in policies for hit in CHECKS[policy.check].function(cluster, policy.params)
-        if not getattr(hit.subject, "live", False)]
+hits = [(hit, policy) for policy in policies if CHECKS[policy.check].reads == "cluster"
+        for hit in CHECKS[policy.check].function(cluster, policy.params) if not getattr(hit.subject, "live", False)]
 checked_at = time.perf_counter()
 places = positions(hits)
 findings = sorted({{to_finding(hit, policy, places) for hit, policy in hits}})

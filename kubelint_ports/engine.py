@@ -147,12 +147,25 @@ def positions(hits) -> dict[tuple[int, str], Place]:
             document = subject.document
             wanted.setdefault(id(document), (document, set()))[1].add(field_path)
     places = {}
-    for document in held(document for document, _ in wanted.values()):
+    for document in held(document for document, paths in wanted.values() if needs_tree(document, paths)):
         for field_path in wanted[id(document)][1]:
-            places[(id(document), field_path)] = Place(document.location(field_path),
-                                                       value_locations(document, field_path),
-                                                       identity_path(document, field_path))
+            places[(id(document), field_path)] = place_of(document, field_path)
+    for document, paths in wanted.values():
+        for field_path in paths:
+            if (id(document), field_path) not in places:
+                places[(id(document), field_path)] = place_of(document, field_path)
     return places
+
+
+def needs_tree(document, field_paths) -> bool:
+    """False when loading noted every one of these places (`Document.note`)."""
+    has_noted = getattr(document, "has_noted", None)
+    return not (has_noted is not None and has_noted(field_paths))
+
+
+def place_of(document, field_path: str) -> Place:
+    return Place(document.location(field_path), value_locations(document, field_path),
+                 identity_path(document, field_path))
 
 
 def lint_snapshots(snapshots: Sequence[str], paths: Sequence[str] = (), options: LintOptions = LintOptions(), *,

@@ -142,7 +142,7 @@ def test_positions_of_documents_in_a_multi_document_file_after_the_trees_are_gon
 def test_a_file_changed_while_linted_is_reported_and_its_findings_keep_a_line(tmp_path, monkeypatch):
     path = tmp_path / "m.yaml"
     path.write_text("apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec:\n  containers:\n  - name: c\n"
-                    "    ports: [{containerPort: 80, hostPort: 80}]\n", encoding="utf-8")
+                    "    ports: [{containerPort: 80, hostPort: 80}, {containerPort: \"81\"}]\n", encoding="utf-8")
     from kubelint_ports import engine
 
     original = engine.run_checks
@@ -153,9 +153,11 @@ def test_a_file_changed_while_linted_is_reported_and_its_findings_keep_a_line(tm
 
     monkeypatch.setattr(engine, "run_checks", edit_then_check)
     report = lint_paths([str(path)])
-    [finding] = [f for f in report.findings if f.rule_id == "KP101"]
-    assert (finding.location.line, finding.location.column) == (1, 1)  # the object's first line, as read
+    [invalid] = [f for f in report.findings if f.rule_id == "KP001"]
+    assert (invalid.location.line, invalid.location.column) == (1, 1)  # the object's first line, as read
     assert any("changed while it was linted" in d.message for d in report.diagnostics)
+    [host_port] = [f for f in report.findings if f.rule_id == "KP101"]
+    assert host_port.location.line == 7  # noted while the file was read: still its line as linted
 
 
 def test_checks_never_need_a_tree(monkeypatch, tmp_path):
@@ -331,3 +333,39 @@ def test_augmenting_paths_place_as_many_pods_as_max_flow():
                 graph.add_edge(("n", name), "sink", capacity=1)
         expected = int(networkx.maximum_flow_value(graph, "source", "sink")) if "sink" in graph else 0
         assert augmenting_placement(wanted, free) == expected, (wanted, free)
+
+
+def test_places_noted_while_loading_are_those_composed_again():
+    """`Document.note` is a cache: the examples' claims give the same place and identity path
+    from the noted entry and from a tree composed again."""
+    from kubelint_ports.engine import load_cluster
+
+    cluster, _, _ = load_cluster([str(ROOT / "examples")], LintOptions(jobs=1))
+    checked = 0
+    for owner, field_path in [*((w, c.field_path) for w, c in cluster.host_claims()),
+                              *((s, c.field_path) for s in cluster.services for c in s.node_port_claims)]:
+        document = owner.document
+        if document.noted is None or field_path not in document.noted:
+            continue
+        noted = document.noted.pop(field_path)
+        with document.held():
+            assert noted == (document.location(field_path), document.identity_path(field_path))
+        checked += 1
+    assert checked > 10
+
+
+def test_nodes_read_from_the_parts_placement_uses():
+    """node_as_data keeps every field node_from_object reads: the same Node as from all the data."""
+    from kubelint_ports.model.build import node_as_data
+    from kubelint_ports.model.placement import node_from_object
+
+    documents = load([str(ROOT / "examples" / "inventory" / "nodes.yaml")]).documents
+    cordoned = yaml.compose(node_list(1).replace("  spec:\n", "  spec:\n    unschedulable: true\n"),
+                            Loader=ManifestLoader)
+    roots = [document.root for document in documents] + list(yt.get(cordoned, "items").value)
+    roots[-1].value.append((yaml.ScalarNode(yt.STR, "status"), yaml.compose(
+        "addresses: [{type: InternalIP, address: 10.0.0.9}]\nimages: [{names: [a]}]", Loader=ManifestLoader)))
+    assert len(roots) > 2
+    for root in roots:
+        assert node_from_object(node_as_data(root)) == node_from_object(yt.to_plain(root))
+    assert node_from_object(node_as_data(roots[-1])).addresses == (("InternalIP", "10.0.0.9"),)

@@ -160,6 +160,8 @@ class Document:
     span: tuple[int, int, int, int, int] = (0, 0, 0, 0, 0)
     items: tuple[int, ...] = ()  # a `kind: List` member: its index in `items`, from the outer List down
     annotations: Mapping[str, str] | None = None  # those under KEPT_ANNOTATION_PREFIXES (None: none)
+    # Places noted while the tree was held (`note`): field path -> (location, identity path).
+    noted: dict[str, tuple[Location, str]] | None = None
 
     @property
     def root(self) -> MappingNode | None:
@@ -219,7 +221,23 @@ class Document:
         return (isinstance(root, MappingNode) and root.start_mark.line == line and root.start_mark.column == column
                 and root.start_mark.index - shift == start and root.end_mark.index - shift == end)
 
+    def note(self, field_path: str) -> None:
+        """Keep the place of a field most likely to be reported (every hostPort is a finding), so
+        positions need not compose this document again for it. Only a cache: `location` gives
+        the same answer from a tree composed again."""
+        if self._root is not None and type(self) is Document:
+            if self.noted is None:
+                self.noted = {}
+            self.noted[field_path] = (self.location(field_path), self.identity_path(field_path))
+
+    def has_noted(self, field_paths: Iterable[str]) -> bool:
+        return self.noted is not None and all(path in self.noted for path in field_paths)
+
     def location(self, field_path: str = "", message: str = "") -> Location:
+        if self.noted is not None and field_path in self.noted:
+            location = self.noted[field_path][0]
+            return location if not message else Location(location.path, location.line, location.column,
+                                                         location.end_line, location.end_column, message)
         root = self.root
         if root is None:  # the file changed since it was linted: the object's first line
             _, _, _, line, column = self.span
@@ -233,6 +251,8 @@ class Document:
 
     def identity_path(self, field_path: str) -> str:
         """`field_path` with list items named instead of counted (what fingerprints hash)."""
+        if self.noted is not None and field_path in self.noted:
+            return self.noted[field_path][1]
         return yamltree.identity_path(self.root, field_path)
 
     def node_location(self, node: Node) -> Location:

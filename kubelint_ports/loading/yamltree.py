@@ -129,7 +129,10 @@ def _indexed(mapping: MappingNode) -> dict[str, tuple[ScalarNode, Node]]:
 
 
 def get(mapping: Node | None, key: str) -> Node | None:
-    pair = child(mapping, key)
+    try:
+        pair = mapping._index.get(key)  # the model reads ~50 keys per object: the indexed case inline
+    except AttributeError:
+        pair = child(mapping, key)
     if pair is None:
         return None
     value = pair[1]
@@ -150,6 +153,8 @@ def at(root: Node | None, path: str) -> Node | None:
 
 def items(node: Node | None, what: str) -> list[Node]:
     """The items of a sequence field; absent or null is empty, anything else a type error."""
+    if node.__class__ is SequenceNode:
+        return node.value
     if is_null(node):
         return []
     if not isinstance(node, SequenceNode):
@@ -158,6 +163,8 @@ def items(node: Node | None, what: str) -> list[Node]:
 
 
 def mapping(node: Node | None, what: str) -> MappingNode | None:
+    if node.__class__ is MappingNode:
+        return node
     if is_null(node):
         return None
     if not isinstance(node, MappingNode):
@@ -244,6 +251,8 @@ def to_plain(node: Node | None, budget: list[int] | None = None):
     if node is None:
         return None
     if isinstance(node, ScalarNode):
+        if node.tag is STR:  # the loader's own tag: not null
+            return intern(node.value)
         return None if is_null(node) else intern(node.value)
     if isinstance(node, SequenceNode):
         return [to_plain(item, budget) for item in node.value]

@@ -100,7 +100,14 @@ class ModelReader:
             return
         live = self.role == LIVE
         owners = guarded(running_owners, document, self) if live else ()
+        found = len(self.workloads), len(self.services)
         guarded(add_object, document, self, live=live, owners=owners)
+        for workload in self.workloads[found[0]:]:  # every hostPort is a finding: note where
+            for claim in workload.claims:
+                document.note(claim.field_path)
+        for service in self.services[found[1]:]:
+            for claim in service.node_port_claims:
+                document.note(claim.field_path)
         piece = read_network_piece(document, live, self.diagnostics)
         if piece is not None:
             piece.owners = owners
@@ -260,24 +267,22 @@ def add_node(document: Document, reader: ModelReader) -> None:
     reader.nodes.append(NodeEntry(node, read_node_cidrs(document)))
 
 
-# The bulk of a Node as `kubectl get nodes -o yaml` prints it, which no rule reads: the images on
-# the node (often hundreds of names each) and the field managers' bookkeeping.
-BULKY_NODE_FIELDS = {"status": frozenset(("images",)), "metadata": frozenset(("managedFields",))}
+# What placement.node_from_object reads of a Node (None: the whole part); keep them in step. The
+# rest (annotations, managedFields, images, conditions) is most of what `kubectl get nodes -o yaml`
+# prints and converting it to plain data was most of reading an inventory.
+NODE_FIELDS: dict[str, tuple[str, ...] | None] = {"metadata": ("name", "labels"), "spec": None,
+                                                  "status": ("addresses",)}
 
 
 def node_as_data(root: yt.Node):
-    """The Node as plain data for placement, without BULKY_NODE_FIELDS (a third of the reading)."""
-    if not isinstance(root, yt.MappingNode):
-        return yt.to_plain(root)
+    """The parts of a Node placement reads (NODE_FIELDS), as plain data."""
     data = {}
-    for key, value in yt.pairs(root):
-        skipped = BULKY_NODE_FIELDS.get(key.value) if isinstance(key, yt.ScalarNode) else None
-        if skipped and isinstance(value, yt.MappingNode):
-            data[key.value] = {k.value if isinstance(k, yt.ScalarNode) else str(k.value): yt.to_plain(v)
-                                    for k, v in yt.pairs(value)
-                                    if not (isinstance(k, yt.ScalarNode) and k.value in skipped)}
+    for part, keys in NODE_FIELDS.items():
+        node = yt.get(root, part)
+        if keys is None or not isinstance(node, yt.MappingNode):
+            data[part] = yt.to_plain(node)
         else:
-            data[key.value if isinstance(key, yt.ScalarNode) else str(key.value)] = yt.to_plain(value)
+            data[part] = {key: yt.to_plain(yt.get(node, key)) for key in keys}
     return data
 
 
