@@ -1,31 +1,76 @@
-"""Lint-time benchmark on a generated corpus: figures, never assertions.
+"""Whole-run benchmark against the PyYAML compose floor: figures, never assertions.
 
-    python benchmarks/bench_lint.py --workloads 1000 --nodes 50
-    python benchmarks/bench_lint.py --corpus /tmp/c10k          # an existing corpus
+    python benchmarks/bench_lint.py                        # every corpus, 3 interleaved rounds
+    python benchmarks/bench_lint.py --sizes 1k 10k --repeat 5
 
-Generates the corpus with ../shared/bench/gen_corpus.py when --corpus is not given, then times
-(one process, files already in the page cache, best of --repeat runs):
-  compose   PyYAML CSafeLoader compose_all of every file: the reference floor for a marked parse
-  load      kubelint-ports loading (files -> documents with positions)
-  model     documents -> cluster model
-  checks    every built-in policy (placement and host port allocation included)
-and prints the ratio lint / compose, which the design keeps under 2.
+Generates the corpora with `gen_corpus.py` (seed 42; found beside the repository in
+`shared/bench/`, or `--generator PATH`) under `--work` (default /tmp/kubelint-bench):
+
+    1k      1,000 workloads, 50 nodes          10k     10,000 workloads, 500 nodes
+    50k     50,000 workloads, 2,500 nodes      50k5k   50,000 workloads, 5,000 nodes
+
+Then, per corpus and round, it runs three commands in turn, each a fresh process:
+  floor     the PyYAML C-compose floor: read each file, `yaml.compose_all(text, Loader=CSafeLoader)`,
+            walk the nodes (one process, the cyclic GC off as the linter runs)
+  lint      `kubelint-ports lint manifests --nodes cluster/nodes.yaml --format json -o FILE`
+            (its default: one worker process per processor for large inputs)
+  lint -j1  the same with `--jobs 1`
+and prints medians of wall and CPU seconds (user + system, worker processes included), the
+median of the per-round ratios lint / floor, peak RSS of the largest process and of all of them
+together (sampled; pages shared after fork count in each) over the input bytes, t(10k)/t(1k) and
+t(50k)/t(10k), the checks (one in-process run: the rules, then the positions of their findings)
+in seconds and as a share of the `--jobs 1` run, and the
+planted problems found (an error at the planted line) and decoys reported. Cold starts are timed
+on one small file and on 100 files.
 """
 
 from __future__ import annotations
 
 import argparse
-import gc
+import json
+import os
+import platform
+import shutil
+import statistics
 import subprocess
 import sys
+import tempfile
+import threading
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-GENERATOR = ROOT.parent / "shared" / "bench" / "gen_corpus.py"
+CORPORA = {"1k": (1000, 50), "10k": (10000, 500), "50k": (50000, 2500), "50k5k": (50000, 5000)}
+FLOOR = """\
+import gc, os, sys, yaml
+from yaml.nodes import MappingNode, SequenceNode
+gc.disable()
+nodes = 0
+for directory, subdirs, files in os.walk(sys.argv[1]):
+    subdirs.sort()
+    for name in sorted(files):
+        if name.endswith((".yaml", ".yml", ".json")):
+            with open(os.path.join(directory, name), "rb") as handle:
+                text = handle.read()
+            for root in yaml.compose_all(text, Loader=yaml.CSafeLoader):
+                stack = [root]
+                while stack:
+                    node = stack.pop()
+                    nodes += 1
+                    if isinstance(node, MappingNode):
+                        for key, value in node.value:
+                            stack.append(key)
+                            stack.append(value)
+                    elif isinstance(node, SequenceNode):
+                        stack.extend(node.value)
+print(nodes)
+"""
 
 
 def best_of(repeat: int, function):
+    """(fewest seconds, result) of `repeat` calls in this process (benchmarks/bench_node.py uses it)."""
+    import gc
+
     timings, result = [], None
     for _ in range(repeat):
         gc.collect()
@@ -35,81 +80,202 @@ def best_of(repeat: int, function):
     return min(timings), result
 
 
+def find_generator(given: Path | None) -> Path:
+    candidates = [given] if given else [ROOT.parent / "shared" / "bench" / "gen_corpus.py",
+                                        ROOT.parent.parent / "shared" / "bench" / "gen_corpus.py"]
+    for candidate in candidates:
+        if candidate and candidate.is_file():
+            return candidate
+    sys.exit(f"gen_corpus.py not found (looked at {', '.join(map(str, candidates))}); pass --generator PATH")
+
+
+def corpus(work: Path, name: str, generator: Path) -> Path:
+    directory = work / name
+    workloads, nodes = CORPORA[name]
+    marker = directory / "corpus.json"
+    if not marker.exists():
+        subprocess.run([sys.executable, str(generator), "--workloads", str(workloads), "--nodes", str(nodes),
+                        "--out", str(directory), "--seed", "42"], check=True, stdout=subprocess.DEVNULL)
+    return directory
+
+
+def input_bytes(directory: Path) -> int:
+    total = (directory / "cluster" / "nodes.yaml").stat().st_size
+    for path in (directory / "manifests").rglob("*"):
+        if path.is_file() and path.suffix in (".yaml", ".yml", ".json"):
+            total += path.stat().st_size
+    return total
+
+
+class TreeMemory(threading.Thread):
+    """Samples the summed RSS of a process and its children (Linux /proc; 0 elsewhere)."""
+
+    def __init__(self, pid: int):
+        super().__init__(daemon=True)
+        self.pid, self.peak, self.done = pid, 0, False
+
+    def run(self) -> None:
+        while not self.done:
+            self.peak = max(self.peak, self.sample())
+            time.sleep(0.02)
+
+    def sample(self) -> int:
+        total = 0
+        try:
+            pids = [self.pid] + [int(child) for task in Path(f"/proc/{self.pid}/task").iterdir()
+                                 for child in (task / "children").read_text().split()]
+            for pid in pids:
+                for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+                    if line.startswith("VmRSS:"):
+                        total += int(line.split()[1]) * 1024
+        except (OSError, ValueError):
+            pass
+        return total
+
+
+def run(command: list[str], cwd: Path) -> dict:
+    """Wall and CPU seconds of a whole process (its children included), its peak RSS (largest
+    process) and the sampled peak of all its processes together."""
+    started = time.perf_counter()
+    process = subprocess.Popen(command, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    sampler = TreeMemory(process.pid)
+    sampler.start()
+    _, status, usage = os.wait4(process.pid, 0)
+    wall = time.perf_counter() - started
+    sampler.done = True
+    stderr = process.stderr.read().decode(errors="replace")
+    process.returncode = os.waitstatus_to_exitcode(status)
+    if process.returncode not in (0, 1):
+        sys.exit(f"{' '.join(command)} failed ({process.returncode}):\n{stderr}")
+    scale = 1024 if sys.platform != "darwin" else 1
+    return {"wall": wall, "cpu": usage.ru_utime + usage.ru_stime, "peak": usage.ru_maxrss * scale,
+            "tree": max(sampler.peak, usage.ru_maxrss * scale)}
+
+
+def lint_command(directory: Path, output: Path, jobs: int | None) -> list[str]:
+    command = [sys.executable, "-m", "kubelint_ports", "lint", "manifests", "--nodes", "cluster/nodes.yaml",
+               "--format", "json", "-o", str(output)]
+    return command + (["--jobs", str(jobs)] if jobs else [])
+
+
+def planted(directory: Path, report: Path) -> tuple[int, int, int, int]:
+    """(problems found, problems, decoys reported, decoys): an error finding at a planted line."""
+    data = json.loads((directory / "planted.json").read_text())
+    errors = {(f["file"].split("manifests/", 1)[-1], f["line"]) for f in json.loads(report.read_text())["findings"]
+              if f["severity"] == "error"}
+
+    def hit(entry) -> bool:
+        return any((o["file"].split("manifests/", 1)[-1], o["line"]) in errors for o in entry["objects"])
+
+    return (sum(map(hit, data["problems"])), len(data["problems"]), sum(map(hit, data["decoys"])),
+            len(data["decoys"]))
+
+
+def phases(directory: Path) -> dict:
+    """One in-process run, --jobs 1: loading with the model, the rules, the findings' positions."""
+    script = f"""
+import gc, json, time
+gc.disable()
+from kubelint_ports.engine import LintOptions, load_cluster, positions, to_finding
+from kubelint_ports.checks import CHECKS
+from kubelint_ports.policies import builtin_policies, enabled_by_default
+started = time.perf_counter()
+cluster, loaded, diagnostics = load_cluster(["manifests"], LintOptions(node_files=("cluster/nodes.yaml",), jobs=1))
+loaded_at = time.perf_counter()
+policies = enabled_by_default(builtin_policies())  # what a run without configuration uses
+hits = [(hit, policy) for policy in policies if CHECKS[policy.check].reads == "cluster"
+        for hit in CHECKS[policy.check].function(cluster, policy.params) if not getattr(hit.subject, "live", False)]
+checked_at = time.perf_counter()
+places = positions(hits)
+findings = sorted({{to_finding(hit, policy, places) for hit, policy in hits}})
+done = time.perf_counter()
+print(json.dumps({{"load": loaded_at - started, "rules": checked_at - loaded_at, "positions": done - checked_at,
+                  "documents": len(loaded.documents), "findings": len(findings)}}))
+"""
+    done = subprocess.run([sys.executable, "-c", script], cwd=directory, capture_output=True, text=True, check=True)
+    return json.loads(done.stdout)
+
+
+def cold_start(work: Path, one_k: Path, repeat: int) -> tuple[float, float]:
+    """Median wall seconds of `lint` on one small file, and on 100 small files."""
+    hundred = work / "hundred"
+    if not hundred.exists():
+        files = sorted(p for p in (one_k / "manifests").rglob("*.yml"))[:100]
+        hundred.mkdir()
+        for index, path in enumerate(files):
+            shutil.copy(path, hundred / f"{index:03}-{path.name}")
+    one = ROOT / "examples" / "clean.yaml"
+    timings: dict[str, list[float]] = {"one": [], "hundred": []}
+    for _ in range(repeat):
+        for key, target in (("one", one), ("hundred", hundred)):
+            timings[key].append(run([sys.executable, "-m", "kubelint_ports", "lint", str(target)], work)["wall"])
+    return statistics.median(timings["one"]), statistics.median(timings["hundred"])
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--corpus", type=Path)
-    parser.add_argument("--workloads", type=int, default=1000)
-    parser.add_argument("--nodes", type=int, default=50)
-    parser.add_argument("--seed", type=int, default=42)
-    parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument("--no-inventory", action="store_true", help="ignore the corpus's cluster/nodes.yaml")
+    parser.add_argument("--sizes", nargs="+", choices=list(CORPORA), default=list(CORPORA))
+    parser.add_argument("--repeat", type=int, default=3, help="interleaved rounds per corpus (medians are printed)")
+    parser.add_argument("--work", type=Path, default=Path(tempfile.gettempdir()) / "kubelint-bench")
+    parser.add_argument("--generator", type=Path, help="gen_corpus.py (default: ../shared/bench/gen_corpus.py)")
     args = parser.parse_args()
-    corpus = args.corpus
-    if corpus is None:
-        corpus = Path(f"/tmp/kubelint-bench-{args.workloads}-{args.nodes}")
-        subprocess.run([sys.executable, str(GENERATOR), "--workloads", str(args.workloads), "--nodes",
-                        str(args.nodes), "--out", str(corpus), "--seed", str(args.seed)], check=True)
-    manifests = corpus / "manifests"
+    generator = find_generator(args.generator)
+    args.work.mkdir(parents=True, exist_ok=True)
+    floor_script = args.work / "floor.py"
+    floor_script.write_text(FLOOR)
+    print(f"machine: {platform.node()} {platform.machine()}, {os.cpu_count()} processors, "
+          f"{os.sysconf('SC_PAGE_SIZE') * os.sysconf('SC_PHYS_PAGES') / 2**30:.0f} GiB, Python {platform.python_version()}"
+          f", load average {os.getloadavg()[0]:.2f} at start")
+    rows, medians = [], {}
+    for name in args.sizes:
+        directory = corpus(args.work, name, generator)
+        size = input_bytes(directory)
+        output = args.work / f"{name}.json"
+        runs: dict[str, list[dict]] = {"floor": [], "lint": [], "lint -j1": []}
+        commands = {"floor": [sys.executable, str(floor_script), "manifests"],
+                    "lint": lint_command(directory, output, None),
+                    "lint -j1": lint_command(directory, output.with_suffix(".j1.json"), 1)}
+        for round_ in range(args.repeat):
+            order = list(commands) if round_ % 2 == 0 else list(reversed(commands))
+            for key in order:
+                runs[key].append(run(commands[key], directory))
+        same = output.read_bytes() == output.with_suffix(".j1.json").read_bytes()
+        found, problems, noisy, decoys = planted(directory, output)
+        split = phases(directory)
 
-    import yaml
+        def median(key: str, field: str) -> float:
+            return statistics.median(run_[field] for run_ in runs[key])
 
-    from kubelint_ports.engine import collector_paused, run_checks
-    from kubelint_ports.loading import discover, load
-    from kubelint_ports.model import build_cluster
-    from kubelint_ports.policies import builtin_policies, enabled_by_default
+        def ratio(key: str, field: str) -> float:
+            return statistics.median(a[field] / b[field] for a, b in zip(runs[key], runs["floor"]))
 
-    files = list(discover([str(manifests)]))
-    size = sum(Path(f).stat().st_size for f in files)
-
-    def compose_all():
-        kept = []
-        for name in files:
-            kept.extend(yaml.compose_all(Path(name).read_bytes(), Loader=yaml.CSafeLoader))
-        return kept
-
-    inventory_file = corpus / "cluster" / "nodes.yaml"
-    use_inventory = inventory_file.exists() and not args.no_inventory
-    with collector_paused():
-        compose_seconds, _ = best_of(args.repeat, compose_all)
-        load_seconds, loaded = best_of(args.repeat, lambda: load([str(manifests)]))
-        inventory = load([str(inventory_file)]).documents if use_inventory else None
-        model_seconds, (cluster, _) = best_of(
-            args.repeat, lambda: build_cluster(loaded.documents, node_documents=inventory))
-        policies = enabled_by_default(builtin_policies())  # what a run without configuration uses
-
-        def checks():
-            cluster.allocation = None  # the allocation is built on first use: time it every run
-            return run_checks(cluster, policies)
-
-        check_seconds, findings = best_of(args.repeat, checks)
-    lint_seconds = load_seconds + model_seconds + check_seconds
-    print(f"corpus      {corpus} ({len(files)} files, {size / 1e6:.1f} MB, {len(loaded.documents)} objects)")
-    print(f"compose     {compose_seconds:7.3f} s  {size / 1e6 / compose_seconds:5.1f} MB/s  (PyYAML CSafeLoader)")
-    print(f"load        {load_seconds:7.3f} s  {size / 1e6 / load_seconds:5.1f} MB/s")
-    print(f"model       {model_seconds:7.3f} s")
-    print(f"checks      {check_seconds:7.3f} s  ({len(findings)} findings)")
-    print(f"lint total  {lint_seconds:7.3f} s  = {lint_seconds / compose_seconds:.2f} x compose")
-    nodes = len(cluster.nodes) if cluster.nodes is not None else 0
-    print(f"inventory   {nodes} nodes" if use_inventory else "inventory   none")
-    report_planted(corpus, findings)
-
-
-def report_planted(corpus: Path, findings) -> None:
-    """How many planted problems were found (an error at the planted line), and decoys kept quiet."""
-    import json
-
-    planted_file = corpus / "planted.json"
-    if not planted_file.exists():
-        return
-    planted = json.loads(planted_file.read_text())
-    errors = {(f.location.path.split("manifests/", 1)[-1], f.location.line) for f in findings
-              if str(f.severity) == "error"}
-    found = sum(1 for problem in planted["problems"]
-                if any((o["file"].split("manifests/", 1)[-1], o["line"]) in errors for o in problem["objects"]))
-    noisy = sum(1 for decoy in planted["decoys"]
-                if any((o["file"].split("manifests/", 1)[-1], o["line"]) in errors for o in decoy["objects"]))
-    print(f"planted     {found}/{len(planted['problems'])} problems found, {noisy}/{len(planted['decoys'])} "
-          f"decoys reported")
+        medians[name] = median("lint", "wall")
+        rows.append((name, size, {key: (median(key, "wall"), median(key, "cpu")) for key in runs},
+                     ratio("lint", "wall"), ratio("lint", "cpu"), ratio("lint -j1", "wall"), ratio("lint -j1", "cpu"),
+                     max(r["peak"] for r in runs["lint"]), max(r["tree"] for r in runs["lint"]),
+                     max(r["peak"] for r in runs["lint -j1"]), split, (found, problems, noisy, decoys),
+                     same))
+    print(f"\n{'corpus':7} {'input':>8} {'floor s':>8} {'lint s':>7} {'cpu s':>6} {'-j1 s':>6} "
+          f"{'wall/floor':>10} {'cpu/floor':>9} {'-j1 wall':>8} {'-j1 cpu':>7} {'RSS/input':>9} {'all procs':>9} "
+          f"{'-j1 RSS':>7} {'checks':>14} {'planted':>9} {'decoys':>6} {'-j1 same':>8}")
+    for (name, size, times, wall_ratio, cpu_ratio, j1_wall, j1_cpu, peak, tree, j1_peak, split,
+         (found, problems, noisy, decoys), same) in rows:
+        checks = f"{split['rules']:.2f}+{split['positions']:.2f}s {100 * (split['rules'] + split['positions']) / times['lint -j1'][0]:.1f}%"
+        print(f"{name:7} {size / 1e6:6.1f}MB {times['floor'][0]:8.2f} {times['lint'][0]:7.2f} {times['lint'][1]:6.2f} "
+              f"{times['lint -j1'][0]:6.2f} {wall_ratio:9.2f}x {cpu_ratio:8.2f}x {j1_wall:7.2f}x {j1_cpu:6.2f}x "
+              f"{peak / size:8.2f}x {tree / size:8.2f}x {j1_peak / size:6.2f}x {checks:>14} "
+              f"{found:>4}/{problems:<4} {noisy:>2}/{decoys:<3} {'yes' if same else 'NO':>8}")
+        print(f"{'':7} peak RSS: lint {peak / 2**20:.0f} MiB (all processes {tree / 2**20:.0f} MiB), "
+              f"-j1 {j1_peak / 2**20:.0f} MiB; {split['documents']:,} documents, {split['findings']:,} findings")
+    for small, big in (("1k", "10k"), ("10k", "50k")):
+        if small in medians and big in medians:
+            print(f"t({big})/t({small}) = {medians[big] / medians[small]:.2f}")
+    if "1k" in args.sizes:
+        # As installed: with bytecode (an environment may say not to write it; pip compiles it).
+        subprocess.run([sys.executable, "-m", "compileall", "-q", str(ROOT / "kubelint_ports")], check=True)
+        one, hundred = cold_start(args.work, args.work / "1k", max(args.repeat, 5))
+        print(f"cold start: one small file {one:.3f} s, 100 files {hundred:.3f} s (median wall)")
+    print(f"load average {os.getloadavg()[0]:.2f} at the end")
 
 
 if __name__ == "__main__":

@@ -1,3 +1,4 @@
 from kubelint_ports.cli import main
 
-main()
+if __name__ == "__main__":  # worker processes started by spawn import this module as __mp_main__
+    main()

@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import gc
 from collections.abc import Callable, Iterable, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from kubelint_ports.checks import CHECKS, Hit
 from kubelint_ports.findings import Diagnostic, Finding, Location, Report
-from kubelint_ports.loading import LoadResult, budgets, display_path, load
-from kubelint_ports.model import Cluster, ClusterFacts, build_cluster
+from kubelint_ports.loading import Loading, LoadResult, budgets, changed_sources, display_path, held, load
+from kubelint_ports.model import Cluster, ClusterFacts
+from kubelint_ports.model.build import INVENTORY, LINTED, LIVE, ModelReader, assemble, custom_workload_kinds
 from kubelint_ports.policies import Policy, builtin_policies, enabled_by_default
 from kubelint_ports.suppressions import annotation_reason, apply_exemptions
 
@@ -31,6 +32,7 @@ class LintOptions:
     exemptions: tuple[Exemption, ...] = ()  # accepted findings, from the config
     baseline: frozenset[str] = frozenset()  # fingerprints of findings accepted by --baseline
     limits: budgets.Limits = budgets.DEFAULT_LIMITS  # budgets against hostile input (--limit, `limits:`)
+    jobs: int = 0  # processes that read large inputs; 0: one per processor, 1: this process only
 
 
 def lint_paths(paths: Sequence[str], options: LintOptions = LintOptions(), *, stdin=None,
@@ -41,6 +43,11 @@ def lint_paths(paths: Sequence[str], options: LintOptions = LintOptions(), *, st
         findings = run_checks(cluster, policies, diagnostics)
         if options.exemptions or options.baseline:
             findings = apply_exemptions(findings, options.exemptions, options.baseline)
+    changed = changed_sources(loaded.documents)
+    if changed:
+        diagnostics = sorted(set(diagnostics) | {Diagnostic(
+            Location(path, 0, 0), "the file changed while it was linted: its findings point at each object's "
+                                  "first line; lint it again") for path in changed})
     return Report(
         findings=findings,
         diagnostics=diagnostics,
@@ -55,24 +62,44 @@ def lint_paths(paths: Sequence[str], options: LintOptions = LintOptions(), *, st
 
 def load_cluster(paths: Sequence[str], options: LintOptions, *, stdin=None
                  ) -> tuple[Cluster, LoadResult, list[Diagnostic]]:
-    """Every input read and modelled: linted manifests, running objects, the node inventory."""
-    with collector_paused(), budgets.applied(options.limits):
-        loaded = load(paths, stdin=stdin, helm=options.helm, chart_helm=dict(options.chart_helm),
-                      exclude=options.exclude)
-        live = load(options.cluster_files) if options.cluster_files else None
-        inventory = load(options.node_files) if options.node_files else None
-        cluster, model_diagnostics = build_cluster(
-            loaded.documents, options.facts,
-            live_documents=live.documents if live else (),
-            node_documents=inventory.documents if inventory else None)
+    """Every input read and modelled: linted manifests, running objects, the node inventory.
+    Each document's tree is read once, by a model reader, and let go."""
+    jobs = options.jobs
+    if jobs <= 0:
+        from kubelint_ports.loading.pool import default_jobs
+
+        jobs = default_jobs()
+    with collector_paused(), budgets.applied(options.limits), workers_for(jobs) as workers:
+        linted = ModelReader(LINTED, replacing=bool(options.cluster_files),
+                             custom_kinds=custom_workload_kinds(options.facts.pod_templates))
+        live = ModelReader(LIVE) if options.cluster_files else None
+        inventory = ModelReader(INVENTORY) if options.node_files else None
+        # Started in this order, so a big inventory (one `kind: List` file: one worker's job) is
+        # not queued behind the manifests' batches; and finished in this order, so this process
+        # reads what stays in-process while the workers read the manifests.
+        pending = [Loading(files, reader=reader, workers=workers) if reader is not None else None
+                   for files, reader in ((options.node_files, inventory), (options.cluster_files, live))]
+        pending.append(Loading(paths, stdin, options.helm, chart_helm=dict(options.chart_helm),
+                               exclude=options.exclude, reader=linted, workers=workers))
+        nodes, running, loaded = (loading.finish() if loading is not None else None for loading in pending)
+        cluster, model_diagnostics = assemble(linted, live, inventory, options.facts)
     diagnostics = loaded.diagnostics + model_diagnostics
-    for extra in (live, inventory):
+    for extra in (running, nodes):
         if extra is not None:
             diagnostics += extra.diagnostics
-    if inventory is not None and not cluster.nodes:
+    if nodes is not None and not cluster.nodes:
         diagnostics.append(Diagnostic(Location(display_path(options.node_files[0]), 0, 0),
                                       "the node inventory holds no Node objects (use `kubectl get nodes -o yaml`)"))
     return cluster, loaded, sorted(set(diagnostics))
+
+
+def workers_for(jobs: int):
+    """Worker processes for large inputs (started only if an input is large), or none."""
+    if jobs <= 1:
+        return nullcontext()
+    from kubelint_ports.loading.pool import Workers
+
+    return Workers(jobs)
 
 
 @contextmanager
@@ -95,9 +122,9 @@ def collector_paused():
 def run_checks(cluster: Cluster, policies: Iterable[Policy], diagnostics: list[Diagnostic] | None = None,
                reads: str = "cluster") -> list[Finding]:
     """Findings of the policies whose check reads `reads` ("cluster": manifests; "node-snapshot":
-    dumps). A check or a finding that fails unexpectedly (a bug) becomes an
-    internal error in `diagnostics`, naming the rule or the input: the other rules still run."""
-    findings: set[Finding] = set()
+    dumps). A check or a finding that fails unexpectedly (a bug) becomes an internal error in
+    `diagnostics`, naming the rule or the input: the other rules still run."""
+    hits = []
     for policy in policies:
         check = CHECKS[policy.check]
         if check.reads != reads:
@@ -106,7 +133,7 @@ def run_checks(cluster: Cluster, policies: Iterable[Policy], diagnostics: list[D
         try:
             for hit in check.function(cluster, policy.params):
                 if not getattr(hit.subject, "live", False):  # running objects only appear as related
-                    findings.add(to_finding(hit, policy))
+                    hits.append((hit, policy))
         except Exception as error:
             if diagnostics is None:
                 raise
@@ -114,7 +141,45 @@ def run_checks(cluster: Cluster, policies: Iterable[Policy], diagnostics: list[D
             diagnostics.append(Diagnostic(Location(where, 0, 0), (
                 f"internal error in rule {policy.id} ({policy.name}): {type(error).__name__}: {str(error)[:500]}"),
                 internal=True))
-    return sorted(findings)
+    places = positions(hits)
+    return sorted({to_finding(hit, policy, places) for hit, policy in hits})
+
+
+class Place(NamedTuple):
+    location: Location
+    values: tuple[Location, ...]  # where a rendered Helm object's value is set
+    identity_path: str  # the field path with list items named (fingerprints)
+
+
+def positions(hits) -> dict[tuple[int, str], Place]:
+    """(id of document, field path) -> its Place, for every place a finding names. Documents keep
+    no trees: each is composed once, here, one at a time (`loading.held`)."""
+    wanted: dict[int, tuple[object, set[str]]] = {}
+    for hit, _ in hits:
+        for subject, field_path in ((hit.subject, hit.field_path),
+                                    *((related.subject, related.field_path) for related in hit.related)):
+            document = subject.document
+            wanted.setdefault(id(document), (document, set()))[1].add(field_path)
+    places = {}
+    for document in held(document for document, paths in wanted.values() if needs_tree(document, paths)):
+        for field_path in wanted[id(document)][1]:
+            places[(id(document), field_path)] = place_of(document, field_path)
+    for document, paths in wanted.values():
+        for field_path in paths:
+            if (id(document), field_path) not in places:
+                places[(id(document), field_path)] = place_of(document, field_path)
+    return places
+
+
+def needs_tree(document, field_paths) -> bool:
+    """False when loading noted every one of these places (`Document.note`)."""
+    has_noted = getattr(document, "has_noted", None)
+    return not (has_noted is not None and has_noted(field_paths))
+
+
+def place_of(document, field_path: str) -> Place:
+    return Place(document.location(field_path), value_locations(document, field_path),
+                 identity_path(document, field_path))
 
 
 def lint_snapshots(snapshots: Sequence[str], paths: Sequence[str] = (), options: LintOptions = LintOptions(), *,
@@ -178,7 +243,9 @@ def load_snapshots(snapshots: Sequence[str], paths: Sequence[str], options: Lint
         diagnostics += problems
         files += loaded.files
         if yaml_cluster:
-            pods = (pods or []) + running_pods_from_documents(load(yaml_cluster).documents)
+            running: list = []
+            load(yaml_cluster, reader=lambda document: running.extend(running_pods_from_documents((document,))))
+            pods = (pods or []) + running
     context = NodeSnapshots(states, pods)
     if cluster is not None:
         context.services = [service for service in cluster.services]
@@ -208,7 +275,7 @@ def identity_path(document, field_path: str) -> str:
     return name_items(field_path) if name_items is not None and field_path else field_path
 
 
-def partners(hit: Hit) -> tuple[str, ...]:
+def partners(hit: Hit, places) -> tuple[str, ...]:
     """Who else the finding is about (the Service whose nodePort a hostPort takes), by identity:
     part of the fingerprint, so a new partner is a new finding. Nodes are facts, not partners."""
     others = set()
@@ -216,30 +283,35 @@ def partners(hit: Hit) -> tuple[str, ...]:
         ref = getattr(related.subject, "ref", None)
         if ref is None or ref == hit.subject.ref or ref.kind == "Node":
             continue
-        where = identity_path(related.subject.document, related.field_path)
+        where = places[(id(related.subject.document), related.field_path)].identity_path
         others.add(f"{ref.kind}/{ref.namespace}/{ref.name}/{where}")
     return tuple(sorted(others))
 
 
-def to_finding(hit: Hit, policy: Policy) -> Finding:
+def to_finding(hit: Hit, policy: Policy, places) -> Finding:
     document = hit.subject.document
     reason = annotation_reason(document, policy.id, policy.name)
+    place = places[(id(document), hit.field_path)]
     return Finding(
-        location=document.location(hit.field_path),
+        location=place.location,
         rule_id=policy.id,
         rule_name=policy.name,
         severity=policy.severity_for(hit.variant),
         message=hit.message,
         subject=hit.subject.ref,
         field_path=hit.field_path,
-        related=tuple(r.subject.document.location(r.field_path, r.message) for r in hit.related)
-        + value_locations(document, hit.field_path),
+        related=tuple(with_message(places[(id(r.subject.document), r.field_path)].location, r.message)
+                      for r in hit.related) + place.values,
         template=document.origin,
         port=hit.port,
         suppressed=reason,
         suppressed_by="inSource" if reason else "",
-        identity_path=identity_path(document, hit.field_path),
-        partners=partners(hit),
+        identity_path=place.identity_path,
+        partners=partners(hit, places),
         traffic=hit.traffic,
         nodes=hit.nodes,
     )
+
+
+def with_message(location: Location, message: str) -> Location:
+    return Location(location.path, location.line, location.column, location.end_line, location.end_column, message)

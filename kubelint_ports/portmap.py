@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, TextIO
 
 from kubelint_ports.findings import Finding, Location, ObjectRef, Report
+from kubelint_ports.loading import held
 from kubelint_ports.model import Cluster, Workload
 from kubelint_ports.model.allocation import allocate, unconstrained_daemonset
 from kubelint_ports.model.objects import WILDCARD_HOST_IP
@@ -148,12 +149,17 @@ def port_map_of(report: Report) -> PortMap:
 def build_port_map(cluster: Cluster, findings: Sequence[Finding] = (), policies: Iterable = ()) -> PortMap:
     allocation = allocate(cluster)
     holders: list[Holder] = []
+    where = claim_locations([
+        *((workload, claim.field_path) for workload, claim in cluster.host_claims()),
+        *((workload, silent.field_path) for workload in cluster.workloads for silent in workload.silent_ports),
+        *((service, claim.field_path) for service in cluster.services if service.has_node_ports
+          for claim in service.node_port_claims)])
     for workload, claim in cluster.host_claims():
         nodes, placement = placements(allocation, workload)
         if nodes:
             holders.append(Holder(
                 claim.port, claim.protocol, claim.host_ip, claim.via, str(workload.ref), workload.ref.namespace,
-                workload.pods, placement, nodes, workload.document.location(claim.field_path),
+                workload.pods, placement, nodes, where[(id(workload.document), claim.field_path)],
                 "running" if workload.live else "", workload.ref, claim.field_path, workload))
     for workload in cluster.workloads:
         if workload.silent_ports:
@@ -162,7 +168,7 @@ def build_port_map(cluster: Cluster, findings: Sequence[Finding] = (), policies:
                 holders.append(Holder(
                     silent.port, "TCP", silent.address or WILDCARD_HOST_IP, "hostNetwork", str(workload.ref),
                     workload.ref.namespace, workload.pods, placement, nodes,
-                    workload.document.location(silent.field_path), f"undeclared: {silent.source}", workload.ref,
+                    where[(id(workload.document), silent.field_path)], f"undeclared: {silent.source}", workload.ref,
                     silent.field_path, workload))
     holders += daemon_holders(cluster, holders, policies)
     for service in cluster.services:
@@ -170,7 +176,7 @@ def build_port_map(cluster: Cluster, findings: Sequence[Finding] = (), policies:
             for claim in service.node_port_claims:
                 holders.append(Holder(
                     claim.port, claim.protocol, WILDCARD_HOST_IP, claim.label, str(service.ref),
-                    service.ref.namespace, "", RUNS, (EVERY_NODE,), service.document.location(claim.field_path),
+                    service.ref.namespace, "", RUNS, (EVERY_NODE,), where[(id(service.document), claim.field_path)],
                     "running" if service.live else "", service.ref, claim.field_path, service))
     holders.sort(key=Holder.sort_key)
     for index, holder in enumerate(holders):
@@ -225,6 +231,15 @@ def daemon_holders(cluster: Cluster, holders: list[Holder], policies: Iterable) 
             daemons.append(Holder(port, protocol, WILDCARD_HOST_IP, "node daemon", daemon, "", "", RUNS,
                                   tuple(sorted(nodes)), None, "node-reserved-port list"))
     return daemons
+
+
+def claim_locations(claims) -> dict[tuple[int, str], Location]:
+    """Where each (owner, field path) is, each document composed once (`loading.held`)."""
+    wanted: dict[int, tuple[object, set[str]]] = {}
+    for owner, field_path in claims:
+        wanted.setdefault(id(owner.document), (owner.document, set()))[1].add(field_path)
+    return {(id(document), path): document.location(path)
+            for document in held(document for document, _ in wanted.values()) for path in wanted[id(document)][1]}
 
 
 def node_order(cluster: Cluster, holders: list[Holder]) -> list[str]:

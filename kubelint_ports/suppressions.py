@@ -22,22 +22,18 @@ BASELINE_VERSION = FINGERPRINT_VERSION
 READABLE_BASELINE_VERSIONS = (1, BASELINE_VERSION)
 
 
-def annotation(document, name: str) -> str:
-    """One annotation's text ("" when absent). Looked up through the mapping's key index, built
-    once per mapping: re-expanding `<<` merge keys for every finding made a 100 KB file take 60 s."""
-    from kubelint_ports.loading import yamltree as yt
-
-    node = yt.get(yt.get(document.root, "metadata"), "annotations")
-    value = yt.get(node, name) if isinstance(node, yt.MappingNode) else None
-    return value.value if isinstance(value, yt.ScalarNode) else ""
+def annotations(document) -> dict[str, str]:
+    """The object's own annotations (loading keeps the ones under `kubelint-ports.io/`)."""
+    return dict(getattr(document, "annotations", None) or {})
 
 
 def annotation_reason(document, rule_id: str, rule_name: str) -> str:
     """The reason an object's `kubelint-ports.io/ignore` annotation gives for this rule, or ""."""
-    listed = {token.strip() for token in annotation(document, IGNORE_ANNOTATION).split(",") if token.strip()}
+    values = annotations(document)
+    listed = {token.strip() for token in values.get(IGNORE_ANNOTATION, "").split(",") if token.strip()}
     if not listed or not (listed & EVERY_RULE or rule_name in listed or rule_id in {t.upper() for t in listed}):
         return ""
-    return annotation(document, REASON_ANNOTATION).strip() or f"{IGNORE_ANNOTATION} annotation"
+    return values.get(REASON_ANNOTATION, "").strip() or f"{IGNORE_ANNOTATION} annotation"
 
 
 def apply_exemptions(findings: Iterable[Finding], exemptions: Sequence, baseline: frozenset[str] = frozenset()

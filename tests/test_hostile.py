@@ -514,10 +514,10 @@ def test_an_unexpected_exception_on_one_input_is_an_internal_error_naming_it(tmp
 
     real = loading.add_document
 
-    def broken(root, path, origin, result):
+    def broken(root, path, *args, **kwargs):
         if path.endswith("bad.yaml"):
             raise KeyError("a bug")
-        return real(root, path, origin, result)
+        return real(root, path, *args, **kwargs)
 
     monkeypatch.setattr(loading, "add_document", broken)
     (tmp_path / "bad.yaml").write_text(DEPLOYMENT)

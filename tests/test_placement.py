@@ -440,3 +440,41 @@ def test_constructors_accept_plain_dicts_and_lists_and_stay_hashable() -> None:
                                        required_terms=[NodeSelectorTerm([Requirement("zone", "In", ["a"])])])}) == 1
     with pytest.raises(TypeError):
         scheduling.node_selector["zone"] = "b"  # type: ignore[index]
+
+
+def test_node_index_narrows_to_exactly_the_eligible_nodes() -> None:
+    """The allocation's name/label index only narrows: on random constraints it never loses a
+    node the exact test accepts, and keeps inventory order."""
+    import random
+
+    from kubelint_ports.model.allocation import NodeIndex
+
+    rng = random.Random(7)
+    zones, names = ["a", "b", "c"], [f"n{i}" for i in range(30)]
+    nodes = [Node(name, labels={"zone": rng.choice(zones), "kubernetes.io/hostname": name,
+                                **({"gpu": "1"} if rng.random() < 0.3 else {})},
+                  taints=(Taint("dedicated", "x", "NoSchedule"),) if rng.random() < 0.2 else (),
+                  unschedulable=rng.random() < 0.1) for name in names]
+    index = NodeIndex(nodes)
+    for _ in range(400):
+        spec: dict = {}
+        if rng.random() < 0.2:
+            spec["nodeName"] = rng.choice(names + ["absent"])
+        if rng.random() < 0.4:
+            spec["nodeSelector"] = {"zone": rng.choice(zones + ["z"])}
+        if rng.random() < 0.5:
+            terms = []
+            for _ in range(rng.randint(0, 2)):
+                expression = rng.choice([
+                    {"key": "zone", "operator": "In", "values": rng.sample(zones, 2)},
+                    {"key": "gpu", "operator": rng.choice(["Exists", "DoesNotExist"])},
+                    {"key": "zone", "operator": "NotIn", "values": ["a"]},
+                    {"key": "kubernetes.io/hostname", "operator": "In", "values": [rng.choice(names)]}])
+                field = [{"key": "metadata.name", "operator": "In", "values": [rng.choice(names)]}] \
+                    if rng.random() < 0.3 else []
+                terms.append({"matchExpressions": [expression], "matchFields": field})
+            spec.update(affinity(*terms))
+        scheduling = scheduling_from_pod_spec(spec)
+        daemonset = rng.random() < 0.3
+        assert eligible_nodes(scheduling, index.candidates(scheduling), daemonset=daemonset) == \
+            eligible_nodes(scheduling, nodes, daemonset=daemonset), spec

@@ -66,10 +66,8 @@ def container_port_contexts(cluster: Cluster) -> Iterator[tuple[Any, str, dict[s
 
 
 def service_port_contexts(cluster: Cluster) -> Iterator[tuple[Any, str, dict[str, Any]]]:
-    from kubelint_ports.loading import yamltree as yt
-
     for service in cluster.services:
-        labels = yt.to_plain(yt.get(yt.get(service.document.root, "metadata"), "labels")) or {}
+        labels = service.labels
         for port in service.ports:
             field = f"{port.field_path}.nodePort" if port.node_port else f"{port.field_path}.port"
             yield service, field, {

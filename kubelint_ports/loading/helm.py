@@ -17,17 +17,19 @@ import json
 import os
 import re
 import stat
+import zlib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 import yaml
 
 from kubelint_ports.findings import Diagnostic, Location
-from kubelint_ports.loading import Document, LoadResult, budgets, display_path, files, load_bytes
+from kubelint_ports.loading import (Document, DocumentReader, LoadResult, SourceText, budgets, display_path, files,
+                                     load_bytes)
 from kubelint_ports.loading import yamltree as yt
 from kubelint_ports.loading.helm_worker import merge_set, merge_values  # noqa: F401 (one copy, shared with the worker)
 from kubelint_ports.loading.templatemap import (
-    Segment, TemplateDocument, TemplateSource, ValuesFile, ValuesSource, chart_relative)
+    Segment, TemplateSource, ValuesFile, ValuesSource, chart_relative, template_document)
 
 CHART_FILE = "Chart.yaml"
 MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
@@ -650,7 +652,8 @@ def one_line(message: str) -> str:
 # --- loading -------------------------------------------------------------------------------------
 
 
-def load_chart(chart_dir: str, options: HelmOptions | None, result: LoadResult) -> None:
+def load_chart(chart_dir: str, options: HelmOptions | None, result: LoadResult,
+               reader: DocumentReader | None = None) -> None:
     """Render a chart and add its objects, positioned on template lines, to `result`."""
     options = options or HelmOptions()
     shown = display_path(chart_dir)
@@ -661,17 +664,22 @@ def load_chart(chart_dir: str, options: HelmOptions | None, result: LoadResult) 
         where = error.location or Location(shown, 0, 0)
         result.diagnostics.append(Diagnostic(where, f"cannot render Helm chart {shown}: {error}"))
         return
-    add_rendered(manifests, chart_dir, options, result)
+    add_rendered(manifests, chart_dir, options, result, reader)
 
 
-def add_rendered(manifests: dict[str, str], chart_dir: str, options: HelmOptions, result: LoadResult) -> None:
+def add_rendered(manifests: dict[str, str], chart_dir: str, options: HelmOptions, result: LoadResult,
+                 reader: DocumentReader | None = None) -> None:
     for origin in sorted(manifests):
         text = manifests[origin]
         if not is_manifest(origin, options) or not text.strip():
             continue
         source = template_source(chart_dir, origin, options)
         rendered = LoadResult()
-        load_bytes(text.encode("utf-8"), source.path, rendered)
+        data = text.encode("utf-8")
+        wrap = TemplateWrapper(source, origin, options)
+        # The rendered text is kept: positions compose it again when findings need them.
+        load_bytes(data, source.path, rendered, reader=reader, source=SourceText(data=data, digest=zlib.crc32(data)),
+                   wrap=wrap, finish=wrap.finish)
         result.files += 1
         result.skipped += rendered.skipped
         for diagnostic in rendered.diagnostics:
@@ -679,16 +687,25 @@ def add_rendered(manifests: dict[str, str], chart_dir: str, options: HelmOptions
             result.diagnostics.append(Diagnostic(
                 Location(source.path, 0, 0),
                 f"{origin} renders to invalid Kubernetes YAML (line {line} of its output): {diagnostic.message}"))
-        add_template_documents(rendered.documents, source, origin, options, result)
+        result.documents += rendered.documents
 
 
-def add_template_documents(documents: list[Document], source: TemplateSource, origin: str,
-                           options: HelmOptions, result: LoadResult) -> None:
-    source.rendered_count = len(documents)
-    for ordinal, document in enumerate(documents):
-        if not options.include_tests and is_test_hook(document.root):
-            continue
-        result.documents.append(TemplateDocument(source.path, document.root, origin, source=source, ordinal=ordinal))
+class TemplateWrapper:
+    """Rendered documents of one template -> TemplateDocuments (test hooks dropped), numbered."""
+
+    def __init__(self, source: TemplateSource, origin: str, options: HelmOptions):
+        self.source, self.origin, self.options = source, origin, options
+        self.count = 0
+
+    def __call__(self, document: Document) -> Document | None:
+        ordinal = self.count
+        self.count += 1
+        if not self.options.include_tests and is_test_hook(document):
+            return None
+        return template_document(document, self.source.path, self.origin, self.source, ordinal)
+
+    def finish(self) -> None:
+        self.source.rendered_count = self.count
 
 
 def is_manifest(origin: str, options: HelmOptions) -> bool:
@@ -700,12 +717,11 @@ def is_manifest(origin: str, options: HelmOptions) -> bool:
     return options.include_tests or not relative.startswith("templates/tests/")
 
 
-def is_test_hook(root: yt.Node) -> bool:
-    annotations = yt.get(yt.get(root, "metadata"), "annotations")
-    hook = yt.get(annotations, "helm.sh/hook") if isinstance(annotations, yt.MappingNode) else None
-    if not isinstance(hook, yt.ScalarNode):
+def is_test_hook(document: Document) -> bool:
+    hook = (document.annotations or {}).get("helm.sh/hook")
+    if hook is None:
         return False
-    return any(part.strip() in ("test", "test-success") for part in hook.value.split(","))
+    return any(part.strip() in ("test", "test-success") for part in hook.split(","))
 
 
 def template_source(chart_dir: str, origin: str, options: HelmOptions) -> TemplateSource:
@@ -733,30 +749,40 @@ def template_source(chart_dir: str, origin: str, options: HelmOptions) -> Templa
 # --- `helm template` output read as manifests --------------------------------------------------
 
 
-def map_template_output(documents: list[Document], options: HelmOptions | None) -> list[Document]:
-    """Documents of `helm template` output (`# Source:` comments) positioned on the templates of
-    the chart at --chart-root (or the current directory, or `./<chart name>`), when found there."""
-    options = options or HelmOptions()
-    sources: dict[str, TemplateSource | None] = {}
-    counts: dict[str, int] = {}
-    mapped: list[Document] = []
-    for document in documents:
+class TemplateOutput:
+    """Documents of `helm template` output (`# Source:` comments), one file's worth, positioned on
+    the templates of the chart at --chart-root (or the current directory, or `./<chart name>`),
+    when found there. `finish` tells each template how many objects it rendered."""
+
+    def __init__(self, options: HelmOptions | None):
+        self.options = options or HelmOptions()
+        self.sources: dict[str, TemplateSource | None] = {}
+        self.counts: dict[str, int] = {}
+
+    def __call__(self, document: Document) -> Document:
         origin = document.origin
         if not origin or "/" not in origin:
-            mapped.append(document)
-            continue
-        if origin not in sources:
-            sources[origin] = output_source(origin, options)
-        source = sources[origin]
-        ordinal = counts.get(origin, 0)
-        counts[origin] = ordinal + 1
+            return document
+        if origin not in self.sources:
+            self.sources[origin] = output_source(origin, self.options)
+        source = self.sources[origin]
+        ordinal = self.counts.get(origin, 0)
+        self.counts[origin] = ordinal + 1
         if source is None:
-            mapped.append(document)
-            continue
-        mapped.append(TemplateDocument(source.path, document.root, origin, source=source, ordinal=ordinal))
-    for origin, source in sources.items():
-        if source is not None:
-            source.rendered_count = counts[origin]
+            return document
+        return template_document(document, source.path, origin, source, ordinal)
+
+    def finish(self) -> None:
+        for origin, source in self.sources.items():
+            if source is not None:
+                source.rendered_count = self.counts[origin]
+
+
+def map_template_output(documents: list[Document], options: HelmOptions | None) -> list[Document]:
+    """`TemplateOutput` over a list of documents."""
+    mapper = TemplateOutput(options)
+    mapped = [mapper(document) for document in documents]
+    mapper.finish()
     return mapped
 
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import zlib
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
@@ -33,8 +34,10 @@ from kubelint_ports.loading import budgets, files as input_files
 from kubelint_ports.loading import (
     KUSTOMIZATION_FILES,
     Document,
+    DocumentReader,
     LoadResult,
     ManifestLoader,
+    SourceText,
     display_path,
     load_bytes,
 )
@@ -504,7 +507,7 @@ def list_items(doc: yt.Node) -> list[yt.Node]:
     return [doc]
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, eq=False)
 class KustomizeDocument(Document):
     """A rendered object whose positions are its patches' and resource file's lines."""
 
@@ -521,6 +524,13 @@ class KustomizeDocument(Document):
         if self._patches is None:
             self._patches = patches_for(self.root, self.source_file, self.applied, self.sources or SourceFiles())
         return self._patches
+
+    def compose_again(self) -> yt.Node | None:
+        """The built object from the kept build output, its origin annotation taken out again."""
+        root = Document.compose_again(self)
+        if root is not None:
+            remove_origin(root)
+        return root
 
     def location(self, field_path: str = "", message: str = "") -> Location:
         segments = yt.parse_field_path(field_path) if field_path else []
@@ -678,7 +688,8 @@ def one_line(message: str) -> str:
 # --- loading ---------------------------------------------------------------------------------------
 
 
-def load_kustomizations(directories: list[str], named: Iterable[str], result: LoadResult) -> None:
+def load_kustomizations(directories: list[str], named: Iterable[str], result: LoadResult,
+                        document_reader: DocumentReader | None = None) -> None:
     """Build every Kustomize directory that no other one in the run builds on (or that was named on
     the command line), and add its objects, positioned in their files, to `result`."""
     reader = Reader()
@@ -700,7 +711,7 @@ def load_kustomizations(directories: list[str], named: Iterable[str], result: Lo
         outcome = builds[directory] if isinstance(tree, Kustomization) else tree
         if not isinstance(outcome, KustomizeError):
             try:
-                add_built(directory, tree, *outcome, result)
+                add_built(directory, tree, *outcome, result, document_reader)
                 continue
             except KustomizeError as error:
                 outcome = error
@@ -743,7 +754,8 @@ def entry_location(tree: Kustomization, message: str) -> Location | None:
     return None
 
 
-def add_built(directory: str, tree: Kustomization, text: str, scratch: str, result: LoadResult) -> None:
+def add_built(directory: str, tree: Kustomization, text: str, scratch: str, result: LoadResult,
+              reader: DocumentReader | None = None) -> None:
     """A build's objects, with their origins and the patches that may have written them."""
     data = text.encode("utf-8")
     limit = budgets.current().max_file_bytes
@@ -752,40 +764,38 @@ def add_built(directory: str, tree: Kustomization, text: str, scratch: str, resu
                              f"(limit max-file-mib)")
     shown = display_path(directory)
     rendered = LoadResult()
-    load_bytes(data, shown, rendered)
+    applied = tree.applied_patches()
+    sources = SourceFiles()
+    files: set[str] = set()
+
+    def placed(document: Document) -> KustomizeDocument:
+        source_file, generator = take_origin(document.root, scratch)
+        if not source_file:
+            source_file = tree.file  # no origin: kustomize made it without a file (a plugin)
+        files.add(source_file)
+        return KustomizeDocument(display_path(source_file), document.root, shown, document.text_source,
+                                 document.span, document.items, document.annotations, source_file=source_file,
+                                 sources=sources, applied=applied, generator=generator)
+
+    # The build's output is kept: positions compose its objects again when findings need them.
+    load_bytes(data, shown, rendered, reader=reader, source=SourceText(data=data, digest=zlib.crc32(data)),
+               wrap=placed)
     for diagnostic in rendered.diagnostics:
         result.diagnostics.append(Diagnostic(
             Location(display_path(tree.file), 0, 0),
             f"{shown} renders to invalid Kubernetes YAML (line {diagnostic.location.line} of its output): "
             f"{diagnostic.message}"))
     result.skipped += rendered.skipped
-    applied = tree.applied_patches()
-    sources = SourceFiles()
-    files: set[str] = set()
-    for document in rendered.documents:
-        source_file, generator = take_origin(document.root, scratch)
-        if not source_file:
-            source_file = tree.file  # no origin: kustomize made it without a file (a plugin)
-        files.add(source_file)
-        result.documents.append(KustomizeDocument(
-            display_path(source_file), document.root, shown, source_file=source_file, sources=sources,
-            applied=applied, generator=generator))
+    result.documents += rendered.documents
     result.files += max(1, len(files))
 
 
 def take_origin(root: yt.MappingNode, scratch: str) -> tuple[str, str]:
     """Remove the origin annotation the build added and return (absolute source file, generator kind
     or ""); the object is then as the user's files render it."""
-    metadata = yt.get(root, "metadata")
-    annotations = yt.get(metadata, "annotations")
-    pair = yt.child(annotations, ORIGIN_ANNOTATION)
+    pair = remove_origin(root)
     if pair is None:
         return "", ""
-    annotations.value = [(k, v) for k, v in annotations.value if k is not pair[0]]
-    annotations.__dict__.pop("_index", None)
-    if not annotations.value:
-        metadata.value = [(k, v) for k, v in metadata.value if v is not annotations]
-        metadata.__dict__.pop("_index", None)
     try:
         origin = yaml.safe_load(pair[1].value) if isinstance(pair[1], yt.ScalarNode) else None
     except yaml.YAMLError:
@@ -799,6 +809,21 @@ def take_origin(root: yt.MappingNode, scratch: str) -> tuple[str, str]:
     if "path" not in origin and isinstance(origin.get("configuredBy"), dict):
         generator = str(origin["configuredBy"].get("kind") or "")
     return os.path.normpath(os.path.join(scratch, path)), generator
+
+
+def remove_origin(root: yt.Node) -> tuple[yt.Node, yt.Node] | None:
+    """Take the build's origin annotation out of an object; the (key, value) removed, if any."""
+    metadata = yt.get(root, "metadata")
+    annotations = yt.get(metadata, "annotations")
+    pair = yt.child(annotations, ORIGIN_ANNOTATION)
+    if pair is None:
+        return None
+    annotations.value = [(k, v) for k, v in annotations.value if k is not pair[0]]
+    annotations.__dict__.pop("_index", None)
+    if not annotations.value:
+        metadata.value = [(k, v) for k, v in metadata.value if v is not annotations]
+        metadata.__dict__.pop("_index", None)
+    return pair
 
 
 def patches_for(root: yt.Node, source_file: str, applied: list[tuple[Patch, Kustomization]],

@@ -432,7 +432,7 @@ class Mapped:
     range_index: int | None  # the rendered index of the last list written by one `range` item
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, eq=False)
 class TemplateDocument(Document):
     """A rendered object whose positions are those of its template (and values files)."""
 
@@ -534,6 +534,13 @@ class TemplateDocument(Document):
         for location in found:
             unique.setdefault((location.path, location.line, location.column), location)
         return tuple(unique.values())
+
+
+def template_document(document: Document, path: str, origin: str, source: TemplateSource,
+                      ordinal: int) -> TemplateDocument:
+    """A rendered document placed in its template; it reads its rendered text as `document` does."""
+    return TemplateDocument(path, document._root, origin, document.text_source, document.span, document.items,
+                            document.annotations, source=source, ordinal=ordinal)
 
 
 def _with_message(location: Location, message: str) -> Location:

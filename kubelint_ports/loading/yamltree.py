@@ -3,12 +3,16 @@
 Composing keeps every node's start and end mark, so any field can be located later. Values are
 typed only where a rule reads them, with the YAML 1.1 rules Kubernetes' decoder applies
 (`on`/`yes` are booleans, a quoted "80" is a string), and never through arbitrary tags.
+
+Text read into the model is interned: a cluster repeats a few thousand label keys and values,
+kinds and namespaces hundreds of thousands of times (10k corpus: 337k strings, 18.7k distinct).
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from sys import intern
 
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
@@ -89,10 +93,23 @@ def child(mapping: Node | None, key: str) -> tuple[ScalarNode, Node] | None:
     """The (key node, value node) pair for `key`; the last one wins, as in the API decoder.
 
     Each mapping is indexed on first use (the model reads several keys of the same mappings)."""
-    if not isinstance(mapping, MappingNode):
-        return None
-    index = mapping.__dict__.get("_index")
-    if index is None:
+    try:
+        index = mapping._index
+    except AttributeError:
+        if not isinstance(mapping, MappingNode):
+            return None
+        index = _indexed(mapping)
+    return index.get(key)
+
+
+def _indexed(mapping: MappingNode) -> dict[str, tuple[ScalarNode, Node]]:
+    """One pass in C over the pairs; the written-out loop only for merge keys or non-scalar keys.
+    (A key tagged `!!merge` that is not spelled `<<` is read as an ordinary key.)"""
+    try:
+        index = {pair[0].value: pair for pair in mapping.value}
+        if "<<" in index:
+            raise TypeError
+    except TypeError:
         index = {}
         has_merge = False
         for key_node, value in mapping.value:
@@ -107,16 +124,21 @@ def child(mapping: Node | None, key: str) -> tuple[ScalarNode, Node] | None:
             for key_node, value in pairs(mapping):
                 if isinstance(key_node.value, str):
                     index.setdefault(key_node.value, (key_node, value))
-        mapping._index = index
-    return index.get(key)
+    mapping._index = index
+    return index
 
 
 def get(mapping: Node | None, key: str) -> Node | None:
-    pair = child(mapping, key)
+    try:
+        pair = mapping._index.get(key)  # the model reads ~50 keys per object: the indexed case inline
+    except AttributeError:
+        pair = child(mapping, key)
     if pair is None:
         return None
     value = pair[1]
-    return None if is_null(value) else value
+    if value.__class__ is ScalarNode and (value.tag == NULL or (value.tag == PLAIN and value.value in _NULLS)):
+        return None
+    return value
 
 
 def at(root: Node | None, path: str) -> Node | None:
@@ -131,6 +153,8 @@ def at(root: Node | None, path: str) -> Node | None:
 
 def items(node: Node | None, what: str) -> list[Node]:
     """The items of a sequence field; absent or null is empty, anything else a type error."""
+    if node.__class__ is SequenceNode:
+        return node.value
     if is_null(node):
         return []
     if not isinstance(node, SequenceNode):
@@ -139,6 +163,8 @@ def items(node: Node | None, what: str) -> list[Node]:
 
 
 def mapping(node: Node | None, what: str) -> MappingNode | None:
+    if node.__class__ is MappingNode:
+        return node
     if is_null(node):
         return None
     if not isinstance(node, MappingNode):
@@ -210,11 +236,19 @@ def as_bool(node: Node | None, default: bool = False) -> bool:
 
 def as_str(node: Node | None, default: str = "") -> str:
     """A scalar as text, whatever its implicit type (labels and names are strings to the API)."""
+    if node is None:
+        return default
+    if node.__class__ is ScalarNode:
+        tag = node.tag
+        if tag is STR:  # the loader's own tags: no lookup needed
+            return intern(node.value)
+        if tag is PLAIN:
+            return default if node.value in _NULLS else intern(node.value)
     if is_null(node):
         return default
     if isinstance(node, ScalarNode):
         check_tag(node)
-        return node.value
+        return intern(node.value)
     raise FieldTypeError(node, f"expected a string, found {describe(node)}")
 
 
@@ -232,10 +266,12 @@ def to_plain(node: Node | None, budget: list[int] | None = None):
     if node is None:
         return None
     if isinstance(node, ScalarNode):
-        return None if is_null(node) else node.value
+        if node.tag is STR:  # the loader's own tag: not null
+            return intern(node.value)
+        return None if is_null(node) else intern(node.value)
     if isinstance(node, SequenceNode):
         return [to_plain(item, budget) for item in node.value]
-    return {key.value if isinstance(key, ScalarNode) else str(key.value): to_plain(value, budget)
+    return {intern(key.value) if isinstance(key, ScalarNode) else str(key.value): to_plain(value, budget)
             for key, value in pairs(node)}
 
 

@@ -5,6 +5,13 @@ Claims are indexed by (protocol, port); only the pods inside one index entry are
 With a node inventory, feasibility is a max-flow problem (replica slots -> eligible nodes, one
 pod per node and host port); without one, only what the manifests prove is used: pods pinned to
 the same node, and DaemonSets with no node constraint, which run on every node.
+
+Nothing here is pairwise. A port with one claimant (most of them) needs no comparison at all:
+its pending pods are its replicas minus its eligible nodes. Claimants of one port are grouped by
+shared nodes in one pass over their node lists, and max flow runs only where two or more meet.
+Eligible nodes are computed once per distinct set of scheduling constraints, and only among the
+nodes an index of names and labels leaves possible (`NodeIndex`); the exact placement test
+(`placement.eligible`) still decides every node.
 """
 
 from __future__ import annotations
@@ -39,11 +46,66 @@ class Conflict:
     provable_without_inventory: bool = False
 
 
+class NodeIndex:
+    """The inventory by name and by label, to narrow the nodes a scheduling constraint may select
+    before the exact test: a pinned pod looks at one node, a selected one at its label's nodes."""
+
+    def __init__(self, nodes: list[placement.Node]):
+        self.nodes = nodes
+        self.by_name: dict[str, list[int]] = {}
+        self.by_label: dict[tuple[str, str], list[int]] = {}
+        for position, node in enumerate(nodes):
+            self.by_name.setdefault(node.name, []).append(position)
+            for label in node.labels.items():
+                self.by_label.setdefault(label, []).append(position)
+
+    def candidates(self, scheduling: placement.Scheduling) -> list[placement.Node]:
+        """A superset of the nodes `scheduling` may select, in inventory order."""
+        possible: set[int] | None = None
+        if scheduling.node_name:
+            possible = set(self.by_name.get(scheduling.node_name, ()))
+        for label in scheduling.node_selector.items():
+            possible = self._narrow(possible, self.by_label.get(label, ()))
+        if scheduling.required_terms is not None:
+            # A node must match one term; a term narrows only through its `In` requirements.
+            union: set[int] = set()
+            for term in scheduling.required_terms:
+                term_nodes = self.term_candidates(term)
+                if term_nodes is None:
+                    union = None
+                    break
+                union |= term_nodes
+            if union is not None:
+                possible = self._narrow(possible, union)
+        if possible is None:
+            return self.nodes
+        return [self.nodes[position] for position in sorted(possible)]
+
+    def term_candidates(self, term: placement.NodeSelectorTerm) -> set[int] | None:
+        """Nodes a term may match (None: it does not narrow them)."""
+        possible: set[int] | None = None
+        for requirement in term.match_expressions:
+            if requirement.operator == "In":
+                found = [p for value in requirement.values for p in self.by_label.get((requirement.key, value), ())]
+                possible = self._narrow(possible, found)
+        for requirement in term.match_fields:
+            if requirement.key == placement.NAME_FIELD and requirement.operator == "In" and \
+                    len(requirement.values) == 1:
+                possible = self._narrow(possible, self.by_name.get(requirement.values[0], ()))
+        return possible
+
+    @staticmethod
+    def _narrow(possible: set[int] | None, found) -> set[int]:
+        return set(found) if possible is None else possible.intersection(found)
+
+
 @dataclass(slots=True)
 class Allocation:
     cluster: Cluster
     groups: dict[tuple[str, int], list[Claimant]] = field(default_factory=dict)
     _eligible: dict[int, tuple[str, ...]] = field(default_factory=dict)
+    _by_constraints: dict[tuple, tuple[str, ...]] = field(default_factory=dict)
+    _index: NodeIndex | None = None
 
     def eligible(self, workload: Workload) -> tuple[str, ...]:
         """Names of the nodes the workload's pods can run on; needs an inventory."""
@@ -53,8 +115,16 @@ class Allocation:
             if workload.live and workload.scheduling.node_name:
                 names = tuple(n.name for n in nodes if n.name == workload.scheduling.node_name)
             else:
-                names = tuple(n.name for n in placement.eligible_nodes(
-                    workload.scheduling, nodes, daemonset=workload.is_daemonset))
+                # Workloads share constraints (a pool's nodeSelector, none at all): one answer each.
+                constraints = (workload.scheduling, workload.is_daemonset)
+                names = self._by_constraints.get(constraints)
+                if names is None:
+                    if self._index is None:
+                        self._index = NodeIndex(nodes)
+                    names = tuple(n.name for n in placement.eligible_nodes(
+                        workload.scheduling, self._index.candidates(workload.scheduling),
+                        daemonset=workload.is_daemonset))
+                    self._by_constraints[constraints] = names
             self._eligible[key] = names
         return self._eligible[key]
 
@@ -171,6 +241,9 @@ def conflicts_on_nodes(allocation: Allocation, protocol: str, port: int, host_ip
     """Max flow per connected group of claimants: DaemonSet and running pods are fixed to their
     nodes; other workloads' replicas go to any eligible node left free."""
     for component in connected(allocation, clique):
+        if len(component) == 1:
+            yield from lone_claimant(allocation, protocol, port, host_ip, component)
+            continue
         fixed_count: dict[str, int] = defaultdict(int)
         flexible: list[Claimant] = []
         for claimant in component:
@@ -189,6 +262,19 @@ def conflicts_on_nodes(allocation: Allocation, protocol: str, port: int, host_ip
             yield Conflict(protocol, port, host_ip, component, contested_nodes(allocation, component), pending, demand)
 
 
+def lone_claimant(allocation: Allocation, protocol: str, port: int, host_ip: str,
+                  component: list[Claimant]) -> Iterator[Conflict]:
+    """One workload alone on its port: its replicas beyond its eligible nodes stay Pending (a
+    DaemonSet or a running pod holds one pod per node, which always fits)."""
+    workload = component[0].workload
+    if workload.is_daemonset or workload.live:
+        return
+    wanted = pods_wanted(workload)
+    nodes = allocation.eligible(workload)
+    if nodes and wanted > len(nodes):
+        yield Conflict(protocol, port, host_ip, component, sorted(nodes), wanted - len(nodes), wanted)
+
+
 def contested_nodes(allocation: Allocation, component: list[Claimant]) -> list[str]:
     """Nodes more than one claimant may use (for a lone workload, all of its nodes)."""
     counts: dict[str, int] = defaultdict(int)
@@ -201,26 +287,33 @@ def contested_nodes(allocation: Allocation, component: list[Claimant]) -> list[s
 
 
 def connected(allocation: Allocation, clique: list[Claimant]) -> list[list[Claimant]]:
-    """Claimants grouped by shared eligible nodes (union-find through the node names)."""
-    parent: dict[object, object] = {}
+    """Claimants grouped by shared eligible nodes: one pass over their node lists, each node
+    joining its claimants to the first claimant that listed it (union-find over claimants)."""
+    if len(clique) == 1:
+        return [clique] if pods_wanted(clique[0].workload) > 1 else []
+    parent = list(range(len(clique)))
 
-    def find(item):
-        parent.setdefault(item, item)
-        while parent[item] is not item:
-            parent[item] = parent[parent[item]]
-            item = parent[item]
-        return item
+    def find(index: int) -> int:
+        while parent[index] != index:
+            parent[index] = parent[parent[index]]
+            index = parent[index]
+        return index
 
+    first_claimant: dict[str, int] = {}
     for index, claimant in enumerate(clique):
         for name in allocation.eligible(claimant.workload):
-            a, b = find(("w", index)), find(("n", name))
-            if a is not b:
-                parent[a] = b
-        find(("w", index))
-    groups: dict[object, list[Claimant]] = defaultdict(list)
+            other = first_claimant.setdefault(name, index)
+            if other != index:
+                root, other_root = find(index), find(other)
+                if root != other_root:
+                    parent[root] = other_root
+    groups: dict[int, list[Claimant]] = defaultdict(list)
     for index, claimant in enumerate(clique):
-        groups[find(("w", index))].append(claimant)
+        groups[find(index)].append(claimant)
     return [group for group in groups.values() if len(group) > 1 or pods_wanted(group[0].workload) > 1]
+
+
+SMALL_ASSIGNMENT = 20_000  # edges (workload, free node): below, augmenting paths here beat importing networkx
 
 
 def max_placement(allocation: Allocation, flexible: list[Claimant], taken: set[str]) -> int:
@@ -233,7 +326,9 @@ def max_placement(allocation: Allocation, flexible: list[Claimant], taken: set[s
     if all(w <= len(f) for w, f in zip(wanted, free)) and sum(wanted) <= len(union) and \
             all(set(f) == union for f in free):
         return sum(wanted)  # everyone may use every free node: enough nodes is enough
-    import networkx  # heavy: loaded only when a real assignment problem appears
+    if sum(len(f) for f in free) <= SMALL_ASSIGNMENT:
+        return augmenting_placement(wanted, free)
+    import networkx  # heavy (60 ms to import): loaded only for a large assignment problem
 
     graph = networkx.DiGraph()
     for index, (names, count) in enumerate(zip(free, wanted)):
@@ -245,3 +340,41 @@ def max_placement(allocation: Allocation, flexible: list[Claimant], taken: set[s
     if "sink" not in graph:
         return 0
     return int(networkx.maximum_flow_value(graph, "source", "sink"))
+
+
+def augmenting_placement(wanted: list[int], free: list[list[str]]) -> int:
+    """The same maximum as the flow, by augmenting paths (Kuhn's algorithm, one pod at a time):
+    a pod takes a free node, or a node whose holder can move to another of its nodes, and so on.
+    A workload one of whose pods finds no such path places no more (none appears later)."""
+    holder: dict[str, int] = {}  # node -> the workload whose pod holds it
+    placed = 0
+    for workload, count in enumerate(wanted):
+        for _ in range(count):
+            reached_from: dict[str, int] = {}  # node -> the workload that would take it
+            moved_off: dict[int, str] = {}  # workload -> the node it would give up
+            queue, end = [workload], None
+            for current in queue:
+                for name in free[current]:
+                    if name in reached_from:
+                        continue
+                    reached_from[name] = current
+                    other = holder.get(name)
+                    if other is None:
+                        end = name
+                        break
+                    if other != workload and other not in moved_off:
+                        moved_off[other] = name
+                        queue.append(other)
+                if end is not None:
+                    break
+            if end is None:
+                break
+            name = end
+            while True:  # shift each holder along the path; the first workload gains one node
+                taker = reached_from[name]
+                holder[name] = taker
+                if taker == workload:
+                    break
+                name = moved_off[taker]
+            placed += 1
+    return placed

@@ -1,16 +1,27 @@
-"""Documents -> workloads and Services, typing only the fields the rules read."""
+"""Documents -> workloads and Services, typing only the fields the rules read.
+
+The model is read while loading holds each document's tree (`ModelReader`, one per kind of
+input: linted manifests, running objects, the node inventory), in worker processes for large
+inputs; `assemble` then joins the pieces in input order into the `Cluster`. Everything a check or
+the engine needs from a document must be read here: after its reader returns, a document keeps
+only its place (see `loading`). The per-field readers below (`read_workload`, `read_service`,
+...) take the document and read `document.root`, which is held while they run.
+"""
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from dataclasses import dataclass, field
 
 from kubelint_ports.findings import Diagnostic, ObjectRef
-from kubelint_ports.loading import Document
+from kubelint_ports.loading import Document, held
 from kubelint_ports.loading import yamltree as yt
 from kubelint_ports.model import placement
 from kubelint_ports.model.datapath import Datapath
-from kubelint_ports.model.network import datapath_facts, read_network
+from kubelint_ports.model.network import (
+    NetworkReader, NodeCidrs, datapath_facts, network_from_pieces, object_identity, owner_references,
+    read_network_piece, read_node_cidrs)
 from kubelint_ports.model.objects import (
     DEFAULT_NODE_PORT_RANGE,
     WILDCARD_HOST_IP,
@@ -56,30 +67,110 @@ SCHEDULING_FIELDS = ("nodeName", "nodeSelector", "affinity", "tolerations")
 PROTOCOLS = ("TCP", "UDP", "SCTP")
 
 
+LINTED, LIVE, INVENTORY = "linted", "live", "inventory"
+
+
+@dataclass(slots=True)
+class NodeEntry:
+    """A Node object and what the network model reads from it (its pod CIDRs, with field paths)."""
+
+    node: placement.Node
+    cidrs: NodeCidrs
+
+
+@dataclass(slots=True)
+class ModelReader:
+    """What one kind of input contributes to the model, read document by document while loading
+    holds each tree. Pickled back from worker processes; `absorb` appends a worker's pieces."""
+
+    role: str = LINTED  # LINTED manifests, LIVE objects (--cluster), or the node INVENTORY (--nodes)
+    replacing: bool = True  # linted manifests with running objects they may replace: keep identities
+    custom_kinds: dict | None = None  # custom resources read as workloads (custom_workload_kinds)
+    workloads: list = field(default_factory=list)
+    services: list = field(default_factory=list)
+    nodes: list[NodeEntry] = field(default_factory=list)
+    network: list[NetworkReader] = field(default_factory=list)  # one piece per document that has any
+    identities: list[tuple[str, str, str]] = field(default_factory=list)  # linted objects: what they replace
+    owners: dict = field(default_factory=dict)  # running Workload -> its ownerReferences (kind, name)
+    diagnostics: list[Diagnostic] = field(default_factory=list)
+
+    def __call__(self, document: Document) -> None:
+        if self.role == INVENTORY:
+            guarded(add_node, document, self)
+            return
+        live = self.role == LIVE
+        owners = guarded(running_owners, document, self) if live else ()
+        found = len(self.workloads), len(self.services)
+        guarded(add_object, document, self, live=live, owners=owners)
+        for workload in self.workloads[found[0]:]:  # every hostPort is a finding: note where
+            for claim in workload.claims:
+                document.note(claim.field_path)
+        for service in self.services[found[1]:]:
+            for claim in service.node_port_claims:
+                document.note(claim.field_path)
+        piece = read_network_piece(document, live, self.diagnostics)
+        if piece is not None:
+            piece.owners = owners
+            self.network.append(piece)
+        if self.replacing and not live:
+            identity = object_identity(document.root)
+            if identity is not None:
+                self.identities.append(identity)
+
+    def fresh(self) -> "ModelReader":
+        return ModelReader(self.role, self.replacing, self.custom_kinds)
+
+    def absorb(self, other: "ModelReader") -> None:
+        self.workloads += other.workloads
+        self.services += other.services
+        self.nodes += other.nodes
+        self.network += other.network
+        self.identities += other.identities
+        self.owners.update(other.owners)
+        self.diagnostics += other.diagnostics
+
+
 def build_cluster(documents: Iterable[Document], facts: ClusterFacts = ClusterFacts(), *,
                   live_documents: Iterable[Document] = (), node_documents: Iterable[Document] | None = None,
                   ) -> tuple[Cluster, list[Diagnostic]]:
-    """Linted manifests, plus what already runs (`live_documents`) and the node inventory."""
+    """Linted manifests, plus what already runs (`live_documents`) and the node inventory, from
+    documents already loaded (each is composed again from its text while it is read)."""
+    readers = []
+    custom_kinds = custom_workload_kinds(facts.pod_templates)
+    for role, group in ((LINTED, documents), (LIVE, live_documents), (INVENTORY, node_documents)):
+        reader = ModelReader(role, custom_kinds=custom_kinds)
+        for document in held(group or ()):
+            reader(document)
+        readers.append(reader)
+    return assemble(readers[0], readers[1], readers[2] if node_documents is not None else None, facts)
+
+
+def assemble(linted: ModelReader, live: ModelReader | None = None, inventory: ModelReader | None = None,
+             facts: ClusterFacts = ClusterFacts()) -> tuple[Cluster, list[Diagnostic]]:
+    """The cluster from its pieces: running objects the linted ones replace are dropped, the node
+    inventory is keyed by name, and the network model is joined in input order."""
     cluster = Cluster(node_port_range=facts.node_port_range or DEFAULT_NODE_PORT_RANGE,
                       proxy_mode=facts.proxy_mode,
                       ephemeral_port_range=facts.ephemeral_port_range or DEFAULT_EPHEMERAL_PORT_RANGE)
-    diagnostics: list[Diagnostic] = []
-    documents = list(documents)
-    custom_kinds = custom_workload_kinds(facts.pod_templates)
-    for document in documents:
-        guarded(add_object, document, cluster, diagnostics, custom_kinds=custom_kinds)
-    live_documents = list(live_documents)
-    if live_documents:
-        linted = len(cluster.workloads), len(cluster.services)
-        for document in live_documents:
-            guarded(add_object, document, cluster, diagnostics, live=True)
-        keep_running_state(cluster, *linted)
-    if node_documents is not None:
+    diagnostics = list(linted.diagnostics)
+    cluster.workloads = list(linted.workloads)
+    cluster.services = list(linted.services)
+    node_cidrs: dict[str, NodeCidrs] = {}
+    if live is not None:
+        diagnostics += live.diagnostics
+        cluster.workloads += live.workloads
+        cluster.services += live.services
+        for entry in live.nodes:  # Node objects among the running ones
+            add_node_entry(cluster, entry, node_cidrs)
+        keep_running_state(cluster, len(linted.workloads), len(linted.services), live.owners)
+    if inventory is not None:
+        diagnostics += inventory.diagnostics
         cluster.nodes = []
-        for document in node_documents:
-            guarded(add_node, document, cluster, diagnostics)
-    cluster.network, network_diagnostics = read_network(documents + live_documents, cluster, facts,
-                                                        live=live_documents)
+        for entry in inventory.nodes:
+            add_node_entry(cluster, entry, node_cidrs)
+    pieces = linted.network + (live.network if live is not None else [])
+    cluster.network, network_diagnostics = network_from_pieces(
+        pieces, set(linted.identities) if live is not None else set(), node_cidrs, facts)
     diagnostics += network_diagnostics
     cluster.proxy_mode = facts.proxy_mode or cluster.network.proxy_mode
     cluster.datapath = Datapath(datapath_facts(cluster.network, facts.datapath_statements()))
@@ -88,16 +179,18 @@ def build_cluster(documents: Iterable[Document], facts: ClusterFacts = ClusterFa
     return cluster, diagnostics
 
 
-def guarded(function, document: Document, cluster: Cluster, diagnostics: list[Diagnostic], **kwargs) -> None:
+def guarded(function, document: Document, reader: ModelReader, **kwargs):
     """A field of the wrong type costs that object, not the run."""
     try:
-        function(document, cluster, **kwargs)
+        return function(document, reader, **kwargs)
     except yt.FieldTypeError as error:
-        diagnostics.append(Diagnostic(document.node_location(error.node), str(error)))
+        reader.diagnostics.append(Diagnostic(document.node_location(error.node), str(error)))
+        return None
     except Exception as error:  # a bug: name the object's file, keep the others
         from kubelint_ports.loading import internal_error
 
-        diagnostics.append(internal_error(document.path, error))
+        reader.diagnostics.append(internal_error(document.path, error))
+        return None
 
 
 def custom_workload_kinds(configured: Iterable[PodTemplateKind]) -> dict[tuple[str, str], tuple[str, str | int | None]]:
@@ -109,29 +202,30 @@ def custom_workload_kinds(configured: Iterable[PodTemplateKind]) -> dict[tuple[s
     return kinds
 
 
-def add_object(document: Document, cluster: Cluster, live: bool = False,
-               custom_kinds: dict[tuple[str, str], tuple[str, str | int | None]] | None = None) -> None:
+def add_object(document: Document, reader: ModelReader, live: bool = False, owners=()) -> None:
     root = document.root
     api_version = yt.as_str(yt.get(root, "apiVersion"))
     kind = yt.as_str(yt.get(root, "kind"))
     group = api_version.rpartition("/")[0]
     if group not in CORE_GROUPS:
-        shape = (custom_kinds or CUSTOM_WORKLOAD_KINDS).get((group, kind))
+        shape = (reader.custom_kinds or CUSTOM_WORKLOAD_KINDS).get((group, kind))
         if shape is not None and not live:  # running pods of a custom kind are listed as Pods
-            cluster.workloads.append(read_workload(document, object_ref(root, api_version, kind), shape))
+            reader.workloads.append(read_workload(document, object_ref(root, api_version, kind), shape))
         return
     if kind == "Service":
         service = read_service(document, object_ref(root, api_version, kind))
         service.live = live
-        cluster.services.append(service)
+        reader.services.append(service)
     elif kind == "Node" and live:
-        add_node(document, cluster)
+        add_node(document, reader)
     elif kind in WORKLOAD_KINDS and (not live or kind == "Pod"):
         # From a running cluster only Pods count: controllers are listed with their pods.
         workload = read_workload(document, object_ref(root, api_version, kind))
         workload.live = live
         if not live or (workload.scheduling.node_name and running(document)):
-            cluster.workloads.append(workload)
+            reader.workloads.append(workload)
+            if owners:
+                reader.owners[workload] = owners
 
 
 def running(document: Document) -> bool:
@@ -139,41 +233,73 @@ def running(document: Document) -> bool:
     return phase not in ("Succeeded", "Failed")
 
 
-def keep_running_state(cluster: Cluster, linted_workloads: int, linted_services: int) -> None:
+def keep_running_state(cluster: Cluster, linted_workloads: int, linted_services: int,
+                       owners: dict | None = None) -> None:
     """Drop running objects the linted manifests replace: the same object, or pods they own."""
     services = {identity(s.ref) for s in cluster.services[:linted_services]}
     cluster.services[linted_services:] = [
         s for s in cluster.services[linted_services:] if identity(s.ref) not in services]
-    owners = {identity(w.ref) for w in cluster.workloads[:linted_workloads]}
+    linted = {identity(w.ref) for w in cluster.workloads[:linted_workloads]}
+    owners = owners or {}
     cluster.workloads[linted_workloads:] = [
-        w for w in cluster.workloads[linted_workloads:] if identity(w.ref) not in owners and not owned_by(w, owners)]
+        w for w in cluster.workloads[linted_workloads:]
+        if identity(w.ref) not in linted and not owned_by(w, owners.get(w, ()), linted)]
 
 
 def identity(ref: ObjectRef) -> tuple[str, str, str]:
     return ref.kind, ref.namespace, ref.name
 
 
-def owned_by(pod: Workload, owners: set[tuple[str, str, str]]) -> bool:
+def running_owners(document: Document, reader: ModelReader) -> tuple[tuple[str, str], ...]:
+    return owner_references(document.root)
+
+
+def owned_by(pod: Workload, references: tuple[tuple[str, str], ...], owners: set[tuple[str, str, str]]) -> bool:
     """A running pod whose controller (or the Deployment/CronJob above it) is being linted."""
     namespace = pod.ref.namespace
-    for reference in yt.items(yt.at(pod.document.root, "metadata.ownerReferences"), "ownerReferences"):
-        kind = yt.as_str(yt.get(reference, "kind"))
-        name = yt.as_str(yt.get(reference, "name"))
+    for kind, name in references:
         parent = {"ReplicaSet": "Deployment", "Job": "CronJob"}.get(kind)  # <parent>-<hash or time>
         if (kind, namespace, name) in owners or (parent, namespace, name.rpartition("-")[0]) in owners:
             return True
     return False
 
 
-def add_node(document: Document, cluster: Cluster) -> None:
-    if yt.as_str(yt.get(document.root, "kind")) != "Node":
+def add_node(document: Document, reader: ModelReader) -> None:
+    root = document.root
+    if yt.as_str(yt.get(root, "kind")) != "Node":
         return
-    node = placement.node_from_object(yt.to_plain(document.root))
+    node = placement.node_from_object(node_as_data(root))
+    reader.nodes.append(NodeEntry(node, read_node_cidrs(document)))
+
+
+# What placement.node_from_object reads of a Node (None: the whole part); keep them in step. The
+# rest (annotations, managedFields, images, conditions) is most of what `kubectl get nodes -o yaml`
+# prints and converting it to plain data was most of reading an inventory.
+NODE_FIELDS: dict[str, tuple[str, ...] | None] = {"metadata": ("name", "labels"), "spec": None,
+                                                  "status": ("addresses",)}
+
+
+def node_as_data(root: yt.Node):
+    """The parts of a Node placement reads (NODE_FIELDS), as plain data."""
+    data = {}
+    for part, keys in NODE_FIELDS.items():
+        node = yt.get(root, part)
+        if keys is None or not isinstance(node, yt.MappingNode):
+            data[part] = yt.to_plain(node)
+        else:
+            data[part] = {key: yt.to_plain(yt.get(node, key)) for key in keys}
+    return data
+
+
+def add_node_entry(cluster: Cluster, entry: NodeEntry, cidrs: dict[str, NodeCidrs]) -> None:
+    """The first Node of a name counts (the inventory's own, or one listed as running)."""
+    node = entry.node
     if cluster.nodes is None:
         cluster.nodes = []
     if node.name and node.name not in cluster.node_documents:
         cluster.nodes.append(node)
-        cluster.node_documents[node.name] = document
+        cluster.node_documents[node.name] = entry.cidrs.document
+        cidrs[node.name] = entry.cidrs
 
 
 def object_ref(root: yt.MappingNode, api_version: str, kind: str) -> ObjectRef:
@@ -393,6 +519,7 @@ def read_service(document: Document, ref: ObjectRef) -> Service:
         external_ips=external_ips,
         load_balancer_ips=lb_ips,
         invalid_ports=tuple(reader.invalid),
+        labels=yt.to_plain(yt.get(yt.get(document.root, "metadata"), "labels")) or {},
     )
     service.addresses = service_addresses(document.root, spec)
     return service

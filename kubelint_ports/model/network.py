@@ -30,12 +30,12 @@ import re
 import shlex
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, Union
+from typing import Any, NamedTuple, Union
 
 import yaml
 
 from kubelint_ports.findings import Diagnostic, Location, ObjectRef
-from kubelint_ports.loading import STDIN_NAME, Document, ManifestLoader, budgets, files
+from kubelint_ports.loading import STDIN_NAME, Document, ManifestLoader, budgets, files, held
 from kubelint_ports.loading import yamltree as yt
 from kubelint_ports.model.datapath import DatapathFacts, Fact, parse_version
 
@@ -59,6 +59,8 @@ _IMAGE_NAME = re.compile(r"(?:.*/)?([^/:@]+)(?::[^/@]*)?(?:@.*)?")
 _WORKLOAD_POD_SPECS = {"Pod": "spec", "DaemonSet": "spec.template.spec", "Deployment": "spec.template.spec",
                        "ReplicaSet": "spec.template.spec", "StatefulSet": "spec.template.spec"}
 _CORE_GROUPS = frozenset(("", "apps", "extensions"))
+# Kinds read_document reads besides workloads (its dispatch checks their API groups).
+_NETWORK_KINDS = frozenset(("KubeProxyConfiguration", "ClusterConfiguration", "ConfigMap", "ServiceCIDR", "IPPool"))
 MAX_EMBEDDED_CHARS = 1024 * 1024
 _DECIMAL = re.compile(r"[0-9]{1,10}")  # ASCII digits, short enough for int() (ParseCIDR's own limit is lower)
 
@@ -148,6 +150,14 @@ class EmbeddedDocument:
     @property
     def origin(self) -> str:
         return self.outer.origin
+
+    @property
+    def text_source(self):
+        return self.outer.text_source
+
+    def held(self):
+        """The ConfigMap's tree, for positions outside the embedded text (its own tree is kept)."""
+        return self.outer.held()
 
     @property
     def mapped(self) -> bool:
@@ -349,29 +359,117 @@ class NetworkConfig:
 
 # --- reading -------------------------------------------------------------------------------------
 
+# The NetworkConfig lists a document adds to (pod ranges go through NetworkReader.pod_sources):
+# every one, or a per-document piece would lose what it found.
+LISTED_FACTS = tuple(name for name, spec in NetworkConfig.__dataclass_fields__.items()
+                     if name != "pod_ranges" and spec.default_factory is list)
+
 # Pod-range sources in the order that decides "the" pod CIDR (the --pod-cidr option first).
 POD_SOURCE_ORDER = ("option", "controller-manager", "kubeadm", "cni", "node")
 
 
-def read_network(documents: Iterable[Document], cluster: Any = None, facts: Any = None, *,
-                 live: Iterable[Document] = ()) -> tuple[NetworkConfig, list[Diagnostic]]:
-    """Read every network setting from `documents`; those also in `live` came from --cluster.
+class NodeCidrs(NamedTuple):
+    """What the network model reads from a Node: its pod ranges as written ((text, field path)
+    each), its apiVersion and its container runtime (`containerd://1.7.2`)."""
 
-    A linted object replaces a running one with the same kind, namespace and name (and the pods a
-    linted DaemonSet owns), as for workloads.
-    """
-    reader = NetworkReader({id(document) for document in live})
-    documents = list(documents)
-    if reader.live_ids:
-        reader.note_linted(documents)
-    for document in documents:
-        reader.guarded(reader.read_document, document)
+    document: Document
+    api_version: str
+    cidrs: tuple[tuple[str, str], ...]
+    runtime: str = ""
+
+
+def read_node_cidrs(document: Document) -> NodeCidrs:
+    root = document.root
+    spec = yt.get(root, "spec")
+    pod_cidrs = yt.items(yt.get(spec, "podCIDRs"), "spec.podCIDRs")
+    if pod_cidrs:
+        cidrs = tuple((yt.as_str(item), f"spec.podCIDRs[{index}]") for index, item in enumerate(pod_cidrs))
+    elif yt.get(spec, "podCIDR") is not None:
+        cidrs = ((yt.as_str(yt.get(spec, "podCIDR")), "spec.podCIDR"),)
+    else:
+        cidrs = ()
+    return NodeCidrs(document, yt.as_str(yt.get(root, "apiVersion")) or "v1", cidrs,
+                     yt.as_str(yt.at(root, "status.nodeInfo.containerRuntimeVersion")))
+
+
+def read_network_piece(document: Document, live: bool, diagnostics: list[Diagnostic]) -> NetworkReader | None:
+    """What one document says about kube-proxy and the cluster's ranges, read while its tree is
+    held; None when it says nothing. Pieces are joined by `network_from_pieces`."""
+    root = document.root
+    try:
+        kind = yt.as_str(yt.get(root, "kind"))
+        group = yt.as_str(yt.get(root, "apiVersion")).rpartition("/")[0]
+    except yt.FieldTypeError:
+        group = kind = ""
+    if kind not in _NETWORK_KINDS and not (kind in _WORKLOAD_POD_SPECS and group in _CORE_GROUPS) and not (
+            not kind and yt.get(root, "cniVersion") is not None):
+        return None
+    piece = NetworkReader({id(document)} if live else set())
+    piece.guarded(piece.read_document, document)
+    if piece.is_empty():
+        return None
+    if live:
+        piece.identity = object_identity(root)
+    return piece
+
+
+def network_from_pieces(pieces: Iterable[NetworkReader], linted: set[tuple[str, str, str]],
+                        nodes: dict[str, NodeCidrs] | None = None, facts: Any = None
+                        ) -> tuple[NetworkConfig, list[Diagnostic]]:
+    """The network model from per-document pieces, in input order. A linted object replaces a
+    running one with the same kind, namespace and name (and the pods a linted DaemonSet owns), as
+    for workloads: `linted` holds the identities of the linted objects."""
+    reader = NetworkReader(set())
+    for piece in pieces:
+        if piece.live_ids and replaced(piece, linted):
+            continue
+        reader.absorb(piece)
     reader.resolve_launchers()
-    if cluster is not None:
-        reader.read_nodes(cluster)
+    if nodes:
+        reader.read_nodes(nodes)
     if facts is not None:
         reader.read_facts(facts)
     return reader.finish(), reader.diagnostics
+
+
+def replaced(piece: NetworkReader, linted: set[tuple[str, str, str]]) -> bool:
+    """A running object that a linted one replaces (same object, or a pod of a linted DaemonSet);
+    one whose ownerReferences cannot be read is left out too."""
+    if piece.owners is None or piece.identity in linted:
+        return True
+    namespace = piece.identity[1] if piece.identity else ""
+    return any((kind, namespace, name) in linted for kind, name in piece.owners)
+
+
+def read_network(documents: Iterable[Document], cluster: Any = None, facts: Any = None, *,
+                 live: Iterable[Document] = ()) -> tuple[NetworkConfig, list[Diagnostic]]:
+    """Read every network setting from `documents` (each composed again from its text); those also
+    in `live` came from --cluster. `cluster.node_documents` gives the nodes' pod ranges."""
+    live_ids = {id(document) for document in live}
+    pieces, linted, diagnostics = [], set(), []
+    for document in held(documents):
+        is_live = id(document) in live_ids
+        piece = read_network_piece(document, is_live, diagnostics)
+        if piece is not None:
+            if is_live:
+                try:
+                    piece.owners = owner_references(document.root)
+                except yt.FieldTypeError as error:
+                    diagnostics.append(Diagnostic(node_location(document, error.node), str(error)))
+                    piece.owners = None
+            pieces.append(piece)
+        if not is_live and live_ids and (identity := object_identity(document.root)) is not None:
+            linted.add(identity)
+    nodes = {name: read_node_cidrs(document) for name, document in held_items(
+        (getattr(cluster, "node_documents", None) or {}))}
+    network, more = network_from_pieces(pieces, linted, nodes, facts)
+    return network, diagnostics + more
+
+
+def held_items(documents: dict[str, Document]):
+    for name, document in documents.items():
+        with document.held():
+            yield name, document
 
 
 class NetworkReader:
@@ -379,7 +477,6 @@ class NetworkReader:
         self.live_ids = live_ids
         self.network = NetworkConfig()
         self.diagnostics: list[Diagnostic] = []
-        self.linted: set[tuple[str, str, str]] = set()
         self.pod_sources: dict[str, list[CidrSource]] = {order: [] for order in POD_SOURCE_ORDER}
         # (namespace, ConfigMap name, key) -> the kube-proxy configuration embedded there
         self.embedded_proxies: dict[tuple[str, str, str], ProxyConfig] = {}
@@ -387,30 +484,30 @@ class NetworkReader:
         self.kubeadm_pod_subnets: dict[str, CidrSource | None] = {}  # file -> podSubnet of its ClusterConfiguration
         self.standalone_proxies: list[tuple[ProxyConfig, str]] = []  # (config, file) for kubeadm defaulting
         self.sources: dict[str, list[str] | None] = {}
+        # A piece read from a running object (--cluster): what a linted object must match to replace it.
+        self.identity: tuple[str, str, str] | None = None
+        self.owners: tuple[tuple[str, str], ...] | None = ()
 
     # -- bookkeeping
 
-    def note_linted(self, documents: list[Document]) -> None:
-        for document in documents:
-            if id(document) not in self.live_ids:
-                identity = object_identity(document.root)
-                if identity:
-                    self.linted.add(identity)
+    def is_empty(self) -> bool:
+        network = self.network
+        return not (any(getattr(network, name) for name in LISTED_FACTS) or any(self.pod_sources.values())
+                    or self.launchers or self.kubeadm_pod_subnets or self.diagnostics)
 
-    def replaced(self, document: Document) -> bool:
-        """A running object that a linted one replaces (same object, or a pod of a linted DaemonSet)."""
-        if id(document) not in self.live_ids:
-            return False
-        identity = object_identity(document.root)
-        if identity in self.linted:
-            return True
-        namespace = identity[1] if identity else ""
-        metadata = yt.get(document.root, "metadata")
-        for reference in yt.items(yt.get(metadata, "ownerReferences"), "ownerReferences"):
-            if (yt.as_str(yt.get(reference, "kind")), namespace,
-                    yt.as_str(yt.get(reference, "name"))) in self.linted:
-                return True
-        return False
+    def absorb(self, piece: "NetworkReader") -> None:
+        """Append one document's settings (pieces come in input order)."""
+        network, other = self.network, piece.network
+        for name in LISTED_FACTS:
+            getattr(network, name).extend(getattr(other, name))
+        for order, sources in piece.pod_sources.items():
+            self.pod_sources[order] += sources
+        self.embedded_proxies.update(piece.embedded_proxies)
+        self.launchers += piece.launchers
+        for path, subnet in piece.kubeadm_pod_subnets.items():
+            self.kubeadm_pod_subnets.setdefault(path, subnet)
+        self.standalone_proxies += piece.standalone_proxies
+        self.diagnostics += piece.diagnostics
 
     def guarded(self, function, document: Document, *args) -> None:
         try:
@@ -448,8 +545,6 @@ class NetworkReader:
     # -- documents
 
     def read_document(self, document: Document) -> None:
-        if self.replaced(document):
-            return
         root = document.root
         api_version = yt.as_str(yt.get(root, "apiVersion"))
         kind = yt.as_str(yt.get(root, "kind"))
@@ -795,9 +890,15 @@ class NetworkReader:
                 proxy.launcher, proxy.launcher_path = owner, config_path
             proxy.ignored_flags.extend(flag for flag in ignored if not owner.live)
 
-    def read_nodes(self, cluster: Any) -> None:
-        for name, document in sorted((getattr(cluster, "node_documents", None) or {}).items()):
-            self.guarded(self.read_node, document, name)  # a podCIDRs of the wrong type costs that node
+    def read_nodes(self, nodes: dict[str, NodeCidrs]) -> None:
+        for name, entry in sorted(nodes.items()):
+            owner = ConfigObject(entry.document, ObjectRef(entry.api_version, "Node", "", name), live=True)
+            for text, field_path in entry.cidrs:
+                self.cidr_setting(owner, "pod", f"podCIDR of Node {name}", text, field_path, "", order="node",
+                                  single=True, cluster_wide=False)
+            if "://" in entry.runtime:
+                name_part, _, version_part = entry.runtime.partition("://")
+                self.network.runtimes.append((name_part, parse_version(version_part), name))
         # Nodes are never reported: an invalid podCIDR there is the API server's business.
         self.network.invalid = [invalid for invalid in self.network.invalid if invalid.owner.ref.kind != "Node"]
 
@@ -861,6 +962,12 @@ def config_ref(document: Document, api_version: str, kind: str) -> ObjectRef:
     """Component configs have no metadata: the file names them."""
     ref = object_ref(document.root, api_version, kind)
     return ref if ref.name else ObjectRef(api_version, kind, "", os.path.basename(document.path))
+
+
+def owner_references(root: yt.Node) -> tuple[tuple[str, str], ...]:
+    """(kind, name) of an object's ownerReferences."""
+    return tuple((yt.as_str(yt.get(reference, "kind")), yt.as_str(yt.get(reference, "name")))
+                 for reference in yt.items(yt.get(yt.get(root, "metadata"), "ownerReferences"), "ownerReferences"))
 
 
 def object_identity(root: yt.Node) -> tuple[str, str, str] | None:

@@ -201,6 +201,7 @@ class Service:
     load_balancer_ips: tuple[str, ...] = ()
     invalid_ports: tuple[InvalidPort, ...] = ()
     live: bool = False
+    labels: Any = None  # metadata.labels as plain data (declarative policies read them)
     addresses: tuple[ServiceAddress, ...] = ()  # externalIPs and load-balancer IPs
 
     @property
