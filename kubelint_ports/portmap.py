@@ -21,6 +21,7 @@ from kubelint_ports.model import Cluster, Workload
 from kubelint_ports.model.allocation import allocate, unconstrained_daemonset
 from kubelint_ports.model.objects import WILDCARD_HOST_IP
 from kubelint_ports.model.placement import pinned_node
+from kubelint_ports.model.selection import has_endpoints
 
 ANY_NODE = "(any node)"  # without an inventory: a pod that may run on any node
 EVERY_NODE = "(every node)"  # nodePorts: kube-proxy opens them on every node
@@ -329,7 +330,7 @@ def receiver(datapath, cluster: Cluster, protocol: str, port: int, holders: list
     processes = [h for h in holders if h.kind in ("hostNetwork", "node daemon")]
     for service in services:
         if id(service.origin) not in endpoints:
-            endpoints[id(service.origin)] = cluster.has_endpoints(service.origin)
+            endpoints[id(service.origin)] = has_endpoints(cluster, service.origin)
     known = {endpoints[id(service.origin)] for service in services}
     host_ip = WILDCARD_HOST_IP if not host_ports or any(h.host_ip == WILDCARD_HOST_IP for h in host_ports) \
         else host_ports[0].host_ip

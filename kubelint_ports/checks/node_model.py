@@ -23,6 +23,7 @@ from kubelint_ports.model.datapath import (
     PortUse,
 )
 from kubelint_ports.model.objects import HostClaim, SilentPort
+from kubelint_ports.model.selection import has_endpoints
 
 MAX_RELATED = 10
 SCHEDULER_MESSAGE = "node(s) didn't have free ports for the requested pod ports"
@@ -307,7 +308,7 @@ def service_capture_hits(cluster: Cluster, workload: Workload, claim: HostClaim,
             return
         nodes = f" on {node_list(eligible)}"
     datapath = traffic.datapath_of(cluster)
-    endpoints = cluster.has_endpoints(target.service) if target.service is not None else True
+    endpoints = has_endpoints(cluster, target.service) if target.service is not None else True
     use = PortUse(host_port_ip=claim.host_ip, service_port=True, endpoints=endpoints)
     asked = [("from the node", datapath.deliver(FROM_NODE, CLUSTER_IP, use, claim.port, claim.protocol))]
     if target.external:

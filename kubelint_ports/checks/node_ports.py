@@ -13,6 +13,7 @@ from typing import Any
 from kubelint_ports.checks import Hit, Related, register, traffic
 from kubelint_ports.model import Cluster, NodePortClaim, Service
 from kubelint_ports.model.datapath import FROM_POD, HOST_PROCESS, HOSTPORT, REJECTED, SERVICE, UNDEFINED, PortUse
+from kubelint_ports.model.selection import has_endpoints
 
 MAX_RELATED = 10
 
@@ -40,7 +41,7 @@ def _host_claims_on_node_ports(cluster: Cluster, via: str) -> Iterator[Hit]:
         others = f" (and {len(owners) - 1} more)" if len(owners) > 1 else ""
         hostport = via == "hostPort"
         use = PortUse(host_port_ip=claim.host_ip if hostport else None, host_process=not hostport,
-                      node_port=True, endpoints=cluster.has_endpoints(service))
+                      node_port=True, endpoints=has_endpoints(cluster, service))
         answer = datapath.deliver(FROM_POD, traffic.node_destination(claim.host_ip), use, claim.port, claim.protocol)
         paths = traffic.node_paths(datapath, use, claim.port, claim.protocol, claim.host_ip)
         mine = HOSTPORT if hostport else HOST_PROCESS

@@ -257,21 +257,6 @@ class Cluster:
             for claim in workload.claims:
                 yield workload, claim
 
-    def has_endpoints(self, service: Service) -> bool | None:
-        """True when a workload among the inputs matches the Service's selector (its pods are the
-        endpoints), False when all of them are scaled to zero, None when nothing says (no selector,
-        or pods outside the inputs)."""
-        if not service.selector:
-            return None
-        matched = False
-        for workload in self.workloads:
-            if workload.ref.namespace == service.ref.namespace and all(
-                    workload.pod_labels.get(key) == value for key, value in service.selector.items()):
-                if workload.replicas != 0:
-                    return True
-                matched = True
-        return False if matched else None  # every matching workload scaled to zero: no endpoints
-
     def in_node_port_range(self, port: int) -> bool:
         low, high = self.node_port_range
         return low <= port <= high

@@ -47,6 +47,18 @@ def selection(cluster: Cluster) -> Selection:
     return cluster.selection
 
 
+def has_endpoints(cluster: Cluster, service: Service) -> bool | None:
+    """True when a workload among the inputs matches the Service's selector (its pods are the
+    endpoints), False when all of them are scaled to zero, None when nothing says (no selector,
+    or pods outside the inputs)."""
+    if not service.selector:
+        return None
+    matched = selection(cluster).selected(service)
+    if not matched:
+        return None
+    return any(workload.replicas != 0 for workload in matched)  # all scaled to zero: no endpoints
+
+
 def serving_ports(workload: Workload) -> list[DeclaredPort]:
     """Ports of the containers that run beside the pod's life: regular containers, then sidecars
     (the order FindPort searches them); plain init containers have exited."""
