@@ -478,7 +478,7 @@ def test_invalid_node_port_range_is_an_input_error():
 
 def test_invalid_cidr_option_is_an_input_error():
     _, diagnostics = build(static_pod("web", "nginx"), ClusterFacts(service_cidr="10.96.0.0/33"))
-    assert [d.location.path for d in diagnostics] == ["--service-cidr"]
+    assert [(d.location.path, d.message.startswith("--service-cidr ")) for d in diagnostics] == [("command line", True)]
 
 
 # --- rules ------------------------------------------------------------------------------------

@@ -34,7 +34,7 @@ from typing import Any, NamedTuple, Union
 
 import yaml
 
-from kubelint_ports.findings import Diagnostic, Location, ObjectRef
+from kubelint_ports.findings import COMMAND_LINE, Diagnostic, Location, ObjectRef
 from kubelint_ports.loading import STDIN_NAME, Document, ManifestLoader, budgets, files, held
 from kubelint_ports.loading import yamltree as yt
 from kubelint_ports.model.datapath import DatapathFacts, Fact, parse_version
@@ -926,7 +926,7 @@ class NetworkReader:
                 continue
             networks, problem = parse_cidrs(text)
             if problem:
-                self.diagnostics.append(Diagnostic(Location(option, 0, 0), f"{option} {text!r}: {problem}"))
+                self.diagnostics.append(Diagnostic(Location(COMMAND_LINE, 0, 0), f"{option} {text!r}: {problem}"))
                 continue
             source = CidrSource(role, f"the {option} option", text, networks, None, "")
             if role == "service":
