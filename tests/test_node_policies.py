@@ -19,7 +19,6 @@ then read the diff: every line must point at the rule, socket or lease at fault.
 
 from __future__ import annotations
 
-import dataclasses
 import io
 import json
 import os

@@ -3,9 +3,8 @@
 Each check reads `model.node_state.NodeSnapshots` and points at the dump line of the rule,
 socket or lease at fault. Who receives a packet is the datapath model's answer
 (`model.datapath`), given the facts the node's own dumps establish (`node_state.datapath_facts`:
-kube-proxy's mode, how hostPorts are implemented, the observed jump order). Which of two hostPort
-entries of one chain wins is the order the dump shows: the first DNAT ends the table
-(`winner_for`).
+kube-proxy's mode, how hostPorts are implemented, the observed jump order), and which of two
+hostPort entries of one chain wins too (`datapath.first_dnat`).
 """
 
 from __future__ import annotations
@@ -30,14 +29,15 @@ from kubelint_ports.model.datapath import (
     Answer,
     Datapath,
     PortUse,
+    first_dnat,
     masquerade_gap,
 )
 from kubelint_ports.model.node_state import (
     READY,
-    datapath_facts,
     HostPortEntry,
     NodeSnapshots,
     NodeState,
+    datapath_facts,
     pods_by_ip,
 )
 
@@ -91,19 +91,8 @@ def host_port_answer(node: NodeState, entry: HostPortEntry, receiver_name: str) 
         parties[SERVICE] = f"nodePort {entry.port}"
     return explain(answer, parties), data(answer, parties)
 
-def winner_for(entries: list[HostPortEntry], loser: HostPortEntry) -> HostPortEntry | None:
-    """The earlier entry that takes every packet `loser` would match (same rule order, same
-    backend): a wildcard host IP, or the same host IP."""
-    for entry in entries:
-        if entry.order >= loser.order:
-            return None
-        if entry.backend == loser.backend and entry.overlaps(loser) and (not entry.host_ip or entry.host_ip == loser.host_ip):
-            return entry
-    return None
-
-
 def shadowed_by(entries: list[HostPortEntry], winner: HostPortEntry) -> list[HostPortEntry]:
-    return [entry for entry in entries if entry is not winner and winner_for(entries, entry) is winner]
+    return [entry for entry in entries if entry is not winner and first_dnat(entries, entry) is winner]
 
 
 # --- evidence that a sandbox is gone --------------------------------------------------------------
@@ -170,7 +159,7 @@ def stale_host_port_dnat(context: NodeSnapshots, params: Mapping[str, Any]) -> I
                 for loser in shadowed_by(node.host_ports, stale):
                     if is_live(loser, node, context):
                         victims.setdefault(loser.jump, loser)
-            winners = [winner for winner in (winner_for(node.host_ports, stale) for stale in entries) if winner]
+            winners = [winner for winner in (first_dnat(node.host_ports, stale) for stale in entries) if winner]
             sentence, traffic = host_port_answer(node, entry, f"{entry.pod_ip} (the stale entry, where nothing answers)")
             if victims:
                 victim = next(iter(victims.values()))
@@ -203,7 +192,7 @@ def shadowed_host_port(context: NodeSnapshots, params: Mapping[str, Any]) -> Ite
             pairs: dict[Place, list[HostPortEntry]] = {}
             winners: dict[Place, HostPortEntry] = {}
             for entry in entries:
-                winner = winner_for(node.host_ports, entry)
+                winner = first_dnat(node.host_ports, entry)
                 if winner is not None:
                     pairs.setdefault(winner.jump, []).append(entry)
                     winners.setdefault(winner.jump, winner)

@@ -32,7 +32,6 @@ import bisect
 import operator
 import os
 import re
-import stat
 import zlib
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager, nullcontext

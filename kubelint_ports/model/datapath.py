@@ -700,6 +700,23 @@ def fact_sources(answer: Answer, names: Iterable[str]) -> str:
 
 # --- kube-proxy's masquerade for Service traffic (KP401-KP403) ------------------------------------
 
+def first_dnat(entries, later):
+    """Of a node's hostPort DNAT entries in rule order (`order`, `backend`, `host_ip`,
+    `overlaps()`, as model.node_state keeps them), the earlier one that receives every packet
+    `later` would match, or None. DNAT ends the nat table's traversal, so within one backend the
+    first matching entry wins (the lab's replay of incident 001: a stale CNI-DN chain ahead of the
+    live one took every connection); a wildcard host IP matches every address, a specific one only
+    itself. Entries of different backends (portmap's iptables rules against an nftables table)
+    are never ordered here: their order is the tables' hook order, decided by `route`."""
+    for entry in entries:
+        if entry.order >= later.order:
+            return None
+        if entry.backend == later.backend and entry.overlaps(later) and (
+                not entry.host_ip or entry.host_ip == later.host_ip):
+            return entry
+    return None
+
+
 def masqueraded(mode: str, client: str, *, cluster_cidr: str | None, version: tuple[int, ...] | None = None,
                 masquerade_all: bool = False) -> bool:
     """Does kube-proxy masquerade a client's traffic to a ClusterIP?
