@@ -212,7 +212,6 @@ def lint(
 ) -> None:
     """Lint Kubernetes manifests and Helm charts for port-allocation mistakes."""
     from kubelint_ports.engine import lint_paths
-    from kubelint_ports.findings import Severity
     from kubelint_ports.formatters import FormatOptions, get_formatter
     from kubelint_ports.settings import CommandLine
 
@@ -255,22 +254,14 @@ def lint(
     finally:
         if output:
             stream.close()
-    if report.internal_errors:
-        raise typer.Exit(EXIT_INTERNAL)
-    if report.diagnostics:
-        raise typer.Exit(EXIT_USAGE)
-    if write_baseline:
+    if write_baseline and not report.diagnostics:
         from kubelint_ports.suppressions import write_baseline as record
 
         count = record(report.findings, write_baseline)
         if not quiet:
             typer.echo(f"kubelint-ports: wrote {count} findings to the baseline {write_baseline}", err=True)
         raise typer.Exit(EXIT_CLEAN)
-    if settings.fail_on != "never":
-        threshold = Severity.parse(settings.fail_on)
-        if any(f.severity >= threshold and not f.suppressed for f in report.findings):
-            raise typer.Exit(EXIT_FINDINGS)
-    raise typer.Exit(EXIT_CLEAN)
+    raise typer.Exit(exit_code(report, settings.fail_on))
 
 
 @app.command("config")
@@ -463,7 +454,6 @@ def node_command(
     """Diagnose live nodes from their own dumps: stale or shadowed hostPort DNATs, hostPorts ahead of
     kube-proxy, a missing or wrong masquerade rule, host processes that lose their port, drift."""
     from kubelint_ports.engine import lint_snapshots
-    from kubelint_ports.findings import Severity
     from kubelint_ports.formatters import FormatOptions, get_formatter
     from kubelint_ports.settings import CommandLine
 
@@ -484,14 +474,23 @@ def node_command(
     finally:
         if output:
             stream.close()
+    raise typer.Exit(exit_code(report, settings.fail_on))
+
+
+def exit_code(report, fail_on: str) -> int:
+    """3 for an internal error, 2 for input errors, 1 for a standing finding at or above
+    `fail_on`, else 0: a crash never reads as findings, nor bad input as a clean run."""
+    from kubelint_ports.findings import Severity
+
     if report.internal_errors:
-        raise typer.Exit(EXIT_INTERNAL)
+        return EXIT_INTERNAL
     if report.diagnostics:
-        raise typer.Exit(EXIT_USAGE)
-    if settings.fail_on != "never" and any(
-            f.severity >= Severity.parse(settings.fail_on) and not f.suppressed for f in report.findings):
-        raise typer.Exit(EXIT_FINDINGS)
-    raise typer.Exit(EXIT_CLEAN)
+        return EXIT_USAGE
+    if fail_on != "never":
+        threshold = Severity.parse(fail_on)
+        if any(f.severity >= threshold and not f.suppressed for f in report.findings):
+            return EXIT_FINDINGS
+    return EXIT_CLEAN
 
 
 def echo_notes(notes) -> None:

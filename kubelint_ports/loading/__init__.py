@@ -564,41 +564,6 @@ def internal_error(where: str, error: BaseException) -> Diagnostic:
                                              f"{str(error)[:500]}", internal=True)
 
 
-def load_input(path: str, stdin, helm: HelmOptions | None, chart_helm: Mapping[str, HelmOptions] | None,
-               result: LoadResult) -> None:
-    if path != STDIN and os.path.isdir(path):
-        from kubelint_ports.loading.helm import load_chart
-
-        load_chart(path, (chart_helm or {}).get(os.path.abspath(path), helm), result)
-        return
-    shown = display_path(path)
-    result.files += 1
-    limit = budgets.current().max_file_bytes
-    escape = files.symlink_escape(path) if path != STDIN else None
-    if escape:
-        result.diagnostics.append(Diagnostic(Location(shown, 0, 0), (
-            f"not read: a symlink to {escape}, outside the current directory and its own")))
-        return
-    try:
-        data = read_bytes(path, stdin)
-    except OSError as error:
-        result.diagnostics.append(Diagnostic(Location(shown, 0, 0), f"cannot read: {error.strerror or error}"))
-        return
-    if len(data) > limit:
-        result.diagnostics.append(Diagnostic(
-            Location(shown, 0, 0), f"file is over the {limit // 2**20} MiB limit (limit max-file-mib); not linted"))
-        return
-    if path == STDIN and not data.strip():
-        result.diagnostics.append(Diagnostic(Location(shown, 0, 0), EMPTY_STDIN))
-        return
-    first = len(result.documents)
-    load_bytes(data, shown, result)
-    if any(document.origin for document in result.documents[first:]):
-        from kubelint_ports.loading.helm import map_template_output
-
-        result.documents[first:] = map_template_output(result.documents[first:], helm)
-
-
 def read_bytes(path: str, stdin) -> bytes:
     limit = budgets.current().max_file_bytes
     if path == STDIN:

@@ -778,14 +778,6 @@ class TemplateOutput:
                 source.rendered_count = self.counts[origin]
 
 
-def map_template_output(documents: list[Document], options: HelmOptions | None) -> list[Document]:
-    """`TemplateOutput` over a list of documents."""
-    mapper = TemplateOutput(options)
-    mapped = [mapper(document) for document in documents]
-    mapper.finish()
-    return mapped
-
-
 def output_source(origin: str, options: HelmOptions) -> TemplateSource | None:
     chart_dir = chart_root_for(origin.split("/")[0], options)
     if chart_dir is None:
@@ -805,5 +797,5 @@ def chart_root_for(name: str, options: HelmOptions) -> str | None:
     return None
 
 
-__all__ = ["HelmOptions", "RenderError", "is_chart", "chart_of_template", "load_chart", "map_template_output",
+__all__ = ["HelmOptions", "RenderError", "is_chart", "chart_of_template", "load_chart",
            "render_chart", "helm_template_command", "split_template_output"]
