@@ -510,7 +510,7 @@ def test_source_comments_pointing_outside_the_chart_root_are_not_read(tmp_path):
 
 
 def test_an_unexpected_exception_on_one_input_is_an_internal_error_naming_it(tmp_path, monkeypatch):
-    import kubelint_ports.loading as loading
+    import kubelint_ports.loading.manifests as loading
 
     real = loading.add_document
 

@@ -1,0 +1,219 @@
+"""What the command line names -> the inputs read: files, directories walked (only regular files,
+no recursion), Helm charts and Kustomize directories rendered, large inputs read by worker
+processes; every input within its time budget, a bug on one input reported as an internal error.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import TYPE_CHECKING
+
+from kubelint_ports.findings import COMMAND_LINE, Diagnostic, Location
+from kubelint_ports.loading import budgets, files
+
+if TYPE_CHECKING:
+    from kubelint_ports.loading.helm import HelmOptions
+from kubelint_ports.loading.documents import (
+    STDIN,
+    DocumentReader,
+    LoadResult,
+    display_path,
+    internal_error,
+)
+from kubelint_ports.loading.manifests import load_file
+
+MANIFEST_SUFFIXES = (".yaml", ".yml", ".json", ".conflist")  # .conflist: a CNI network configuration list
+
+SKIPPED_DIRECTORIES = frozenset(("node_modules", "__pycache__"))  # never manifests, often huge
+
+CHART_FILE = "Chart.yaml"  # a directory holding it is a Helm chart
+
+KUSTOMIZATION_FILES = ("kustomization.yaml", "kustomization.yml", "Kustomization")  # a Kustomize directory
+
+KUSTOMIZATION_FILES_SET = frozenset(KUSTOMIZATION_FILES)
+
+
+def discover(paths: Iterable[str], notes: list[str] | None = None) -> Iterator[str]:
+    """Files named directly, and manifest files below directories (sorted, hidden ones skipped).
+
+    A Helm chart (a directory with `Chart.yaml`) is yielded as its directory, once, and not
+    walked; a raw template file given directly yields its chart instead. So is a Kustomize
+    directory, and a file given directly inside one (a patch, a base's resource) yields it. Below a
+    directory only regular files are yielded, and symlinks only to targets inside it; what is passed
+    over for that is said in `notes`.
+    """
+    charts: set[str] = set()
+    kustomizations: dict[str, str | None] = {}  # directory -> its Kustomize directory, for files given
+    notes = notes if notes is not None else []
+    max_depth = budgets.current().max_depth
+
+    def chart_once(directory: str) -> Iterator[str]:
+        key = os.path.abspath(directory)
+        if key not in charts:
+            charts.add(key)
+            yield directory
+
+    for path in paths:
+        if path == STDIN:
+            yield path
+            continue
+        if not os.path.isdir(path):
+            unit = _chart_of_template(path) or _kustomization_of(path, kustomizations)
+            yield from chart_once(unit) if unit else (path,)
+            continue
+        for directory, subdirs, entries, walk_notes in files.walk_tree(path, max_depth):
+            notes.extend(walk_notes)
+            names = {entry.name for entry in entries}
+            if CHART_FILE in names or not KUSTOMIZATION_FILES_SET.isdisjoint(names):
+                subdirs[:] = []
+                yield from chart_once(directory)
+                continue
+            subdirs[:] = [d for d in subdirs if not d.startswith(".") and d not in SKIPPED_DIRECTORIES]
+            for entry in entries:
+                if entry.name.endswith(MANIFEST_SUFFIXES) and not entry.name.startswith("."):
+                    problem = files.entry_problem(entry, path)
+                    if problem is None:
+                        yield entry.path
+                    else:
+                        notes.append(f"{display_path(entry.path)}: skipped, {problem}")
+
+
+def _chart_of_template(path: str) -> str | None:
+    """The chart of a raw template file (`chart/templates/...`): cheap unless inside `templates/`."""
+    directory = os.path.dirname(os.path.abspath(path))
+    while os.path.dirname(directory) != directory:
+        if os.path.basename(directory) == "templates" and os.path.isfile(
+                os.path.join(os.path.dirname(directory), CHART_FILE)):
+            from kubelint_ports.loading.helm import chart_of_template
+
+            return chart_of_template(path)
+        directory = os.path.dirname(directory)
+    return None
+
+
+def is_kustomization(directory: str) -> bool:
+    return any(os.path.isfile(os.path.join(directory, name)) for name in KUSTOMIZATION_FILES)
+
+
+def _kustomization_of(path: str, known: dict[str, str | None]) -> str | None:
+    """The Kustomize directory a file belongs to: the nearest one above it, within its repository."""
+    directory = os.path.dirname(os.path.abspath(path))
+    climbed: list[str] = []
+    found = None
+    while directory not in known:
+        climbed.append(directory)
+        if is_kustomization(directory):
+            found = directory
+            break
+        parent = os.path.dirname(directory)
+        if parent == directory or os.path.exists(os.path.join(directory, ".git")):
+            break  # a kustomization above the repository is not this project's
+        directory = parent
+    else:
+        found = known[directory]
+    for seen in climbed:
+        known[seen] = found
+    if found is None:
+        return None
+    return found if os.path.isabs(path) else os.path.relpath(found)
+
+
+def load(paths: Iterable[str], stdin=None, helm: HelmOptions | None = None, *,
+         chart_helm: Mapping[str, HelmOptions] | None = None, exclude: Callable[[str], bool] | None = None,
+         reader: DocumentReader | None = None, jobs: int = 1) -> LoadResult:
+    """Read every input; `helm` renders charts (`chart_helm`: per chart directory, by absolute
+    path) and maps `helm template` output to its templates; `exclude` skips paths. `reader` reads
+    each document while its tree is held; with `jobs` > 1 large inputs are read by that many
+    worker processes (see `Loading` to share them between several loads).
+
+    Each input is read within the `input-seconds` budget, and an unexpected failure on one input
+    is an internal error naming it: the other inputs are still read."""
+    if jobs > 1 and reader is not None:
+        from kubelint_ports.loading.pool import Workers
+
+        with Workers(jobs) as workers:
+            return Loading(paths, stdin, helm, chart_helm=chart_helm, exclude=exclude, reader=reader,
+                           workers=workers).finish()
+    return Loading(paths, stdin, helm, chart_helm=chart_helm, exclude=exclude, reader=reader).finish()
+
+
+class Loading:
+    """One load in two steps: created, it hands its large inputs' files to `workers` (a
+    `loading.pool.Workers`), in batches; `finish` reads the rest in this process and absorbs each
+    batch at its place in the input, so the result is the same whatever the workers."""
+
+    def __init__(self, paths: Iterable[str], stdin=None, helm: HelmOptions | None = None, *,
+                 chart_helm: Mapping[str, HelmOptions] | None = None, exclude: Callable[[str], bool] | None = None,
+                 reader: DocumentReader | None = None, workers=None):
+        self.stdin, self.helm, self.chart_helm, self.reader = stdin, helm, chart_helm or {}, reader
+        self.result = LoadResult()
+        self.paths = tuple(paths)
+        given = []
+        for path in self.paths:
+            if path == STDIN or os.path.exists(path):
+                given.append(path)
+            else:  # a path the user typed: point at the command line, not at a line of no file
+                self.result.diagnostics.append(Diagnostic(Location(COMMAND_LINE, 0, 0),
+                                                          f"no such file or directory {display_path(path)!r}"))
+        self.entries = [path for path in discover(given, self.result.notes)
+                        if exclude is None or path == STDIN or not exclude(path)]
+        self.batches = workers.batches(self.entries, helm, reader) if workers is not None and reader else {}
+
+    def finish(self) -> LoadResult:
+        result = self.result
+        entries, batches, reader = self.entries, self.batches, self.reader
+        kustomizations: list[str] = []  # rendered after the files: which of them are bases needs them all
+        position = 0
+        while position < len(entries):
+            if position in batches:
+                future, count = batches[position]
+                worker_result, worker_reader = future.result()
+                result.absorb(worker_result)
+                reader.absorb(worker_reader)
+                position += count
+                continue
+            path = entries[position]
+            position += 1
+            if path != STDIN and os.path.isdir(path) and not os.path.isfile(os.path.join(path, CHART_FILE)):
+                kustomizations.append(path)
+                continue
+            if path != STDIN and os.path.isdir(path):
+                from kubelint_ports.loading.helm import load_chart
+
+                options = self.chart_helm.get(os.path.abspath(path), self.helm)
+                read_guarded(path, result, lambda: load_chart(path, options, result, reader))
+                continue
+            read_guarded(path, result, lambda: load_file(path, result, stdin=self.stdin, helm=self.helm, reader=reader))
+        if kustomizations:
+            from kubelint_ports.loading.kustomize import load_kustomizations
+
+            try:
+                load_kustomizations(kustomizations, self.paths, result, reader)
+            except Exception as error:  # a bug: name the builds, keep what the other inputs gave
+                result.diagnostics.append(internal_error(", ".join(map(display_path, kustomizations)), error))
+        return result
+
+
+def read_guarded(path: str, result: LoadResult, read: Callable[[], None]) -> None:
+    """`read()` one input within the `input-seconds` budget; past it, or on an unexpected failure
+    (a bug), what it added is dropped and the input is reported by name: the others still count."""
+    seconds = budgets.current().input_seconds
+    before = (len(result.documents), len(result.diagnostics), result.files, result.skipped)
+    try:
+        with files.time_limit(seconds):
+            read()
+    except files.InputTimeout:
+        forget_input(result, before)
+        result.diagnostics.append(Diagnostic(Location(display_path(path), 0, 0), (
+            f"reading it took longer than {seconds:g} s (limit input-seconds); not linted")))
+    except Exception as error:  # a bug: name the input, keep the others
+        forget_input(result, before)
+        result.diagnostics.append(internal_error(display_path(path), error))
+
+
+def forget_input(result: LoadResult, before: tuple[int, int, int, int]) -> None:
+    """Drop what a failed input added, but count it as read."""
+    documents, diagnostics, files_read, skipped = before
+    del result.documents[documents:], result.diagnostics[diagnostics:]
+    result.files, result.skipped = files_read + 1, skipped
