@@ -40,7 +40,8 @@ STATE_OF_CHECK = {
 }
 # Strongest first: a port both in conflict and captured shows as a conflict.
 STATES = ("conflict", "capture", "reserved", RUNS, MAY_RUN)
-KIND_ORDER = {"hostPort": 0, "hostNetwork": 1, "nodePort": 2, "healthCheckNodePort": 3, "node daemon": 4}
+KIND_ORDER = {"hostPort": 0, "hostNetwork": 1, "sidecarHostPort": 2, "nodePort": 3, "healthCheckNodePort": 4,
+              "node daemon": 5}
 
 
 @dataclass(frozen=True, slots=True)

@@ -414,3 +414,53 @@ def test_two_word_flag_points_at_the_value():
                                          'args: ["--port", "4240"]').encode(), "m.yaml", result)
     cluster, _ = build_cluster(result.documents)
     assert cluster.workloads[0].silent_ports[0].field_path.endswith("args[1]")
+
+
+# --- a sidecar's hostPort: reserved by the scheduler, forwarded by nobody -----------------------------
+
+SIDECAR_DAEMONSET = """\
+apiVersion: apps/v1
+kind: DaemonSet
+metadata: {name: mesh-agent, namespace: ns}
+spec:
+  template:
+    metadata: {labels: {app: mesh-agent}}
+    spec:
+      initContainers:
+        - name: proxy
+          restartPolicy: Always
+          ports: [{containerPort: 31123, hostPort: 31123}]
+      containers: [{name: app}]
+"""
+NODE_PORT_SERVICE = """\
+apiVersion: v1
+kind: Service
+metadata: {name: web, namespace: ns}
+spec:
+  type: NodePort
+  selector: {app: web}
+  ports: [{port: 80, nodePort: 31123}]
+"""
+
+
+def test_a_sidecar_host_port_counts_for_the_scheduler_only(lint):
+    """kubelet's generatePodSandboxConfig maps spec.containers' ports only, the scheduler's
+    GetHostPorts adds sidecars': the scheduler keeps pods apart, no DNAT takes any traffic."""
+    report = lint(SIDECAR_DAEMONSET, NODE_PORT_SERVICE, workload("web", 31123, spec="nodeSelector: {pool: a}\n"),
+                  nodes=THREE_NODES, proxy_mode="ipvs")
+    conflicts = rule(report, "host-port-conflict")
+    assert sorted(f.subject.name for f in conflicts) == ["mesh-agent", "web"]
+    [agent] = [f for f in conflicts if f.subject.name == "mesh-agent"]
+    assert agent.message.startswith("sidecar hostPort 31123/TCP")
+    assert [f.subject.name for f in rule(report, "host-port-node-port-collision")] == ["web"]  # not the sidecar
+    assert [f.subject.name for f in rule(report, "host-port")] == ["web"]
+    assert [f.subject.name for f in rule(report, "host-port-in-init-container")] == ["mesh-agent"]
+    assert [f.subject.name for f in rule(report, "host-port-in-node-port-range")] == ["web"]
+
+
+def test_a_sidecar_host_port_takes_no_daemon_port_or_service_traffic(lint):
+    sidecar = SIDECAR_DAEMONSET.replace("31123", "10250")
+    report = lint(sidecar, proxy_mode="ipvs")
+    assert rule(report, "node-reserved-port") == []
+    assert rule(report, "host-port-service-port-capture") == []
+    assert [f.subject.name for f in rule(report, "host-port-in-init-container")] == ["mesh-agent"]

@@ -61,7 +61,7 @@ def external_ip_host_port_collision(cluster: Cluster, params: Mapping[str, Any])
                 victims = []
                 for claimant in allocation.groups.get((port.protocol, port.port), ()):
                     workload, claim = claimant.workload, claimant.claim
-                    if claim.host_ip not in (WILDCARD_HOST_IP, address.ip) or \
+                    if not claim.on_the_node or claim.host_ip not in (WILDCARD_HOST_IP, address.ip) or \
                             selects_itself(service, port, workload, claim):
                         continue
                     if shared := [n for n in allocation.eligible(workload) if n in nodes]:

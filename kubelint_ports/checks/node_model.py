@@ -40,7 +40,7 @@ def plural(count: int, noun: str) -> str:
 
 
 def port_text(claim: HostClaim) -> str:
-    noun = "hostPort" if claim.via == "hostPort" else "hostNetwork port"
+    noun = {"hostPort": "hostPort", "hostNetwork": "hostNetwork port"}.get(claim.via, "sidecar hostPort")
     on_ip = f" on {claim.host_ip}" if claim.host_ip != "0.0.0.0" else ""
     return f"{noun} {claim.port}/{claim.protocol}{on_ip}"
 
@@ -200,7 +200,7 @@ def node_reserved_port(cluster: Cluster, params: Mapping[str, Any]) -> Iterator[
     reserved = reserved_ports(params)
     for workload, claim in cluster.host_claims():
         daemon = reserved.get((claim.protocol, claim.port))
-        if daemon is None or is_the_daemon(workload, claim, daemon):
+        if daemon is None or not claim.on_the_node or is_the_daemon(workload, claim, daemon):
             continue
         data = None
         if claim.via == "hostPort":

@@ -24,6 +24,7 @@ from kubelint_ports.model.network import (
     read_network_piece, read_node_cidrs)
 from kubelint_ports.model.objects import (
     DEFAULT_NODE_PORT_RANGE,
+    SIDECAR_HOST_PORT,
     WILDCARD_HOST_IP,
     Cluster,
     ClusterFacts,
@@ -374,7 +375,8 @@ def read_workload(document: Document, ref: ObjectRef,
                 continue
             container_path = f"{pod_spec_path}.{containers_key}[{index}]"
             name = yt.as_str(yt.get(container, "name"))
-            claims.extend(read_container_ports(container, container_path, name, host_network, reader, declared))
+            claims.extend(read_container_ports(container, container_path, name, host_network, reader, declared,
+                                               sidecar=containers_key == "initContainers"))
             if host_network:
                 silent.extend(listening_ports(container, container_path, name))
     template_metadata = pod_spec_path.rpartition(".")[0] + ".metadata" if "." in pod_spec_path else "metadata"
@@ -447,7 +449,7 @@ def undeclared(silent: list[SilentPort], declared: list[ContainerPort]) -> tuple
 
 
 def read_container_ports(container: yt.Node, container_path: str, name: str, host_network: bool,
-                         reader: PortReader, declared: list[ContainerPort]) -> list[HostClaim]:
+                         reader: PortReader, declared: list[ContainerPort], sidecar: bool = False) -> list[HostClaim]:
     claims = []
     for index, entry in enumerate(yt.items(yt.get(container, "ports"), f"{container_path}.ports")):
         entry = yt.mapping(entry, "a container port")
@@ -474,7 +476,8 @@ def read_container_ports(container: yt.Node, container_path: str, name: str, hos
                 claims.append(HostClaim(container_port, protocol, host_ip, "hostNetwork", name,
                                         f"{path}.{key}", container_port, port_name))
         elif host_port:
-            claims.append(HostClaim(host_port, protocol, host_ip, "hostPort", name, f"{path}.hostPort",
+            claims.append(HostClaim(host_port, protocol, host_ip, SIDECAR_HOST_PORT if sidecar else "hostPort",
+                                    name, f"{path}.hostPort",
                                     container_port, port_name))
     return claims
 

@@ -50,6 +50,11 @@ class PodTemplateKind:
     replicas: str | int | None = "spec.replicas"  # a dotted path, a fixed count, or None: one pod per node
 
 
+# A hostPort on a sidecar (an init container with restartPolicy Always) of a pod-network pod: the
+# scheduler reserves it, nothing on the node forwards it.
+SIDECAR_HOST_PORT = "sidecarHostPort"
+
+
 @dataclass(frozen=True, slots=True)
 class HostClaim:
     """A host port a pod needs on its node: (hostIP, protocol, port) as the scheduler sees it."""
@@ -57,11 +62,18 @@ class HostClaim:
     port: int
     protocol: str
     host_ip: str
-    via: str  # "hostPort", or "hostNetwork" for a port the pod's own process binds on the node
+    via: str  # "hostPort", "hostNetwork" (the pod's own process binds it) or SIDECAR_HOST_PORT
     container: str
     field_path: str  # the key the user edits: hostPort, or containerPort on a hostNetwork pod
     container_port: int | None = None
     port_name: str = ""
+
+    @property
+    def on_the_node(self) -> bool:
+        """Whether packets to the node's port meet this claim (a DNAT rule or a socket). A sidecar's
+        hostPort is only a reservation: the scheduler counts it (pkg/scheduler/util GetHostPorts),
+        the kubelet hands only spec.containers' ports to the runtime (kuberuntime_sandbox.go)."""
+        return self.via != SIDECAR_HOST_PORT
 
     def overlaps(self, other: "HostClaim") -> bool:
         if self.port != other.port or self.protocol != other.protocol:
