@@ -18,6 +18,7 @@ from kubelint_ports.loading import LoadResult, load_bytes
 
 NODE_PORT = dp.PortUse(host_port_ip=dp.WILDCARD, node_port=True, endpoints=True)
 CLUSTER_PORT = dp.PortUse(host_port_ip=dp.WILDCARD, service_port=True, endpoints=True)
+EXTERNAL_ON_NODE = dp.PortUse(host_port_ip=dp.WILDCARD, service_port=True, endpoints=True, external_ip_on_node=True)
 
 
 def facts(mode=None, cni=None, backend=None, kube_proxy=None, order=None) -> dp.DatapathFacts:
@@ -38,6 +39,15 @@ def facts(mode=None, cni=None, backend=None, kube_proxy=None, order=None) -> dp.
     ("ipvs", "1.1.1", None, dp.CLUSTER_IP, CLUSTER_PORT, dp.SERVICE),  # ACCEPT before portmap
     ("ipvs", "0.7.4", None, dp.CLUSTER_IP, CLUSTER_PORT, dp.HOSTPORT),  # incident 000
     ("ipvs", "1.9.0", "nftables", dp.CLUSTER_IP, CLUSTER_PORT, dp.HOSTPORT),  # ACCEPT ends one table only
+    # a Service's externalIP that is the node's own address (KP305): local for both sides
+    ("iptables", "1.1.1", None, dp.EXTERNAL_IP, EXTERNAL_ON_NODE, dp.SERVICE),  # KUBE-SERVICES first
+    ("iptables", "0.7.4", None, dp.EXTERNAL_IP, EXTERNAL_ON_NODE, dp.HOSTPORT),
+    ("iptables", "1.1.1", None, dp.EXTERNAL_IP, dp.PortUse(dp.WILDCARD, service_port=True, endpoints=False,
+                                                        external_ip_on_node=True), dp.HOSTPORT),
+    ("nftables", "1.1.1", None, dp.EXTERNAL_IP, EXTERNAL_ON_NODE, dp.UNDEFINED),
+    ("iptables", "1.1.1", None, dp.EXTERNAL_IP, dp.PortUse(host_process=True, service_port=True, endpoints=False,
+                                                        external_ip_on_node=True), dp.REJECTED),
+    ("iptables", "1.1.1", None, dp.EXTERNAL_IP, CLUSTER_PORT, dp.SERVICE),
     ("iptables", "0.7.4", None, dp.CLUSTER_IP, CLUSTER_PORT, dp.SERVICE),  # ClusterIPs are not local
     ("iptables", "1.7.1", "nftables", dp.CLUSTER_IP, CLUSTER_PORT, dp.UNDEFINED),  # GHSA-jv3w-x3r3-g6rm
     ("iptables", "1.9.0", "nftables", dp.CLUSTER_IP, CLUSTER_PORT, dp.SERVICE),

@@ -264,3 +264,48 @@ def test_live_service_on_a_node_address_is_reported_on_the_linted_workload(tmp_p
     [finding] = [f for f in report.findings if f.rule_id == "KP305"]
     assert finding.subject.kind == "DaemonSet" and finding.location.line == 13
     assert finding.related[0].path.endswith("running.yaml")
+    # the datapath model's answer: the process never gets it (DNAT with endpoints, REJECT without)
+    assert finding.traffic["destination"] == "external-ip" and "host-process" not in finding.traffic["possible"]
+    assert "monitoring/DaemonSet/node-exporter" in finding.traffic["loser"] or not finding.traffic["certain"]
+
+
+@pytest.mark.parametrize("mode, cni, said", [
+    ("iptables", "1.1.1", "so pushgateway's endpoints receives it, and the hostPort pod never sees it"),
+    ("iptables", "0.7.4", "so the hostPort pod receives it, and pushgateway's endpoints never sees it"),
+    ("nftables", "1.1.1", "the order is undefined (the hostPort pod or pushgateway's endpoints"),
+])
+def test_external_ip_on_a_node_names_the_winner_for_the_known_facts(tmp_path, mode, cni, said):
+    report = lint(tmp_path, """\
+        apiVersion: apps/v1
+        kind: Deployment
+        metadata: {name: relay, namespace: monitoring}
+        spec:
+          selector: {matchLabels: {app: relay}}
+          template:
+            metadata: {labels: {app: relay}}
+            spec:
+              containers:
+                - {name: relay, ports: [{containerPort: 8080, hostPort: 9100}]}
+        ---
+        apiVersion: apps/v1
+        kind: Deployment
+        metadata: {name: pushgateway, namespace: monitoring}
+        spec:
+          selector: {matchLabels: {app: pushgateway}}
+          template:
+            metadata: {labels: {app: pushgateway}}
+            spec:
+              containers: [{name: gw, ports: [{containerPort: 9091}]}]
+        ---
+        apiVersion: v1
+        kind: Service
+        metadata: {name: pushgateway, namespace: monitoring}
+        spec:
+          selector: {app: pushgateway}
+          externalIPs: [10.0.0.12]
+          ports: [{name: http, port: 9100, targetPort: 9091}]
+        """, node_files=(str(INVENTORY),), facts=ClusterFacts(proxy_mode=mode, stated=(
+        ("cni-plugins-version", cni, "test"),)))
+    [finding] = [f for f in report.findings if f.rule_id == "KP305"]
+    assert said in finding.message, finding.message
+    assert finding.traffic["certain"] is (mode != "nftables")

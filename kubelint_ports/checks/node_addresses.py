@@ -8,11 +8,13 @@ from collections import defaultdict
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from kubelint_ports.checks import Hit, Related, register
+from kubelint_ports.checks import Hit, Related, register, traffic
 from kubelint_ports.checks.node_model import node_list, selects_itself
 from kubelint_ports.model import Cluster
 from kubelint_ports.model.allocation import allocate
+from kubelint_ports.model.datapath import EXTERNAL_IP, FROM_NODE, FROM_POD, HOST_PROCESS, HOSTPORT, SERVICE, PortUse
 from kubelint_ports.model.objects import WILDCARD_HOST_IP
+from kubelint_ports.model.selection import has_endpoints
 
 MAX_RELATED = 10
 
@@ -74,34 +76,47 @@ def external_ip_host_port_collision(cluster: Cluster, params: Mapping[str, Any])
                         victims.append((workload, silent_port.field_path, "hostNetwork", shared,
                                         f"hostNetwork {workload.ref} ({silent_port.source})"))
                 if victims:
-                    yield from collision_hits(service, port, address, victims)
+                    yield from collision_hits(cluster, service, port, address, victims)
 
 
-def collision_hits(service, port, address, victims) -> Iterator[Hit]:
-    workload, _, via, shared, label = victims[0]
+def collision_hits(cluster: Cluster, service, port, address, victims) -> Iterator[Hit]:
+    """One finding per Service port and address; the datapath model says who gets the packets."""
+    _, _, _, shared, label = victims[0]
     more = f" (and {len(victims) - 1} more)" if len(victims) > 1 else ""
-    if any(v[2] == "hostNetwork" for v in victims):
-        variant = "host-network"
-        outcome = (f"the process there loses every connection addressed to {address.ip}:{port.port}, which "
-                   f"kube-proxy sends to {service.ref.name}'s endpoints")
-    else:
-        variant = "host-port"
-        outcome = (f"kube-proxy's rule and the portmap DNAT both claim {address.ip}:{port.port}; whichever comes "
-                   f"first in the nat table wins, and with CNI plugins >= 0.7.5 portmap's jump is appended after "
-                   f"kube-proxy's, so the hostPort pod loses those connections [inferred from rule order]")
+    host_ports = [v for v in victims if v[2] == "hostPort"]
+    processes = [v for v in victims if v[2] == "hostNetwork"]
+    # Every hostPort here listens on this address (all addresses, or bound to it): the same rule match.
+    use = PortUse(host_port_ip=WILDCARD_HOST_IP if host_ports else None, host_process=bool(processes),
+                  service_port=True,
+                  endpoints=has_endpoints(cluster, service), external_ip_on_node=True)
+    datapath = traffic.datapath_of(cluster)
+    answer = datapath.deliver(FROM_POD, EXTERNAL_IP, use, port.port, port.protocol)
+    paths = [("from the node itself", datapath.deliver(FROM_NODE, EXTERNAL_IP, use, port.port, port.protocol))]
+    names = {SERVICE: str(service.ref)}
+    words = {SERVICE: f"{service.ref.name}'s endpoints"}
+    if host_ports:
+        names[HOSTPORT] = " or ".join(dict.fromkeys(str(v[0].ref) for v in host_ports))
+        words[HOSTPORT] = "the hostPort pod"
+    if processes:
+        names[HOST_PROCESS] = " or ".join(dict.fromkeys(str(v[0].ref) for v in processes))
+        words[HOST_PROCESS] = "the process on the node"
+    variant = "host-network" if processes else "host-port"
     message = (f"{address.label} {address.ip}:{port.port}/{port.protocol} is a host port of node "
                f"{node_list(shared)}: {address.ip} is the node's own address and {label}{more} uses port {port.port} "
-               f"there; {outcome}. Expose the Service on an address no node owns, or move one of the two ports.")
+               f"there; for connections to {address.ip}:{port.port}, {traffic.explain(answer, words, paths)}. "
+               f"Expose the Service on an address no node owns, or move one of the two ports.")
     related = (Related(service, address.field_path, f"{address.label} {address.ip} of {service.ref}"),)
     related += tuple(Related(w, path, f"port {port.port} of {text}") for w, path, _, _, text in victims[:MAX_RELATED])
+    data = traffic.data(answer, names, paths)
     if not service.live:
-        yield Hit(service, f"{port.field_path}.port", message, related, variant=variant, port=port.port)
+        yield Hit(service, f"{port.field_path}.port", message, related, variant=variant, port=port.port,
+                  traffic=data)
         return
     for victim, path, _, _, _ in victims:
         if not victim.live:
             yield Hit(victim, path, message, (Related(service, f"{port.field_path}.port",
                                                       f"port {port.port} of {service.ref}"),),
-                      variant=variant, port=port.port)
+                      variant=variant, port=port.port, traffic=data)
 
 
 # --- host-ip-not-on-node ------------------------------------------------------------------------------

@@ -175,6 +175,9 @@ class PortUse:
     node_port: bool = False  # a Service's nodePort (or healthCheckNodePort)
     service_port: bool = False  # a Service with a ClusterIP (external, LB IPs) serves this port
     endpoints: bool | None = None  # whether that Service has endpoints; None: unknown
+    # The Service's external or load-balancer IP is an address of this node: the hostPort (on every
+    # address, or bound to that one) and the node's processes see packets to it as local.
+    external_ip_on_node: bool = False
 
 
 # --- worlds: every fact fixed ----------------------------------------------------------------------
@@ -217,14 +220,16 @@ class _Packet:
         """Is the destination an address of the node (`--dst-type LOCAL`, `fib daddr type local`)?"""
         if self.destination in (NODE_IP, HOST_IP, LOCALHOST):
             return True
+        if self.destination == EXTERNAL_IP and self.use.external_ip_on_node:
+            return True
         return self.world.proxy == "ipvs"  # IPVS binds ClusterIPs, external and LB IPs to kube-ipvs0
 
     def hostport_matches(self, any_destination: bool = False) -> bool:
         bound = self.use.host_port_ip
         if bound is None:
             return False
-        if bound != WILDCARD:
-            return self.destination == HOST_IP  # the rule carries `-d hostIP` / `ip daddr hostIP`
+        if bound != WILDCARD:  # the rule carries `-d hostIP` / `ip daddr hostIP`
+            return self.destination == HOST_IP or self.destination == EXTERNAL_IP and self.use.external_ip_on_node
         return self.local or any_destination
 
 

@@ -4,15 +4,17 @@ and how a node is built and probed. Shared by the tests and by `write_datapath_d
 A scenario is one kube-proxy mode and one hostPort implementation on a node built by `netlab`,
 with the same objects every time:
 
-    hostPort pod   hostPorts 31123, 3306 (TCP+UDP), 9100 (TCP) and 8443 (TCP, hostIP 192.168.11.2),
+    hostPort pod   hostPorts 31123, 3306 (TCP+UDP), 9100, 9200 (TCP) and 8443 (TCP, hostIP 192.168.11.2),
                    all to containerPort 8080: it answers `hostport-pod`
     Service        web/nginx-nodeport: NodePort 31123 (TCP+UDP)       } endpoints: the backend pod
                    db/mysql-a: ClusterIP 10.96.0.50:3306, externalIP   } (`service`), or none in the
                    192.168.11.100:3306 (TCP+UDP)                       } `no endpoints` scenarios
                    shop/api: NodePort 30584 (TCP+UDP)                  }
-    host process   a process in the node namespace on 30584 (TCP+UDP), 9100 and 8443 (`host-process`),
-                   as a hostNetwork pod's would be
-    IPVS stand-in  IPVS scenarios only: a process on 3306 in the node namespace (`ipvs-stand-in`): it
+                   lab/ingress, lab/status: ClusterIP Services whose externalIP is the node's own
+                   address 192.168.11.2, port 9200 and 9300 (TCP)
+    host process   a process in the node namespace on 30584 (TCP+UDP), 9100, 8443 and 9300
+                   (`host-process`), as a hostNetwork pod's would be
+    IPVS stand-in  IPVS scenarios only: a process on 3306 and 9200 in the node namespace (`ipvs-stand-in`): it
                    answers exactly when the nat table leaves a Service packet to local delivery,
                    where IPVS would take it (this kernel has no IPVS module)
 
@@ -36,6 +38,8 @@ CLUSTER_IP = "10.96.0.50"
 EXTERNAL_IP = "192.168.11.100"
 NODE_PORT, SERVICE_PORT, PROCESS_PORT, LISTENER_PORT, BOUND_PORT = 31123, 3306, 30584, 9100, 8443
 CONTAINER_PORT, BACKEND_PORT = 8080, 9376
+# A Service's externalIP that is the node's own address: with a hostPort, and with a host process.
+EXTERNAL_NODE_PORT, EXTERNAL_PROCESS_PORT = 9200, 9300
 KUBE_PROXY_FIRST, HOSTPORT_FIRST = dp.KUBE_PROXY_FIRST, dp.HOSTPORT_FIRST
 
 
@@ -119,7 +123,16 @@ class Cell:
             "process-nodeport": dp.PortUse(host_process=True, node_port=True, endpoints=endpoints),
             "hostport-process": dp.PortUse(host_port_ip=dp.WILDCARD, host_process=True),
             "hostip": dp.PortUse(host_port_ip=netlab.NODE_IP, host_process=True),
+            "externalip-node": dp.PortUse(host_port_ip=dp.WILDCARD, service_port=True, endpoints=endpoints,
+                                          external_ip_on_node=True),
+            "externalip-node-process": dp.PortUse(host_process=True, service_port=True, endpoints=endpoints,
+                                                  external_ip_on_node=True),
         }[self.group]
+
+    @property
+    def local(self) -> bool:
+        """Is the address one of the node's own (a packet nobody takes is refused, not lost)?"""
+        return self.destination not in (dp.CLUSTER_IP, dp.EXTERNAL_IP) or self.group.startswith("externalip-node")
 
 
 def _cells() -> tuple[Cell, ...]:
@@ -142,6 +155,11 @@ def _cells() -> tuple[Cell, ...]:
                                          (dp.FROM_NODE, dp.LOCALHOST, "127.0.0.1"),
                                          (dp.FROM_POD, dp.NODE_IP, netlab.BRIDGE_IP)]:
         cells.append(Cell("hostip", client, destination, address, BOUND_PORT, "tcp", "KP302"))
+    for client in (dp.FROM_POD, dp.FROM_NODE):
+        cells.append(Cell("externalip-node", client, dp.EXTERNAL_IP, netlab.NODE_IP, EXTERNAL_NODE_PORT, "tcp",
+                          "KP305"))
+        cells.append(Cell("externalip-node-process", client, dp.EXTERNAL_IP, netlab.NODE_IP, EXTERNAL_PROCESS_PORT,
+                          "tcp", "KP305"))
     return tuple(cells)
 
 
@@ -153,6 +171,9 @@ GROUP_TITLES = {
     "process-nodeport": "a process on the node on 30584 and NodePort 30584 (KP202, incident 003)",
     "hostport-process": "hostPort 9100 and a process on the node listening on 9100 (KP302)",
     "hostip": "hostPort 8443 bound to hostIP 192.168.11.2 and a process on 8443 (KP101, KP302)",
+    "externalip-node": "hostPort 9200 and a Service whose externalIP is the node's address, port 9200 (KP305)",
+    "externalip-node-process": "a process on the node on 9300 and a Service whose externalIP is the node's address, "
+                               "port 9300 (KP305)",
 }
 
 
@@ -173,8 +194,7 @@ def observable(route: dp.Route, cell: Cell) -> frozenset[str]:
     if any(step.startswith("IPVS") for step in route.steps):
         return frozenset(("local",))
     if route.receiver == dp.NOTHING:
-        local = cell.destination not in (dp.CLUSTER_IP, dp.EXTERNAL_IP)
-        return frozenset(("refused",) if local else ("refused", "timeout"))
+        return frozenset(("refused",) if cell.local else ("refused", "timeout"))
     return frozenset((route.receiver,))
 
 
@@ -215,11 +235,16 @@ def lab_services(backend_ip: str, endpoints: bool) -> list[LabService]:
             LabService("db", "mysql-a", "mysql", protocol, CLUSTER_IP, SERVICE_PORT, None, backends, (EXTERNAL_IP,)),
             LabService("shop", "api", "http", protocol, "10.96.0.90", 8080, PROCESS_PORT, backends),
         ]
+    services += [
+        LabService("lab", "ingress", "https", "tcp", "10.96.0.70", EXTERNAL_NODE_PORT, None, backends, (netlab.NODE_IP,)),
+        LabService("lab", "status", "http", "tcp", "10.96.0.71", EXTERNAL_PROCESS_PORT, None, backends,
+                   (netlab.NODE_IP,)),
+    ]
     return services
 
 
 HOST_PORTS = [(NODE_PORT, "tcp", ""), (NODE_PORT, "udp", ""), (SERVICE_PORT, "tcp", ""), (SERVICE_PORT, "udp", ""),
-              (LISTENER_PORT, "tcp", ""), (BOUND_PORT, "tcp", netlab.NODE_IP)]
+              (LISTENER_PORT, "tcp", ""), (BOUND_PORT, "tcp", netlab.NODE_IP), (EXTERNAL_NODE_PORT, "tcp", "")]
 
 
 @functools.cache
@@ -238,7 +263,8 @@ def observe(scenario: Scenario, order: str | None, timeout: float = 1.0) -> Obse
         node.serve(hostport.namespace, "hostport-pod", [f"tcp:0.0.0.0:{CONTAINER_PORT}", f"udp:0.0.0.0:{CONTAINER_PORT}"])
         node.serve(backend.namespace, "service", [f"tcp:0.0.0.0:{BACKEND_PORT}", f"udp:0.0.0.0:{BACKEND_PORT}"])
         node.serve(node.namespace, "host-process", [f"tcp:0.0.0.0:{PROCESS_PORT}", f"udp:0.0.0.0:{PROCESS_PORT}",
-                                                    f"tcp:0.0.0.0:{LISTENER_PORT}", f"tcp:0.0.0.0:{BOUND_PORT}"])
+                                                    f"tcp:0.0.0.0:{LISTENER_PORT}", f"tcp:0.0.0.0:{BOUND_PORT}",
+                                                    f"tcp:0.0.0.0:{EXTERNAL_PROCESS_PORT}"])
         services = lab_services(backend.ip, scenario.endpoints)
         nft_mappings = [HostPortMapping(hostport.container_id, hostport.ip, protocol, port, CONTAINER_PORT, host_ip)
                         for port, protocol, host_ip in HOST_PORTS]
@@ -273,7 +299,8 @@ def write_kube_proxy(node: netlab.Node, scenario: Scenario, services: list[LabSe
         for command in shapes.ipvs_ipsets(services):
             node.node_run("ipset", *command)
         node.iptables_restore(shapes.ipvs_mode(accept_cluster_ips=scenario.proxy != "ipvs-1.10"))
-        node.serve(node.namespace, "ipvs-stand-in", [f"tcp:0.0.0.0:{SERVICE_PORT}", f"udp:0.0.0.0:{SERVICE_PORT}"])
+        node.serve(node.namespace, "ipvs-stand-in", [f"tcp:0.0.0.0:{SERVICE_PORT}", f"udp:0.0.0.0:{SERVICE_PORT}",
+                                                     f"tcp:0.0.0.0:{EXTERNAL_NODE_PORT}"])
     else:
         node.nft(shapes.nftables_mode(services))
         return
@@ -289,6 +316,18 @@ def write_hostports(node: netlab.Node, scenario: Scenario, mappings: list[HostPo
 
 
 # --- what the rules say, for the same setup -----------------------------------------------------------
+
+NODES = textwrap.dedent("""\
+    apiVersion: v1
+    kind: Node
+    metadata:
+      name: lab-node
+      labels: {kubernetes.io/hostname: lab-node, kubernetes.io/os: linux}
+    status:
+      addresses:
+        - {type: InternalIP, address: 192.168.11.2}
+    """)  # the lab node, for the rules that compare Service addresses with nodes' (KP305)
+
 
 def manifest(scenario: Scenario) -> str:
     """The objects of the scenario as manifests, for `kubelint-ports lint`."""
@@ -340,6 +379,7 @@ def manifest(scenario: Scenario) -> str:
                   ports:
                     - {containerPort: 30584, protocol: TCP}
                     - {containerPort: 30584, protocol: UDP}
+                    - {containerPort: 9300, protocol: TCP}
         ---
         apiVersion: v1
         kind: Service
@@ -370,6 +410,24 @@ def manifest(scenario: Scenario) -> str:
           ports:
             - {name: http, port: 8080, targetPort: 9376, nodePort: 30584, protocol: TCP}
             - {name: http-udp, port: 8080, targetPort: 9376, nodePort: 30584, protocol: UDP}
+        ---
+        apiVersion: v1
+        kind: Service
+        metadata: {name: ingress, namespace: lab}
+        spec:
+          selector: {app: backend}
+          externalIPs: [192.168.11.2]
+          ports:
+            - {name: https, port: 9200, targetPort: 9376, protocol: TCP}
+        ---
+        apiVersion: v1
+        kind: Service
+        metadata: {name: status, namespace: lab}
+        spec:
+          selector: {app: backend}
+          externalIPs: [192.168.11.2]
+          ports:
+            - {name: http, port: 9300, targetPort: 9376, protocol: TCP}
         """).replace("HOST_PORTS", host_ports).replace("REPLICAS", str(backend_replicas))
 
 

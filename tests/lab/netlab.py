@@ -111,7 +111,9 @@ class Node:
         run(*node, "ip", "addr", "add", f"{NODE_IP}/24", "dev", "eth0")
         run(*node, "ip", "link", "set", "eth0", "up")
         run(*node, "ip", "route", "add", "default", "via", GATEWAY_IP)
-        for setting in ("net.ipv4.ip_forward=1", "net.bridge.bridge-nf-call-iptables=1"):
+        # icmp_ratelimit 0: a REJECT's port-unreachable reaches a pod client however many came before
+        # (the kernel's default lets about six through per peer, then one a second: a probe would time out).
+        for setting in ("net.ipv4.ip_forward=1", "net.bridge.bridge-nf-call-iptables=1", "net.ipv4.icmp_ratelimit=0"):
             run(*node, "sysctl", "-qw", setting)
         outside = self.exec_args(self.outside)
         run(*outside, "ip", "addr", "add", f"{GATEWAY_IP}/24", "dev", "ext0")

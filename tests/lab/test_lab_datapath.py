@@ -3,7 +3,8 @@ the endpoint that really answered, and what the rule's finding claims must agree
 
 Cells are listed in `cells.py`; DOMAIN.md's table B is covered by the `nodeport` (NodePort with and
 without endpoints), `clusterip`, `externalip`, `hostport-process` and `hostip` (any local node
-address, 127.0.0.1, hostIP) groups, in iptables, IPVS and nftables mode, with portmap appended
+address, 127.0.0.1, hostIP) groups, and KP305's `externalip-node` groups (a Service's externalIP
+that is the node's own address, against a hostPort and against a host process), in iptables, IPVS and nftables mode, with portmap appended
 (>= v0.7.5), first (< v0.7.5) and its nftables backend.
 """
 
@@ -33,8 +34,10 @@ def observation(scenario: Scenario, order: str | None) -> cells.Observation:
 def report(scenario: Scenario, order: str | None, tmp: str):
     path = Path(tmp) / f"lab-{abs(hash((scenario, order)))}.yaml"
     path.write_text(cells.manifest(scenario), encoding="utf-8")
+    nodes = Path(tmp) / "lab-nodes.yaml"
+    nodes.write_text(cells.NODES, encoding="utf-8")
     facts = ClusterFacts(proxy_mode=scenario.mode, stated=scenario.stated(order))
-    result = lint_paths([str(path)], LintOptions(facts=facts), policies=builtin_policies())
+    result = lint_paths([str(path)], LintOptions(facts=facts, node_files=(str(nodes),)), policies=builtin_policies())
     assert not result.diagnostics, result.diagnostics
     return result
 

@@ -37,6 +37,8 @@ ORDER_WORDS = {None: "", dp.KUBE_PROXY_FIRST: " — kube-proxy's hook registered
 def column(cell: cells.Cell) -> str:
     if cell.group == "hostip" and cell.destination == dp.NODE_IP:
         return "pod → other node address"
+    if cell.group.startswith("externalip-node"):
+        return f"{'pod' if cell.client == dp.FROM_POD else 'node'} → external IP = node IP"
     return CLIENT_WORDS[(cell.client, cell.destination)]
 
 
