@@ -266,8 +266,8 @@ def host_ports_ahead_of_kube_proxy(context: NodeSnapshots, params: Mapping[str, 
                                "mode a ClusterIP port) that does will be taken")
                 yield Hit(subject(node, jump.place), f"nat {hook} {jump.chain}", (
                     f"{hook} jumps to {jump.chain} (rule {jump.index + 1}) before kube-proxy's KUBE-SERVICES (rule "
-                    f"{proxy.index + 1}): hostPort DNATs see every local packet first (portmap before v0.7.5, or "
-                    f"CRI-O; CVE-2019-9946). {outcome[:1].upper()}{outcome[1:]}. Upgrade the CNI plugins (portmap "
+                    f"{proxy.index + 1}): hostPort DNATs see every local packet first (portmap before v0.7.5 wrote it so, "
+                    f"CVE-2019-9946; current portmap and CRI-O append). {outcome[:1].upper()}{outcome[1:]}. Upgrade the CNI plugins (portmap "
                     f"appends its jump since v0.7.5) and flush the old jump."),
                     (related(node, proxy.place, "kube-proxy's jump, which comes later"),), traffic=traffic)
 
