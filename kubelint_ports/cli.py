@@ -432,11 +432,26 @@ def node_command(
     paths: List[str] = typer.Argument(..., help=SNAPSHOT_HELP, metavar="SNAPSHOT... [MANIFEST...]"),
     output_format: OutputFormat = typer.Option(OutputFormat.text, "--format", help="Report format."),
     output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write the report to this file."),
+    reports: List[str] = typer.Option([], "--report", metavar="FORMAT:FILE",
+                                      help="Also write a report in another format (repeatable), e.g. sarif:out.sarif."),
     fail_on: Optional[FailOn] = typer.Option(None, "--fail-on", show_default=False,
                                              help="Exit 1 when a finding has this severity or higher (default: the "
                                                   "config's, else error)."),
     color: Optional[bool] = typer.Option(None, "--color/--no-color",
-                                         help="Colour text output (default: when writing to a terminal)."),
+                                         help="Colour text output (default: on a terminal, unless NO_COLOR is set; "
+                                              "FORCE_COLOR forces it)."),
+    explain_findings: bool = typer.Option(False, "--explain", "--verbose", "-v",
+                                          help="Text: each finding's explanation (who receives the packet) and "
+                                               "related places under its headline."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="Print findings and errors only: no summary, no hints."),
+    statistics: bool = typer.Option(False, "--statistics",
+                                    help="Count findings per rule instead of listing them (text and json)."),
+    select: List[str] = typer.Option([], "--select", metavar="RULES", rich_help_panel=POLICY,
+                                     help="Run only these rules: ids, names or id prefixes (KP80), comma-separated, "
+                                          "repeatable."),
+    ignore: List[str] = typer.Option([], "--ignore", metavar="RULES", rich_help_panel=POLICY,
+                                     help="Do not run these rules (ids, names or id prefixes; comma-separated, "
+                                          "repeatable)."),
     sarif_category: str = typer.Option("", "--sarif-category", help="SARIF automationDetails.id (a category)."),
     node_name: Optional[str] = typer.Option(None, "--node", metavar="NAME",
                                             help="The node's name when one snapshot is given (default: its directory's name)."),
@@ -457,6 +472,9 @@ def node_command(
     from kubelint_ports.formatters import FormatOptions, get_formatter
     from kubelint_ports.settings import CommandLine
 
+    extra_reports = [parse_report(text) for text in reports]
+    if statistics and output_format not in (OutputFormat.text, OutputFormat.json):
+        raise typer.BadParameter("works with --format text or json", param_hint="--statistics")
     snapshots, manifests = split_snapshot_paths(paths)
     if not snapshots:
         raise typer.BadParameter("no snapshot among the paths (a directory of dumps from a node)", param_hint="SNAPSHOT")
@@ -464,13 +482,18 @@ def node_command(
         raise typer.BadParameter("--node names one snapshot; several were given", param_hint="--node")
     settings = run_settings(CommandLine(
         config=config, fail_on=fail_on.value if fail_on else None, service_cidr=service_cidr, pod_cidr=pod_cidr,
-        nodes=tuple(nodes), cluster=tuple(cluster)))
+        nodes=tuple(nodes), cluster=tuple(cluster), select=tuple(select), ignore=tuple(ignore)))
     report = lint_snapshots(snapshots, manifests, settings.options, node=node_name, policies=settings.policies)
+    format_options = FormatOptions(sarif_category=sarif_category, quiet=quiet)
+    for kind, path in extra_reports:
+        with open(path, "w", encoding="utf-8", newline="\n") as stream:
+            get_formatter(kind)(report, stream, format_options)
     stream = open(output, "w", encoding="utf-8", newline="\n") if output else sys.stdout
     try:
         use_color = color if color is not None else (output is None and color_wanted(None, stream))
-        get_formatter(output_format.value)(report, stream, FormatOptions(
-            color=use_color and output_format is OutputFormat.text, sarif_category=sarif_category))
+        get_formatter(output_format.value)(report, stream, dataclasses.replace(
+            format_options, color=use_color and output_format is OutputFormat.text, explain=explain_findings,
+            statistics=statistics))
     finally:
         if output:
             stream.close()

@@ -272,3 +272,38 @@ def test_findings_carry_the_datapath_answer(policy: Policy, name: str):
         if finding.rule_id != "KP805" or "hostPort" in finding.message:
             assert finding.traffic["facts"]["hostport"]["value"] in ("portmap", "crio")
         assert "receives it" in finding.message or "never sees it" in finding.message, finding.message
+
+
+def test_a_lagging_kube_proxy_says_what_happens_to_the_missing_service():
+    """Three nodes, one without kube-proxy's rules for shop/web: the datapath model answers for
+    that node (no rule, no listener: nothing takes the packet)."""
+    [finding] = [f for f in run_fixture(FIXTURE_DIR / "KP806", "fail-lagging-kube-proxy").findings
+                 if f.rule_id == "KP806"]
+    assert finding.location.path.endswith("node-c/iptables-save") and finding.location.line == 11
+    assert "node-c lacks 2 kube-proxy rules" in finding.message
+    assert "no rule and no listener on the node takes it, and the Service never sees it" in finding.message
+    assert finding.traffic["receiver"] == "nothing" and finding.traffic["certain"]
+
+
+def test_node_command_has_lints_text_habits(tmp_path: Path):
+    """-v explains (who receives the packet), --select/--ignore pick rules, --statistics counts,
+    -q drops the summary, --report writes a second format: the same habits as `lint`."""
+    from typer.testing import CliRunner
+
+    from kubelint_ports.cli import app
+
+    folder = FIXTURE_DIR / "KP806" / "fail-lagging-kube-proxy"
+    nodes = [str(folder / name) for name in ("node-a", "node-b", "node-c")]
+    runner = CliRunner()
+    headline = runner.invoke(app, ["node", *nodes, "--select", "KP806", "--no-color"])
+    explained = runner.invoke(app, ["node", *nodes, "--select", "KP806", "-v", "--no-color"])
+    assert headline.exit_code == explained.exit_code == 0, headline.output
+    assert "never sees it" not in headline.stdout and "never sees it" in explained.stdout
+    assert "KP804" not in headline.stdout
+    ignored = runner.invoke(app, ["node", *nodes, "--ignore", "KP804,KP806", "-q", "--no-color"])
+    assert ignored.exit_code == 0 and ignored.stdout == ""
+    sarif = tmp_path / "node.sarif"
+    counted = runner.invoke(app, ["node", *nodes, "--statistics", "--report", f"sarif:{sarif}", "--no-color"])
+    assert re.search(r"1\s+KP806\s+warning\s+node-drift", counted.stdout), counted.stdout
+    assert re.search(r"2\s+KP804", counted.stdout), counted.stdout
+    assert {r["ruleId"] for r in json.loads(sarif.read_text())["runs"][0]["results"]} == {"KP804", "KP806"}

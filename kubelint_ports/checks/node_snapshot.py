@@ -34,7 +34,9 @@ from kubelint_ports.model.datapath import (
 )
 from kubelint_ports.model.node_state import (
     READY,
+    ClusterIpRule,
     HostPortEntry,
+    NodePortRule,
     NodeSnapshots,
     NodeState,
     datapath_facts,
@@ -412,18 +414,42 @@ def host_process_loses_port(context: NodeSnapshots, params: Mapping[str, Any]) -
                 traffic=data(answer, parties))
 
 
-def fact_keys(node: NodeState) -> dict[tuple[str, ...], Place]:
-    """Rules that should match across nodes, keyed by what they do (first place kept)."""
+def fact_keys(node: NodeState, rules: dict | None = None) -> dict[tuple[str, ...], Place]:
+    """Rules that should match across nodes, keyed by what they do (first place kept); `rules`,
+    when given, collects the Service rule behind each Service key."""
     keys: dict[tuple[str, ...], Place] = {}
     for entry in node.host_ports:
         keys.setdefault(("host-port", entry.protocol, str(entry.port)), entry.jump)
     for rule in node.node_ports:
-        keys.setdefault(("service", f"nodePort {rule.port}/{rule.protocol}" + (f" of {rule.service}" if rule.service else "")),
-                        rule.place)
+        key = ("service", f"nodePort {rule.port}/{rule.protocol}" + (f" of {rule.service}" if rule.service else ""))
+        keys.setdefault(key, rule.place)
+        if rules is not None:
+            rules.setdefault(key, rule)
     for rule in node.cluster_ips:
-        keys.setdefault(("service", f"{rule.address}:{rule.port}/{rule.protocol}" + (f" ({rule.service})" if rule.service else "")),
-                        rule.place)
+        key = ("service", f"{rule.address}:{rule.port}/{rule.protocol}" + (f" ({rule.service})" if rule.service else ""))
+        keys.setdefault(key, rule.place)
+        if rules is not None:
+            rules.setdefault(key, rule)
     return keys
+
+
+def missing_rule_answer(node: NodeState, rule: NodePortRule | ClusterIpRule, label: str) -> tuple[str, dict]:
+    """Who gets a packet for a Service rule this node lacks: what else holds the port here decides."""
+    if isinstance(rule, NodePortRule):
+        listening = any(listener.protocol == rule.protocol and listener.port == rule.port for listener in node.listeners)
+        dnat = next((entry for entry in node.host_ports
+                     if entry.protocol == rule.protocol and entry.port == rule.port), None)
+        use = PortUse(host_port_ip=(dnat.host_ip or WILDCARD) if dnat else None, host_process=listening)
+        answer = ask(node, NODE_IP, use, rule.port, rule.protocol)
+    else:
+        use = PortUse()
+        answer = ask(node, CLUSTER_IP, use, rule.port, rule.protocol)
+    parties = {SERVICE: "the Service"}
+    if use.host_port_ip is not None:
+        parties[HOSTPORT] = "the hostPort pod"
+    if use.host_process:
+        parties[HOST_PROCESS] = "the process listening on the node"
+    return explain(answer, parties), data(answer, parties)
 
 
 @register("node-drift", reads="node-snapshot")
@@ -431,7 +457,8 @@ def node_drift(context: NodeSnapshots, params: Mapping[str, Any]) -> Iterator[Hi
     nodes = [node for node in context.nodes if node.entry_jumps or node.node_ports or node.cluster_ips]
     if len(nodes) < 2:
         return
-    keys = {node.name: fact_keys(node) for node in nodes}
+    rules: dict[tuple[str, ...], NodePortRule | ClusterIpRule] = {}
+    keys = {node.name: fact_keys(node, rules) for node in nodes}
     every = sorted({key for facts in keys.values() for key in facts})
     missing_on: dict[str, list[str]] = {}
     for key in every:
@@ -459,7 +486,11 @@ def node_drift(context: NodeSnapshots, params: Mapping[str, Any]) -> Iterator[Hi
     for node in nodes:
         missing = missing_on.get(node.name)
         if missing and node.services_anchor is not None:
+            first = missing[0]
+            said, traffic = missing_rule_answer(node, rules[("service", first)], first)
             yield Hit(subject(node, node.services_anchor), "drift missing services", (
-                f"{node.name} lacks kube-proxy rules that the other nodes have ({len(missing)}: {listed(missing)}): "
+                f"{node.name} lacks {len(missing)} kube-proxy rule{'s' if len(missing) > 1 else ''} that the other "
+                f"nodes have ({listed(missing)}): "
                 f"its kube-proxy is out of date or failing, so packets to those Services that reach this node are "
-                f"not forwarded. Check its kube-proxy logs and restart it."), variant="service")
+                f"not forwarded; for {first} here, {said}. Check its kube-proxy logs and restart it."),
+                variant="service", traffic=traffic)

@@ -683,6 +683,8 @@ def summary(answer: Answer, parties: Mapping[str, str]) -> str:
         winner = who(outcome.receiver, parties)
         if outcome.receiver == REJECTED:
             return f"{mechanism}{lost}"
+        if not mechanism:  # no handler and no listener: the packet finds nothing on this node
+            return f"no rule and no listener on the node takes it{lost}"
         return f"{mechanism}, so {winner} receives it{lost}"
     if len(answer.outcomes) == 1:  # UNDEFINED whatever the unknown facts
         return outcome_clause(answer.outcomes[0], parties)
