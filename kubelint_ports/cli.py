@@ -148,35 +148,45 @@ LIMIT_OPTION = typer.Option([], "--limit", metavar="NAME=VALUE", rich_help_panel
                                  "input-seconds (README, Limits).")
 JOBS_OPTION = typer.Option(0, "--jobs", "-j", min=0, metavar="N", show_default=False,
                            help="Processes that read large inputs (default: one per processor; 1: no extra process).")
+# Output options `lint` and `node` share.
+OUTPUT_OPTION = typer.Option(None, "--output", "-o", help="Write the report to this file.")
+REPORTS_OPTION = typer.Option([], "--report", metavar="FORMAT:FILE",
+                              help="Also write a report in another format (repeatable), e.g. sarif:out.sarif.")
+FAIL_ON_OPTION = typer.Option(None, "--fail-on", show_default=False,
+                              help="Exit 1 when a finding has this severity or higher (default: the config's, else "
+                                   "error).")
+COLOR_OPTION = typer.Option(None, "--color/--no-color",
+                            help="Colour text output (default: on a terminal, unless NO_COLOR is set; FORCE_COLOR "
+                                 "forces it).")
+EXPLAIN_OPTION = typer.Option(False, "--explain", "--verbose", "-v",
+                              help="Text: each finding's explanation (who receives the packet), object and related "
+                                   "places under its headline.")
+QUIET_OPTION = typer.Option(False, "--quiet", "-q", help="Print findings and errors only: no summary, no hints.")
+STATISTICS_OPTION = typer.Option(False, "--statistics",
+                                 help="Count findings per rule instead of listing them (text and json).")
+SELECT_OPTION = typer.Option([], "--select", metavar="RULES", rich_help_panel=POLICY,
+                             help="Run only these rules: ids, names or id prefixes (KP2), comma-separated, repeatable "
+                                  "(default: the config's `select`, else all).")
+IGNORE_OPTION = typer.Option([], "--ignore", metavar="RULES", rich_help_panel=POLICY,
+                             help="Do not run these rules (ids, names or id prefixes; comma-separated, repeatable).")
+SARIF_CATEGORY_OPTION = typer.Option("", "--sarif-category", help="SARIF automationDetails.id (a category).")
 
 
 @app.command()
 def lint(
     paths: Optional[List[str]] = typer.Argument(None, help=PATHS_HELP, show_default=False),
     output_format: OutputFormat = typer.Option(OutputFormat.text, "--format", help="Report format."),
-    output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write the report to this file."),
-    reports: List[str] = typer.Option([], "--report", metavar="FORMAT:FILE",
-                                      help="Also write a report in another format (repeatable), e.g. sarif:out.sarif."),
-    fail_on: Optional[FailOn] = typer.Option(None, "--fail-on", show_default=False,
-                                             help="Exit 1 when a finding has this severity or higher (default: the "
-                                                  "config's, else error)."),
-    color: Optional[bool] = typer.Option(None, "--color/--no-color",
-                                         help="Colour text output (default: on a terminal, unless NO_COLOR is set; "
-                                              "FORCE_COLOR forces it)."),
-    explain_findings: bool = typer.Option(False, "--explain", "--verbose", "-v",
-                                          help="Text: each finding's explanation, object and related places under "
-                                               "its headline."),
-    quiet: bool = typer.Option(False, "--quiet", "-q", help="Print findings and errors only: no summary, no hints."),
-    statistics: bool = typer.Option(False, "--statistics",
-                                    help="Count findings per rule instead of listing them (text and json)."),
-    select: List[str] = typer.Option([], "--select", metavar="RULES", rich_help_panel=POLICY,
-                                     help="Run only these rules: ids, names or id prefixes (KP2), comma-separated, "
-                                          "repeatable (default: the config's `select`, else all)."),
-    ignore: List[str] = typer.Option([], "--ignore", metavar="RULES", rich_help_panel=POLICY,
-                                     help="Do not run these rules (ids, names or id prefixes; comma-separated, "
-                                          "repeatable)."),
+    output: Optional[Path] = OUTPUT_OPTION,
+    reports: List[str] = REPORTS_OPTION,
+    fail_on: Optional[FailOn] = FAIL_ON_OPTION,
+    color: Optional[bool] = COLOR_OPTION,
+    explain_findings: bool = EXPLAIN_OPTION,
+    quiet: bool = QUIET_OPTION,
+    statistics: bool = STATISTICS_OPTION,
+    select: List[str] = SELECT_OPTION,
+    ignore: List[str] = IGNORE_OPTION,
     show_suppressed: bool = typer.Option(False, "--show-suppressed", help="Show suppressed findings in text output."),
-    sarif_category: str = typer.Option("", "--sarif-category", help="SARIF automationDetails.id (a category)."),
+    sarif_category: str = SARIF_CATEGORY_OPTION,
     link_base: str = typer.Option("", "--link-base", metavar="URL",
                                   help="Markdown reports: link locations under this URL (a blob URL of the commit)."),
     config: Optional[str] = CONFIG_OPTION,
@@ -212,7 +222,7 @@ def lint(
 ) -> None:
     """Lint Kubernetes manifests and Helm charts for port-allocation mistakes."""
     from kubelint_ports.engine import lint_paths
-    from kubelint_ports.formatters import FormatOptions, get_formatter
+    from kubelint_ports.formatters import FormatOptions
     from kubelint_ports.settings import CommandLine
 
     extra_reports = [parse_report(text) for text in reports]
@@ -242,18 +252,8 @@ def lint(
 
     format_options = FormatOptions(show_suppressed=show_suppressed, sarif_category=sarif_category, link_base=link_base,
                                    source_root=find_source_root(settings.config.path), quiet=quiet)
-    for kind, path in extra_reports:
-        with open(path, "w", encoding="utf-8", newline="\n") as stream:
-            get_formatter(kind)(report, stream, format_options)
-    stream = open(output, "w", encoding="utf-8", newline="\n") if output else sys.stdout
-    try:
-        use_color = color if color is not None else (output is None and color_wanted(None, stream))
-        get_formatter(output_format.value)(report, stream, dataclasses.replace(
-            format_options, color=use_color and output_format is OutputFormat.text, explain=explain_findings,
-            statistics=statistics))
-    finally:
-        if output:
-            stream.close()
+    write_reports(report, output_format, output, extra_reports, format_options, color=color,
+                  explain=explain_findings, statistics=statistics)
     if write_baseline and not report.diagnostics:
         from kubelint_ports.suppressions import write_baseline as record
 
@@ -431,28 +431,16 @@ def split_snapshot_paths(paths: List[str]) -> tuple[list[str], list[str]]:
 def node_command(
     paths: List[str] = typer.Argument(..., help=SNAPSHOT_HELP, metavar="SNAPSHOT... [MANIFEST...]"),
     output_format: OutputFormat = typer.Option(OutputFormat.text, "--format", help="Report format."),
-    output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write the report to this file."),
-    reports: List[str] = typer.Option([], "--report", metavar="FORMAT:FILE",
-                                      help="Also write a report in another format (repeatable), e.g. sarif:out.sarif."),
-    fail_on: Optional[FailOn] = typer.Option(None, "--fail-on", show_default=False,
-                                             help="Exit 1 when a finding has this severity or higher (default: the "
-                                                  "config's, else error)."),
-    color: Optional[bool] = typer.Option(None, "--color/--no-color",
-                                         help="Colour text output (default: on a terminal, unless NO_COLOR is set; "
-                                              "FORCE_COLOR forces it)."),
-    explain_findings: bool = typer.Option(False, "--explain", "--verbose", "-v",
-                                          help="Text: each finding's explanation (who receives the packet) and "
-                                               "related places under its headline."),
-    quiet: bool = typer.Option(False, "--quiet", "-q", help="Print findings and errors only: no summary, no hints."),
-    statistics: bool = typer.Option(False, "--statistics",
-                                    help="Count findings per rule instead of listing them (text and json)."),
-    select: List[str] = typer.Option([], "--select", metavar="RULES", rich_help_panel=POLICY,
-                                     help="Run only these rules: ids, names or id prefixes (KP80), comma-separated, "
-                                          "repeatable."),
-    ignore: List[str] = typer.Option([], "--ignore", metavar="RULES", rich_help_panel=POLICY,
-                                     help="Do not run these rules (ids, names or id prefixes; comma-separated, "
-                                          "repeatable)."),
-    sarif_category: str = typer.Option("", "--sarif-category", help="SARIF automationDetails.id (a category)."),
+    output: Optional[Path] = OUTPUT_OPTION,
+    reports: List[str] = REPORTS_OPTION,
+    fail_on: Optional[FailOn] = FAIL_ON_OPTION,
+    color: Optional[bool] = COLOR_OPTION,
+    explain_findings: bool = EXPLAIN_OPTION,
+    quiet: bool = QUIET_OPTION,
+    statistics: bool = STATISTICS_OPTION,
+    select: List[str] = SELECT_OPTION,
+    ignore: List[str] = IGNORE_OPTION,
+    sarif_category: str = SARIF_CATEGORY_OPTION,
     node_name: Optional[str] = typer.Option(None, "--node", metavar="NAME",
                                             help="The node's name when one snapshot is given (default: its directory's name)."),
     config: Optional[str] = typer.Option(None, "--config", metavar="FILE", rich_help_panel=POLICY,
@@ -469,7 +457,7 @@ def node_command(
     """Diagnose live nodes from their own dumps: stale or shadowed hostPort DNATs, hostPorts ahead of
     kube-proxy, a missing or wrong masquerade rule, host processes that lose their port, drift."""
     from kubelint_ports.engine import lint_snapshots
-    from kubelint_ports.formatters import FormatOptions, get_formatter
+    from kubelint_ports.formatters import FormatOptions
     from kubelint_ports.settings import CommandLine
 
     extra_reports = [parse_report(text) for text in reports]
@@ -485,6 +473,16 @@ def node_command(
         nodes=tuple(nodes), cluster=tuple(cluster), select=tuple(select), ignore=tuple(ignore)))
     report = lint_snapshots(snapshots, manifests, settings.options, node=node_name, policies=settings.policies)
     format_options = FormatOptions(sarif_category=sarif_category, quiet=quiet)
+    write_reports(report, output_format, output, extra_reports, format_options, color=color,
+                  explain=explain_findings, statistics=statistics)
+    raise typer.Exit(exit_code(report, settings.fail_on))
+
+
+def write_reports(report, output_format: "OutputFormat", output: Optional[Path], extra_reports, format_options, *,
+                  color: Optional[bool], explain: bool, statistics: bool) -> None:
+    """The `--report FORMAT:FILE` files, then the main report to `--output` or standard output."""
+    from kubelint_ports.formatters import get_formatter
+
     for kind, path in extra_reports:
         with open(path, "w", encoding="utf-8", newline="\n") as stream:
             get_formatter(kind)(report, stream, format_options)
@@ -492,12 +490,11 @@ def node_command(
     try:
         use_color = color if color is not None else (output is None and color_wanted(None, stream))
         get_formatter(output_format.value)(report, stream, dataclasses.replace(
-            format_options, color=use_color and output_format is OutputFormat.text, explain=explain_findings,
+            format_options, color=use_color and output_format is OutputFormat.text, explain=explain,
             statistics=statistics))
     finally:
         if output:
             stream.close()
-    raise typer.Exit(exit_code(report, settings.fail_on))
 
 
 def exit_code(report, fail_on: str) -> int:
