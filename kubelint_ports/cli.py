@@ -81,6 +81,28 @@ def run_settings(command):
         raise typer.Exit(EXIT_USAGE) from None
 
 
+def open_output(path):
+    """A report file opened for writing, or exit 2 naming it: a bad -o is a usage error, not a crash."""
+    try:
+        return open(path, "w", encoding="utf-8", newline="\n")
+    except OSError as error:
+        typer.echo(printable(f"kubelint-ports: error: cannot write {path}: {error.strerror or error}"), err=True)
+        raise typer.Exit(EXIT_USAGE) from None
+
+
+def check_writable(*paths) -> None:
+    """Fail before linting when a report could not be written (a missing directory, a directory)."""
+    for path in paths:
+        if not path:
+            continue
+        target = Path(path)
+        reason = ("is a directory" if target.is_dir() else
+                  "its directory does not exist" if not target.parent.is_dir() else "")
+        if reason:
+            typer.echo(printable(f"kubelint-ports: error: cannot write {path}: {reason}"), err=True)
+            raise typer.Exit(EXIT_USAGE)
+
+
 def color_wanted(flag: bool | None, stream) -> bool:
     """--color/--no-color, else NO_COLOR (any non-empty value: no colour), else FORCE_COLOR (any
     non-empty value but 0: colour), else colour only on a terminal (no-color.org, Python 3.13)."""
@@ -228,11 +250,13 @@ def lint(
     extra_reports = [parse_report(text) for text in reports]
     if statistics and output_format not in (OutputFormat.text, OutputFormat.json):
         raise typer.BadParameter("works with --format text or json", param_hint="--statistics")
+    check_writable(output, write_baseline, *(path for _, path in extra_reports))
     settings = run_settings(CommandLine(
         paths=tuple(paths or ()), config=config, fail_on=fail_on.value if fail_on else None,
         node_port_range=node_port_range, proxy_mode=proxy_mode.value if proxy_mode else None,
         service_cidr=service_cidr, pod_cidr=pod_cidr, cni_plugins_version=cni_plugins_version,
         nodes=tuple(nodes), cluster=tuple(cluster), policies=tuple(policies), baseline=baseline, scope=scope.value,
+        writing_baseline=bool(write_baseline),
         ephemeral_port_range=ephemeral_port_range,
         helm=dict(values=tuple(values), set=tuple(set_values), set_string=tuple(set_strings),
                   release_name=release_name, namespace=namespace, kube_version=kube_version,
@@ -257,7 +281,12 @@ def lint(
     if write_baseline and not report.diagnostics:
         from kubelint_ports.suppressions import write_baseline as record
 
-        count = record(report.findings, write_baseline)
+        try:
+            count = record(report.findings, write_baseline)
+        except OSError as error:
+            typer.echo(printable(f"kubelint-ports: error: cannot write {write_baseline}: {error.strerror or error}"),
+                       err=True)
+            raise typer.Exit(EXIT_USAGE) from None
         if not quiet:
             typer.echo(f"kubelint-ports: wrote {count} findings to the baseline {write_baseline}", err=True)
         raise typer.Exit(EXIT_CLEAN)
@@ -364,6 +393,7 @@ def ports(
     from kubelint_ports.portmap import port_map_of, write_json, write_text
     from kubelint_ports.settings import CommandLine
 
+    check_writable(output)
     settings = run_settings(CommandLine(
         paths=tuple(paths or ()), config=config, node_port_range=node_port_range,
         proxy_mode=proxy_mode.value if proxy_mode else None, service_cidr=service_cidr, pod_cidr=pod_cidr,
@@ -378,7 +408,7 @@ def ports(
         label = "internal-error" if diagnostic.internal else "input-error"
         typer.echo(printable(f"{diagnostic.location}: {label} {diagnostic.message}"), err=True)
     port_map = port_map_of(report)
-    stream = open(output, "w", encoding="utf-8", newline="\n") if output else sys.stdout
+    stream = open_output(output) if output else sys.stdout
     try:
         if output_format is PortsFormat.json:
             write_json(port_map, stream)
@@ -463,6 +493,7 @@ def node_command(
     extra_reports = [parse_report(text) for text in reports]
     if statistics and output_format not in (OutputFormat.text, OutputFormat.json):
         raise typer.BadParameter("works with --format text or json", param_hint="--statistics")
+    check_writable(output, *(path for _, path in extra_reports))
     snapshots, manifests = split_snapshot_paths(paths)
     if not snapshots:
         raise typer.BadParameter("no snapshot among the paths (a directory of dumps from a node)", param_hint="SNAPSHOT")
@@ -484,9 +515,9 @@ def write_reports(report, output_format: "OutputFormat", output: Optional[Path],
     from kubelint_ports.formatters import get_formatter
 
     for kind, path in extra_reports:
-        with open(path, "w", encoding="utf-8", newline="\n") as stream:
+        with open_output(path) as stream:
             get_formatter(kind)(report, stream, format_options)
-    stream = open(output, "w", encoding="utf-8", newline="\n") if output else sys.stdout
+    stream = open_output(output) if output else sys.stdout
     try:
         use_color = color if color is not None else (output is None and color_wanted(None, stream))
         get_formatter(output_format.value)(report, stream, dataclasses.replace(

@@ -259,7 +259,7 @@ def apply_rules(policies, config: Config) -> list:
             continue
         params = {k: v for k, v in setting.items() if k != "severity"}
         severity = setting.get("severity")
-        if severity == "off":
+        if severity in ("off", False):  # YAML 1.1 reads a bare `off` as false
             changed.pop(policy.id, None)
             continue
         updated = changed[policy.id]

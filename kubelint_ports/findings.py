@@ -120,9 +120,13 @@ class Finding:
 
 
 def split_message(message: str) -> tuple[str, str]:
-    """'<short claim>: <explanation>' -> (claim, explanation); a message without ": " is all claim."""
-    claim, separator, explanation = message.partition(": ")
-    if not separator or not claim.strip() or not explanation.strip():
+    """'<short claim>: <explanation>' -> (claim, explanation); a message without ": " is all claim.
+    A ": " inside backticks is part of a quoted field (`externalTrafficPolicy: Local`), not the split."""
+    start = 0
+    while (at := message.find(": ", start)) >= 0 and message.count("`", 0, at) % 2:
+        start = at + 2
+    claim, explanation = (message[:at], message[at + 2:]) if at >= 0 else (message, "")
+    if not claim.strip() or not explanation.strip():
         return message.strip(), ""
     return claim.strip(), explanation.strip()
 

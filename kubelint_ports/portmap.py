@@ -309,7 +309,8 @@ def answer_receivers(port_map: PortMap, cluster: Cluster) -> None:
     port_map.datapath_facts = datapath.facts.shown()
     node_ports: dict[tuple[str, int], list[Holder]] = defaultdict(list)
     for holder in port_map.holders:
-        if holder.nodes == (EVERY_NODE,):
+        # A healthCheckNodePort is kube-proxy's own listening socket, not a DNAT: a process (receiver()).
+        if holder.nodes == (EVERY_NODE,) and holder.kind != "healthCheckNodePort":
             node_ports[(holder.protocol, holder.port)].append(holder)
     endpoints: dict[int, bool | None] = {}
     for ports in port_map.ports_by_node().values():
@@ -328,7 +329,7 @@ def receiver(datapath, cluster: Cluster, protocol: str, port: int, holders: list
     from kubelint_ports.model.datapath import FROM_POD, HOST_PROCESS, HOSTPORT, SERVICE, PortUse, summary, who
 
     host_ports = [h for h in holders if h.kind == "hostPort"]
-    processes = [h for h in holders if h.kind in ("hostNetwork", "node daemon")]
+    processes = [h for h in holders if h.kind in ("hostNetwork", "node daemon", "healthCheckNodePort")]
     for service in services:
         if id(service.origin) not in endpoints:
             endpoints[id(service.origin)] = has_endpoints(cluster, service.origin)

@@ -37,6 +37,7 @@ class CommandLine:
     cluster: tuple[str, ...] = ()
     policies: tuple[str, ...] = ()
     baseline: str | None = None
+    writing_baseline: bool = False  # --write-baseline: record every finding, whatever baseline is configured
     scope: str = "all"
     helm: dict[str, Any] = field(default_factory=dict)  # HelmOptions fields given on the command line
     select: tuple[str, ...] = ()  # --select: rule ids, names or id prefixes (comma-separated allowed)
@@ -116,16 +117,15 @@ def resolve_within(command: CommandLine, config: Config, limits: budgets.Limits)
     for key, given in (("paths", command.paths), ("nodes", command.nodes), ("cluster", command.cluster)):
         if not given:
             check_config_paths(config, key)
-    policies = policies_with([*config.paths("policies"), *command.policies])
-    policies = apply_rules(policies, config)
-    policies = selected_policies(policies, command, config)
+    known = policies_with([*config.paths("policies"), *command.policies])
+    policies = selected_policies(known, apply_rules(known, config), command, config)
     if command.scope == "object":
         from kubelint_ports.checks import CHECKS
 
         policies = [p for p in policies if not CHECKS[p.check].cross_object]
     baseline_file = command.baseline or (config.resolve(config.get("baseline")) if config.get("baseline") else None)
     baseline = frozenset()
-    if baseline_file:
+    if baseline_file and not command.writing_baseline:
         from kubelint_ports.suppressions import read_baseline
 
         baseline = read_baseline(baseline_file)
@@ -156,32 +156,40 @@ def split_references(values) -> list[str]:
     return [token.strip() for value in values for token in str(value).split(",") if token.strip()]
 
 
-def selected_policies(policies: list[Policy], command: CommandLine, config: Config) -> list[Policy]:
+def selected_policies(known: list[Policy], active: list[Policy], command: CommandLine,
+                      config: Config) -> list[Policy]:
     """ruff's `select`/`ignore`: the command line's `--select` replaces the config's `select:`
-    (default: every rule), then every `ignore` of both is removed. An unknown rule is an error."""
-    from kubelint_ports.policies import matching_policies
+    (default: every rule that is on), then every `ignore` of both is removed. References are
+    checked against every known rule, off ones included: ignoring a rule that is off does nothing,
+    and selecting one by its id or name turns it on. A prefix (`KP5`, `all`) takes only the rules
+    that are on. An unknown rule is an error."""
+    from kubelint_ports.policies import find_policy, matching_policies
 
-    def chosen(references, where) -> set[str]:
+    on = {policy.id: policy for policy in active}
+
+    def chosen(references, where, turn_on: bool = False) -> set[str]:
         ids = set()
         for index, reference in enumerate(references):
-            matched = matching_policies(reference, policies)
+            matched = matching_policies(reference, known)
             if not matched:
                 message = f"unknown rule or rule prefix {reference!r} (see `kubelint-ports rules`)"
                 if where is None:
                     raise ValueError(message)
                 raise config.error([where, index], message)
-            ids.update(policy.id for policy in matched)
+            named = turn_on and find_policy(reference.strip(), known) is not None
+            ids.update(policy.id for policy in matched if policy.id in on or named)
         return ids
 
     if command.select:
-        selected = chosen(split_references(command.select), None)
+        selected = chosen(split_references(command.select), None, turn_on=True)
     elif config.get("select") is not None:
-        selected = chosen(config.get("select"), "select")
+        selected = chosen(config.get("select"), "select", turn_on=True)
     else:
-        selected = {policy.id for policy in policies}
+        selected = set(on)
     selected -= chosen(config.get("ignore") or [], "ignore")
     selected -= chosen(split_references(command.ignore), None)
-    return [policy for policy in policies if policy.id in selected]
+    return [on.get(policy.id) or dataclasses.replace(policy, enabled=True)
+            for policy in known if policy.id in selected]
 
 
 def stated_facts(command: CommandLine, config: Config) -> tuple[tuple[str, Any, str], ...]:

@@ -166,7 +166,7 @@ def test_unconstrained_daemonset_conflicts_with_any_other_claimant(lint):
     findings = rule(report, "host-port-conflict")
     assert len(findings) == 2
     by_subject = {f.subject.name: f.message for f in findings}
-    assert "this DaemonSet (no node constraint) holds it on every node" in by_subject["agent"]
+    assert "is held by this DaemonSet (no node constraint) on every node" in by_subject["agent"]
     assert "runs on every node these pods may use" in by_subject["web"]
     constrained = workload("agent", 9000, kind="DaemonSet", spec="nodeSelector: {pool: a}\n")
     assert rule(lint(constrained, workload("web", 9000)), "host-port-conflict") == []

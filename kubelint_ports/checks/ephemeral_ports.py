@@ -30,9 +30,12 @@ def claims_in_range(cluster: Cluster, via: str) -> Iterator[tuple[Workload, Host
 
 @register("host-network-port-in-ephemeral-range")
 def host_network_port_in_ephemeral_range(cluster: Cluster, params: Mapping[str, Any]) -> Iterator[Hit]:
-    for workload, claim in claims_in_range(cluster, "hostNetwork"):
+    for workload, claim, source in cluster.host_network_ports():
+        if not in_range(claim.port, cluster.ephemeral_port_range):
+            continue
+        how = f", undeclared, {source}" if source else ""
         yield Hit(workload, claim.field_path, (
-            f"hostNetwork port {claim.port}/{claim.protocol} (container '{claim.container}') is in the ephemeral "
+            f"hostNetwork port {claim.port}/{claim.protocol} (container '{claim.container}'{how}) is in the ephemeral "
             f"range: the node's kernel gives ports in {range_origin(cluster)} to outgoing connections of any "
             f"node process, so when one holds {claim.port} the pod's bind() fails with 'address already in "
             f"use' and it crash-loops on that node until the connection closes. Use a port below "

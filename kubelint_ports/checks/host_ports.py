@@ -59,10 +59,15 @@ def host_port_message(claim, node, paths, words) -> str:
 
 
 def _in_range(cluster: Cluster, via: str, noun: str) -> Iterator[Hit]:
-    for workload, claim in cluster.host_claims():
-        if claim.via == via and cluster.in_node_port_range(claim.port):
+    if via == "hostNetwork":
+        ports = cluster.host_network_ports()
+    else:
+        ports = ((workload, claim, "") for workload, claim in cluster.host_claims() if claim.via == via)
+    for workload, claim, source in ports:
+        if cluster.in_node_port_range(claim.port):
+            how = f", undeclared, {source}" if source else ""
             yield Hit(workload, claim.field_path, (
-                f"{noun} {claim.port}/{claim.protocol} (container '{claim.container}') lies inside the node-port "
+                f"{noun} {claim.port}/{claim.protocol} (container '{claim.container}'{how}) lies inside the node-port "
                 f"range {cluster.node_port_range_text}: a Service that gets nodePort {claim.port} later, even one "
                 f"allocated at random, collides with it on every node this pod runs on. Use a port below "
                 f"{cluster.node_port_range[0]}."), port=claim.port)

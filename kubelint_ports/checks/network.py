@@ -187,7 +187,7 @@ def kube_proxy_cluster_cidr_excludes_pod_cidr(cluster: Cluster, params: Mapping[
                           "and " if masqueraded(proxy.effective_mode, "pod", cluster_cidr="elsewhere") else "")
             yield Hit(proxy.owner, proxy.cluster_cidr_path or proxy.anchor_path, (
                 f"{problem}: kube-proxy takes those pods for outside clients, so {masquerade}"
-                f"their traffic to LoadBalancer IPs of externalTrafficPolicy: Local Services is dropped on "
+                f"their traffic to LoadBalancer IPs of `externalTrafficPolicy: Local` Services is dropped on "
                 f"nodes without a local endpoint [INFERRED from kube-proxy's source]. "
                 f"{'Set ' + advice if advice else 'Set it to the pod CIDR that holds every node podCIDR'}."),
                 related_places(source_related(s, f"{s.label}: {r}") for s, r in outside))

@@ -3,6 +3,7 @@ node daemons already use. They read the shared allocation (claims indexed by pro
 
 from __future__ import annotations
 
+import itertools
 from collections import defaultdict
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -82,7 +83,7 @@ def conflict_message(conflict: Conflict, claimant: Claimant, others: list[Claima
             return (f"{port} is also needed by {others_text(others)}: these DaemonSets run on the same nodes "
                     f"and only one pod per node can hold the port, so on every such node {outcome}")
         if workload.is_daemonset:
-            return (f"{port}: this DaemonSet{selector_text(workload)} holds it on every node that "
+            return (f"{port} is held by this DaemonSet{selector_text(workload)} on every node that "
                     f"{others_text(others)} may use: {outcome}")
         names = ", ".join(f"{d.ref}{selector_text(d)}" for d in holders)
         verb = "runs" if len(holders) == 1 else "run"
@@ -90,7 +91,7 @@ def conflict_message(conflict: Conflict, claimant: Claimant, others: list[Claima
                 f"use and hold{'s' if len(holders) == 1 else ''} it there: {outcome}")
     where = node_list(conflict.nodes)
     if not others:
-        return (f"{port}: this {workload.ref.kind} wants {workload.pods}, but only "
+        return (f"this {workload.ref.kind} wants {workload.pods} with {port}, but only "
                 f"{plural(len(conflict.nodes), 'node')} can run them ({where}) and each node fits one pod with "
                 f"this port: {outcome}")
     pinned = " (all pinned there)" if conflict.provable_without_inventory else ""
@@ -198,7 +199,8 @@ RESERVED_PORT_SCHEMA = {
 })
 def node_reserved_port(cluster: Cluster, params: Mapping[str, Any]) -> Iterator[Hit]:
     reserved = reserved_ports(params)
-    for workload, claim in cluster.host_claims():
+    declared = ((workload, claim, "") for workload, claim in cluster.host_claims())
+    for workload, claim, source in itertools.chain(declared, cluster.listening_claims()):
         daemon = reserved.get((claim.protocol, claim.port))
         if daemon is None or not claim.on_the_node or is_the_daemon(workload, claim, daemon):
             continue
@@ -213,8 +215,9 @@ def node_reserved_port(cluster: Cluster, params: Mapping[str, Any]) -> Iterator[
             data = traffic.data(answer, names)
         else:
             effect = f"the pod cannot bind it on nodes where {daemon} runs, or {daemon} cannot"
+        how = f", undeclared, {source}" if source else ""
         yield Hit(workload, claim.field_path, (
-            f"{port_text(claim)} (container '{claim.container}') is {daemon}'s port: {effect}. "
+            f"{port_text(claim)} (container '{claim.container}'{how}) is {daemon}'s port: {effect}. "
             f"Pick a port no node daemon uses."), port=claim.port, traffic=data)
 
 

@@ -11,7 +11,7 @@ from itertools import islice
 from typing import Any
 
 from kubelint_ports.checks import Hit, Related, register, traffic
-from kubelint_ports.model import Cluster, NodePortClaim, Service
+from kubelint_ports.model import Cluster, HostClaim, NodePortClaim, Service, Workload
 from kubelint_ports.model.datapath import FROM_POD, HOST_PROCESS, HOSTPORT, REJECTED, SERVICE, UNDEFINED, PortUse
 from kubelint_ports.model.selection import has_endpoints
 
@@ -26,11 +26,23 @@ def node_port_related(service: Service, claim: NodePortClaim) -> Related:
     return Related(service, claim.field_path, f"{claim.label} {claim.port} of {service.ref}")
 
 
+def node_port_candidates(cluster: Cluster, via: str) -> Iterator[tuple[Workload, HostClaim, str]]:
+    """(workload, claim, note) for every port of that kind a pod holds on its node, undeclared
+    hostNetwork listeners included (the note names the flag or probe)."""
+    if via == "hostNetwork":
+        for workload, claim, source in cluster.host_network_ports():
+            yield workload, claim, f" (undeclared, {source})" if source else ""
+        return
+    for workload, claim in cluster.host_claims():
+        if claim.via == via:
+            yield workload, claim, ""
+
+
 def _host_claims_on_node_ports(cluster: Cluster, via: str) -> Iterator[Hit]:
     by_number = cluster.node_ports_by_number()
     datapath = traffic.datapath_of(cluster)
-    for workload, claim in cluster.host_claims():
-        if claim.via != via or claim.port not in by_number:
+    for workload, claim, found in node_port_candidates(cluster, via):
+        if claim.port not in by_number:
             continue
         # portmap and kube-proxy rules match one protocol; a UDP nodePort leaves a TCP hostPort alone.
         owners = one_per_service((service, np) for service, np in by_number[claim.port]
@@ -40,29 +52,43 @@ def _host_claims_on_node_ports(cluster: Cluster, via: str) -> Iterator[Hit]:
         service, node_port = owners[0]
         others = f" (and {len(owners) - 1} more)" if len(owners) > 1 else ""
         hostport = via == "hostPort"
-        use = PortUse(host_port_ip=claim.host_ip if hostport else None, host_process=not hostport,
-                      node_port=True, endpoints=has_endpoints(cluster, service))
-        answer = datapath.deliver(FROM_POD, traffic.node_destination(claim.host_ip), use, claim.port, claim.protocol)
-        paths = traffic.node_paths(datapath, use, claim.port, claim.protocol, claim.host_ip)
-        mine = HOSTPORT if hostport else HOST_PROCESS
-        names = {mine: f"{workload.ref} (container '{claim.container}')", SERVICE: str(service.ref)}
-        words = {mine: "this pod" if hostport else "the pod's process", SERVICE: "the Service"}
         noun = "hostPort" if hostport else "hostNetwork port"
         theirs = f"{node_port.label} {claim.port} of {service.ref}"
+        fix = FIXES[via].format(label=node_port.label)
+        related = tuple(node_port_related(s, np) for s, np in owners[:MAX_RELATED])
+        if node_port.label == "healthCheckNodePort" and not hostport:
+            # kube-proxy serves health checks from its own socket: two processes, one port, no packet rule.
+            yield Hit(workload, claim.field_path, (
+                f"{noun} {claim.port}/{claim.protocol}{found} is {theirs}{others}: kube-proxy answers the load balancer's "
+                f"health checks on it from its own listening socket, so on every node this pod runs on the process "
+                f"that binds it first keeps it and the other cannot bind (the pod's process fails, or kube-proxy "
+                f"logs the error and the node fails its health checks). {fix}"), related, port=claim.port)
+            continue
+        if node_port.label == "healthCheckNodePort":
+            use = PortUse(host_port_ip=claim.host_ip, host_process=True)
+            words = {HOSTPORT: "this pod", HOST_PROCESS: "kube-proxy's health-check server"}
+            names = {HOSTPORT: f"{workload.ref} (container '{claim.container}')",
+                     HOST_PROCESS: f"kube-proxy's health-check server for {service.ref}"}
+        else:
+            use = PortUse(host_port_ip=claim.host_ip if hostport else None, host_process=not hostport,
+                          node_port=True, endpoints=has_endpoints(cluster, service))
+            mine = HOSTPORT if hostport else HOST_PROCESS
+            names = {mine: f"{workload.ref} (container '{claim.container}')", SERVICE: str(service.ref)}
+            words = {mine: "this pod" if hostport else "the pod's process", SERVICE: "the Service"}
+        answer = datapath.deliver(FROM_POD, traffic.node_destination(claim.host_ip), use, claim.port, claim.protocol)
+        paths = traffic.node_paths(datapath, use, claim.port, claim.protocol, claim.host_ip)
         if hostport:
             message = _host_port_message(answer, noun, claim, theirs)
         else:
-            message = _host_network_message(answer, noun, claim, theirs)
+            message = _host_network_message(answer, noun, claim, theirs, found)
         yield Hit(workload, claim.field_path, (
-            f"{message}{others}: on every node this pod runs on, {traffic.explain(answer, words, paths)}. "
-            f"{FIXES[via]}"),
-            tuple(node_port_related(s, np) for s, np in owners[:MAX_RELATED]), port=claim.port,
-            traffic=traffic.data(answer, names, paths))
+            f"{message}{others}: on every node this pod runs on, {traffic.explain(answer, words, paths)}. {fix}"),
+            related, port=claim.port, traffic=traffic.data(answer, names, paths))
 
 
 FIXES = {
-    "hostPort": "The API server accepts both without a word: change the hostPort or the nodePort.",
-    "hostNetwork": "Move the process to a port below the node-port range, or give the Service another nodePort.",
+    "hostPort": "The API server accepts both without a word: change the hostPort or the {label}.",
+    "hostNetwork": "Move the process to a port below the node-port range, or give the Service another {label}.",
 }
 
 
@@ -70,6 +96,8 @@ def _host_port_message(answer, noun: str, claim, theirs: str) -> str:
     port = f"{noun} {claim.port}/{claim.protocol}"
     if answer.receiver == HOSTPORT:
         return f"{port} takes the traffic of {theirs}"
+    if answer.receiver == HOST_PROCESS:
+        return f"{theirs} takes the traffic of {port}"
     if answer.receiver == SERVICE:
         return f"{theirs} takes the traffic of {port}"
     if answer.receiver == UNDEFINED:
@@ -77,8 +105,8 @@ def _host_port_message(answer, noun: str, claim, theirs: str) -> str:
     return f"{port} collides with {theirs}"
 
 
-def _host_network_message(answer, noun: str, claim, theirs: str) -> str:
-    port = f"{noun} {claim.port}/{claim.protocol}"
+def _host_network_message(answer, noun: str, claim, theirs: str, found: str = "") -> str:
+    port = f"{noun} {claim.port}/{claim.protocol}{found}"
     if answer.receiver == REJECTED:
         return f"kube-proxy refuses {port}: {theirs} has no endpoints"
     if not answer.possible(HOST_PROCESS):

@@ -505,7 +505,7 @@ def read_service(document: Document, ref: ObjectRef) -> Service:
     local_traffic = yt.as_str(yt.get(spec, "externalTrafficPolicy")) == "Local"
     if health_check and not (service_type == "LoadBalancer" and local_traffic):
         reader.flag("spec.healthCheckNodePort", f"healthCheckNodePort {health_check} is only allowed on a "
-                                                "LoadBalancer Service with externalTrafficPolicy: Local; the API "
+                                                "LoadBalancer Service with `externalTrafficPolicy: Local`; the API "
                                                 "server rejects it here")
         health_check = None
     selector = yt.to_plain(yt.mapping(yt.get(spec, "selector"), "spec.selector")) or {}

@@ -493,7 +493,7 @@ def _deciding_facts(facts: DatapathFacts, client: str, destination: str, use: Po
 
 def losers_of(receiver: str, parties: Mapping[str, str]) -> set[str]:
     """Who expected the packet and does not get it."""
-    losers = {party for party in parties if party != receiver}
+    losers = {party for party in parties if party not in (receiver, OTHERWISE)}  # OTHERWISE is a clause, not a party
     if receiver == REJECTED:
         losers.discard(SERVICE)  # a Service without endpoints lost nothing
     return losers
