@@ -279,3 +279,50 @@ def test_version_1_keys_do_not_match_a_version_2_baseline(manifest):
     as_v2 = lint_paths(["app.yaml"], LintOptions(baseline=Baseline.of(legacy, 2)))
     as_v1 = lint_paths(["app.yaml"], LintOptions(baseline=Baseline.of(legacy, 1)))
     assert not any(f.suppressed for f in as_v2.findings) and all(f.suppressed for f in as_v1.findings)
+
+
+# --- rules that are off, report files that cannot be written, baselines being rewritten -----------
+
+def test_select_turns_on_a_rule_that_is_off_and_ignore_of_an_off_rule_is_harmless(manifest):
+    """ruff habits: `--ignore X` in CI args must not break when the config turns X off, and a rule
+    off by default (KP55x) can be asked for by its id or name; a prefix takes only rules that are on."""
+    (manifest.parent / "hostnet.yaml").write_text(AGENT.replace("      containers:", "      hostNetwork: true\n"
+                                                                "      containers:", 1))
+    result = run("lint", "hostnet.yaml", "--format", "json", "--select", "KP551")
+    assert result.exit_code == 0 and {f["rule"] for f in json.loads(result.stdout)["findings"]} == {"KP551"}
+    assert rules_found("--select", "KP5") == set(), "a prefix does not turn on rules that are off by default"
+    (manifest.parent / ".kubelint-ports.yaml").write_text("rules:\n  host-port: {severity: off}\n")
+    assert rules_found() == {"KP102", "KP201"}, "`severity: off` (YAML's false) turns the rule off"
+    assert rules_found("--ignore", "KP101,KP551") == {"KP102", "KP201"}
+    assert rules_found("--select", "host-port") == {"KP101"}, "the command line names it: it runs"
+
+
+@pytest.mark.parametrize("args", [["-o", "missing-dir/out.txt"], ["--report", "sarif:missing-dir/out.sarif"],
+                                  ["--write-baseline", "missing-dir/b.json"], ["-o", "."]])
+def test_a_report_that_cannot_be_written_is_a_usage_error_before_linting(manifest, args):
+    result = run("lint", "app.yaml", *args)
+    assert result.exit_code == 2, result.output
+    assert "kubelint-ports: error: cannot write" in result.output and "Traceback" not in result.output
+    assert "KP201" not in result.stdout, "nothing is linted for a report that cannot be written"
+
+
+def test_write_baseline_records_every_finding_whatever_baseline_is_configured(manifest):
+    config = manifest.parent / ".kubelint-ports.yaml"
+    config.write_text("baseline: .kubelint-ports-baseline.json\n")
+    baseline = manifest.parent / ".kubelint-ports-baseline.json"
+    first = run("lint", "app.yaml", "--write-baseline", str(baseline))  # the configured file does not exist yet
+    assert first.exit_code == 0, first.output
+    assert len(json.loads(baseline.read_text())["findings"]) == 3
+    assert run("lint", "app.yaml").exit_code == 0
+    again = run("lint", "app.yaml", "--write-baseline", str(baseline))  # refreshing it keeps what it held
+    assert again.exit_code == 0 and len(json.loads(baseline.read_text())["findings"]) == 3
+
+
+def test_a_colon_inside_backticks_stays_in_the_headline():
+    from kubelint_ports.findings import split_message
+
+    claim, rest = split_message("healthCheckNodePort 1 is only allowed with `externalTrafficPolicy: Local`; "
+                                "no: the API server rejects it")
+    assert claim == "healthCheckNodePort 1 is only allowed with `externalTrafficPolicy: Local`; no"
+    assert rest == "the API server rejects it"
+    assert split_message("a `b: c` d") == ("a `b: c` d", "")

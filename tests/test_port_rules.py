@@ -309,3 +309,79 @@ def test_external_ip_on_a_node_names_the_winner_for_the_known_facts(tmp_path, mo
     [finding] = [f for f in report.findings if f.rule_id == "KP305"]
     assert said in finding.message, finding.message
     assert finding.traffic["certain"] is (mode != "nftables")
+
+
+# --- ports a hostNetwork pod listens on by its flags, and healthCheckNodePorts --------------------------
+
+UNDECLARED_LISTENERS = """\
+    apiVersion: apps/v1
+    kind: DaemonSet
+    metadata: {name: exporter, namespace: mon}
+    spec:
+      selector: {matchLabels: {app: exporter}}
+      template:
+        metadata: {labels: {app: exporter}}
+        spec:
+          hostNetwork: true
+          containers:
+            - {name: a, image: prom/node-exporter, args: ["--web.listen-address=:31500"]}
+            - {name: b, image: prom/node-exporter, args: ["--web.listen-address=:45000"]}
+            - {name: c, image: prom/node-exporter, args: ["--web.listen-address=:10250"]}
+    ---
+    apiVersion: v1
+    kind: Service
+    metadata: {name: np, namespace: mon}
+    spec:
+      type: NodePort
+      selector: {app: other}
+      ports: [{port: 80, nodePort: 31500}]
+    """
+
+
+def test_undeclared_host_network_listeners_are_node_ports_too(tmp_path):
+    """Incident 003's server declared nothing: its flag is what binds the node's port."""
+    report = lint(tmp_path, UNDECLARED_LISTENERS)
+    found = {(f.rule_id, f.location.line, f.location.column) for f in report.findings if f.rule_id < "KP5"}
+    assert found == {("KP202", 11, 55), ("KP103", 11, 55), ("KP106", 12, 55), ("KP303", 13, 55)}, found
+    [collision] = [f for f in report.findings if f.rule_id == "KP202"]
+    assert "hostNetwork port 31500/TCP (undeclared, --web.listen-address)" in collision.message
+    assert collision.traffic is not None and "host-process" not in collision.traffic["possible"]
+    [kubelet] = [f for f in report.findings if f.rule_id == "KP303"]
+    assert kubelet.message.startswith("hostNetwork port 10250/TCP (container 'c', undeclared, --web.listen-address) "
+                                      "is kubelet's port")
+
+
+HEALTH_CHECK = """\
+    apiVersion: v1
+    kind: Service
+    metadata: {name: lb, namespace: x}
+    spec:
+      type: LoadBalancer
+      externalTrafficPolicy: Local
+      healthCheckNodePort: 32000
+      selector: {app: lb}
+      ports: [{name: http, port: 80}]
+    ---
+    apiVersion: v1
+    kind: Pod
+    metadata: {name: p, namespace: x}
+    spec:
+      HOST_NETWORK
+      containers: [{name: c, image: i, ports: [{containerPort: 32000PORT}]}]
+    """
+
+
+def test_a_health_check_node_port_is_kube_proxys_socket_not_a_dnat(tmp_path):
+    """kube-proxy serves healthCheckNodePort from a listening socket: a hostPort's DNAT takes the
+    load balancer's checks in every mode, and a hostNetwork process fights kube-proxy for bind()."""
+    host_port = lint(tmp_path, HEALTH_CHECK.replace("HOST_NETWORK", "hostNetwork: false")
+                     .replace("32000PORT", "8080, hostPort: 32000"), facts=ClusterFacts(proxy_mode="iptables"))
+    [taken] = [f for f in host_port.findings if f.rule_id == "KP201"]
+    assert taken.message.startswith("hostPort 32000/TCP takes the traffic of healthCheckNodePort 32000 of x/Service/lb")
+    assert "kube-proxy's health-check server never sees it" in taken.message
+    assert "change the hostPort or the healthCheckNodePort" in taken.message
+    assert taken.traffic["receiver"] == "hostport" and taken.traffic["certain"]
+    bound = lint(tmp_path, HEALTH_CHECK.replace("HOST_NETWORK", "hostNetwork: true").replace("32000PORT", "32000"))
+    [clash] = [f for f in bound.findings if f.rule_id == "KP202"]
+    assert "the process that binds it first keeps it" in clash.message and clash.traffic is None
+    assert "DNAT" not in clash.message
