@@ -21,7 +21,7 @@ SCHEMA_PATH = Path(__file__).resolve().parent / "schemas" / "config.schema.json"
 
 class ConfigError(ValueError):
     def __init__(self, path: str, line: int, message: str):
-        super().__init__(f"{path}:{line}: {message}")
+        super().__init__(f"{path}:{line}: {message}" if line else f"{path}: {message}")  # no line: the file itself
         self.path, self.line, self.message = path, line, message
 
 

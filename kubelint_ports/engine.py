@@ -87,7 +87,7 @@ def load_cluster(paths: Sequence[str], options: LintOptions, *, stdin=None
     for extra in (running, nodes):
         if extra is not None:
             diagnostics += extra.diagnostics
-    if nodes is not None and not cluster.nodes:
+    if nodes is not None and not cluster.nodes and not nodes.diagnostics:  # a missing file is its own error
         diagnostics.append(Diagnostic(Location(display_path(options.node_files[0]), 0, 0),
                                       "the node inventory holds no Node objects (use `kubectl get nodes -o yaml`)"))
     return cluster, loaded, sorted(set(diagnostics))

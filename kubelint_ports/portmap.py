@@ -398,7 +398,9 @@ def write_text(port_map: PortMap, out: TextIO, color: bool = False) -> None:
 
 def facts_text(facts: dict[str, dict[str, Any]]) -> str:
     """`proxy mode ipvs (from --proxy-mode); hostport portmap (from ...)`."""
-    return "; ".join(f"{name.replace('-', ' ')} {fact['value']} (from {fact['source']})" for name, fact in facts.items())
+    from kubelint_ports.model.datapath import fact_text
+
+    return "; ".join(f"{fact_text(name, fact['value'])} (from {fact['source']})" for name, fact in facts.items())
 
 
 def mark_data(mark: Mark) -> dict:

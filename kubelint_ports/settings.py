@@ -52,6 +52,7 @@ class Settings:
     policies: tuple[Policy, ...]
     fail_on: str
     config: Config
+    baseline_file: str | None = None
 
 
 def parse_port_range(text: str) -> tuple[int, int]:
@@ -142,7 +143,8 @@ def resolve_within(command: CommandLine, config: Config, limits: budgets.Limits)
         limits=limits,
     )
     paths = tuple(command.paths) or tuple(config.paths("paths")) or DEFAULT_PATHS
-    return Settings(paths, options, tuple(policies), command.fail_on or config.get("fail-on") or "error", config)
+    return Settings(paths, options, tuple(policies), command.fail_on or config.get("fail-on") or "error", config,
+                    baseline_file)
 
 
 def check_config_paths(config: Config, key: str) -> None:
@@ -286,10 +288,11 @@ def effective(settings: Settings) -> dict[str, Any]:
         "nodes": list(options.node_files),
         "cluster": list(options.cluster_files),
         "pod-templates": effective_pod_templates(facts.pod_templates),
-        "charts": [{"path": os.path.relpath(path), **{k: v for k, v in dataclasses.asdict(helm).items()
+        "charts": [{"path": os.path.relpath(path), **{k.replace("_", "-"): v for k, v in dataclasses.asdict(helm).items()
                                                      if v not in (None, (), False)}}
                    for path, helm in options.chart_helm],
-        "baseline": len(options.baseline),
+        "baseline": {"file": settings.baseline_file, "findings": len(options.baseline)} if settings.baseline_file
+        else None,
         "exemptions": [dataclasses.asdict(e) for e in options.exemptions],
         **{key: settings.config.get(key) for key in ("select", "ignore") if settings.config.get(key) is not None},
         "limits": {name.replace("_", "-"): value for name, value in dataclasses.asdict(options.limits).items()},

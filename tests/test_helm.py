@@ -628,3 +628,15 @@ def test_the_installed_sdk_renders_kube_version_through_a_tested_entry_point():
     assert (helm_python.__version__ in helm_worker.TESTED_PRIVATE_API
             or "kube_version" in inspect.signature(helm_python.Chart.render).parameters), (
         f"helm-python-sdk {helm_python.__version__}: read its render entry point, then add it to TESTED_PRIVATE_API")
+
+
+@needs_engine
+def test_the_release_namespace_is_the_namespace_of_objects_that_name_none():
+    """`helm install -n prod` puts an object without metadata.namespace in prod: findings, JSON and
+    namespace exemptions see it there."""
+    plain = lint(WEB, values=(HOSTPORTS,))
+    placed = lint(WEB, values=(HOSTPORTS,), namespace="prod")
+    assert {f.subject.namespace for f in findings_of(plain, "KP101")} == {""}
+    assert {f.subject.namespace for f in findings_of(placed, "KP101")} == {"prod"}
+    assert [where(f.location) for f in findings_of(placed, "KP101")] == \
+        [where(f.location) for f in findings_of(plain, "KP101")]

@@ -270,9 +270,9 @@ def test_live_service_on_a_node_address_is_reported_on_the_linted_workload(tmp_p
 
 
 @pytest.mark.parametrize("mode, cni, said", [
-    ("iptables", "1.1.1", "so pushgateway's endpoints receives it, and the hostPort pod never sees it"),
-    ("iptables", "0.7.4", "so the hostPort pod receives it, and pushgateway's endpoints never sees it"),
-    ("nftables", "1.1.1", "the order is undefined (the hostPort pod or pushgateway's endpoints"),
+    ("iptables", "1.1.1", "so the Service pushgateway receives it, and the hostPort pod never sees it"),
+    ("iptables", "0.7.4", "so the hostPort pod receives it, and the Service pushgateway never sees it"),
+    ("nftables", "1.1.1", "the order is undefined (the hostPort pod or the Service pushgateway"),
 ])
 def test_external_ip_on_a_node_names_the_winner_for_the_known_facts(tmp_path, mode, cni, said):
     report = lint(tmp_path, """\

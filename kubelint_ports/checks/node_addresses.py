@@ -93,7 +93,7 @@ def collision_hits(cluster: Cluster, service, port, address, victims) -> Iterato
     answer = datapath.deliver(FROM_POD, EXTERNAL_IP, use, port.port, port.protocol)
     paths = [("from the node itself", datapath.deliver(FROM_NODE, EXTERNAL_IP, use, port.port, port.protocol))]
     names = {SERVICE: str(service.ref)}
-    words = {SERVICE: f"{service.ref.name}'s endpoints"}
+    words = {SERVICE: f"the Service {service.ref.name}"}
     if host_ports:
         names[HOSTPORT] = " or ".join(dict.fromkeys(str(v[0].ref) for v in host_ports))
         words[HOSTPORT] = "the hostPort pod"

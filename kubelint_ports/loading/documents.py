@@ -126,6 +126,9 @@ class Document:
     annotations: Mapping[str, str] | None = None  # those under KEPT_ANNOTATION_PREFIXES (None: none)
     # Places noted while the tree was held (`note`): field path -> (location, identity path).
     noted: dict[str, tuple[Location, str]] | None = None
+    # Where an object without metadata.namespace lands, when the input says: a chart's release
+    # namespace (`--namespace`, per-chart `namespace:`), as `helm install -n` would place it.
+    namespace: str = ""
 
     @property
     def root(self) -> MappingNode | None:

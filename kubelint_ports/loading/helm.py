@@ -702,7 +702,9 @@ class TemplateWrapper:
         self.count += 1
         if not self.options.include_tests and is_test_hook(document):
             return None
-        return template_document(document, self.source.path, self.origin, self.source, ordinal)
+        placed = template_document(document, self.source.path, self.origin, self.source, ordinal)
+        placed.namespace = self.options.namespace or ""
+        return placed
 
     def finish(self) -> None:
         self.source.rendered_count = self.count

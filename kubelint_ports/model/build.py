@@ -211,17 +211,17 @@ def add_object(document: Document, reader: ModelReader, live: bool = False, owne
     if group not in CORE_GROUPS:
         shape = (reader.custom_kinds or CUSTOM_WORKLOAD_KINDS).get((group, kind))
         if shape is not None and not live:  # running pods of a custom kind are listed as Pods
-            reader.workloads.append(read_workload(document, object_ref(root, api_version, kind), shape))
+            reader.workloads.append(read_workload(document, object_ref(root, api_version, kind, document.namespace), shape))
         return
     if kind == "Service":
-        service = read_service(document, object_ref(root, api_version, kind))
+        service = read_service(document, object_ref(root, api_version, kind, document.namespace))
         service.live = live
         reader.services.append(service)
     elif kind == "Node" and live:
         add_node(document, reader)
     elif kind in WORKLOAD_KINDS and (not live or kind == "Pod"):
         # From a running cluster only Pods count: controllers are listed with their pods.
-        workload = read_workload(document, object_ref(root, api_version, kind))
+        workload = read_workload(document, object_ref(root, api_version, kind, document.namespace))
         workload.live = live
         if not live or (workload.scheduling.node_name and running(document)):
             reader.workloads.append(workload)
@@ -303,10 +303,11 @@ def add_node_entry(cluster: Cluster, entry: NodeEntry, cidrs: dict[str, NodeCidr
         cidrs[node.name] = entry.cidrs
 
 
-def object_ref(root: yt.MappingNode, api_version: str, kind: str) -> ObjectRef:
+def object_ref(root: yt.MappingNode, api_version: str, kind: str, namespace: str = "") -> ObjectRef:
+    """`namespace`: where the object lands when its metadata names none (a chart's release namespace)."""
     metadata = yt.mapping(yt.get(root, "metadata"), "metadata")
     name = yt.as_str(yt.get(metadata, "name")) or yt.as_str(yt.get(metadata, "generateName"))
-    return ObjectRef(api_version, kind, yt.as_str(yt.get(metadata, "namespace")), name)
+    return ObjectRef(api_version, kind, yt.as_str(yt.get(metadata, "namespace")) or namespace, name)
 
 
 class PortReader:

@@ -697,10 +697,19 @@ FACT_WORDS = {"proxy-mode": "proxy mode", "kube-proxy-version": "kube-proxy", "h
               "masquerade-all": "masqueradeAll", "hostport-order": "observed order"}
 
 
+def fact_text(name: str, value: Any) -> str:
+    """`proxy mode ipvs`, `masqueradeAll false`, `nodePortAddresses 10.0.0.0/8, 127.0.0.1/32`."""
+    if isinstance(value, bool):
+        value = "true" if value else "false"
+    elif isinstance(value, (list, tuple)):
+        value = ", ".join(map(str, value))
+    return f"{FACT_WORDS.get(name, name)} {value}"
+
+
 def fact_sources(answer: Answer, names: Iterable[str]) -> str:
     """`(proxy mode ipvs from --proxy-mode; CNI plugins v1.1.1 from kube-system/ConfigMap/...)`"""
     shown = answer.facts.shown()
-    parts = [f"{FACT_WORDS.get(name, name)} {shown[name]['value']} from {shown[name]['source']}"
+    parts = [f"{fact_text(name, shown[name]['value'])} from {shown[name]['source']}"
              for name in names if name in shown]
     return f" ({'; '.join(parts)})" if parts else ""
 
