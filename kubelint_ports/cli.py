@@ -162,6 +162,11 @@ POLICIES_OPTION = typer.Option([], "--policies", metavar="DIR", rich_help_panel=
 CNI_PLUGINS_VERSION_OPTION = typer.Option(
     None, "--cni-plugins-version", metavar="VERSION", rich_help_panel=CLUSTER,
     help="containernetworking/plugins release on the nodes (decides portmap's rule order), e.g. 1.1.1.")
+KUBE_VERSION_OPTION = typer.Option(None, "--kube-version", metavar="VERSION", rich_help_panel=HELM,
+                                   help="Kubernetes version the charts see (.Capabilities.KubeVersion).")
+CHART_ROOT_OPTION = typer.Option(None, "--chart-root", metavar="DIR", rich_help_panel=HELM,
+                                 help="The chart that `helm template` output (on stdin or in a file) came from, to "
+                                      "report template lines (default: the current directory or ./CHART_NAME).")
 HELM_BINARY_OPTION = typer.Option(None, "--helm-binary", metavar="PATH", rich_help_panel=HELM,
                            help="Render charts with `PATH template` instead of the embedded engine.")
 LIMIT_OPTION = typer.Option([], "--limit", metavar="NAME=VALUE", rich_help_panel=POLICY,
@@ -232,13 +237,9 @@ def lint(
     set_strings: List[str] = SET_STRINGS_OPTION,
     release_name: Optional[str] = RELEASE_NAME_OPTION,
     namespace: Optional[str] = NAMESPACE_OPTION,
-    kube_version: Optional[str] = typer.Option(None, "--kube-version", metavar="VERSION", rich_help_panel=HELM,
-                                               help="Kubernetes version the charts see (.Capabilities.KubeVersion)."),
+    kube_version: Optional[str] = KUBE_VERSION_OPTION,
     helm_binary: Optional[str] = HELM_BINARY_OPTION,
-    chart_root: Optional[str] = typer.Option(None, "--chart-root", metavar="DIR", rich_help_panel=HELM,
-                                             help="The chart that `helm template` output (on stdin or in a file) "
-                                                  "came from, to report template lines (default: the current "
-                                                  "directory or ./CHART_NAME)."),
+    chart_root: Optional[str] = CHART_ROOT_OPTION,
     limits: List[str] = LIMIT_OPTION,
     jobs: int = JOBS_OPTION,
 ) -> None:
@@ -383,7 +384,11 @@ def ports(
     set_strings: List[str] = SET_STRINGS_OPTION,
     release_name: Optional[str] = RELEASE_NAME_OPTION,
     namespace: Optional[str] = NAMESPACE_OPTION,
+    kube_version: Optional[str] = KUBE_VERSION_OPTION,
     helm_binary: Optional[str] = HELM_BINARY_OPTION,
+    chart_root: Optional[str] = CHART_ROOT_OPTION,
+    select: List[str] = SELECT_OPTION,
+    ignore: List[str] = IGNORE_OPTION,
     limits: List[str] = LIMIT_OPTION,
     jobs: int = JOBS_OPTION,
 ) -> None:
@@ -400,7 +405,9 @@ def ports(
         cni_plugins_version=cni_plugins_version, ephemeral_port_range=ephemeral_port_range, nodes=tuple(nodes),
         cluster=tuple(cluster), policies=tuple(policies),
         helm=dict(values=tuple(values), set=tuple(set_values), set_string=tuple(set_strings),
-                  release_name=release_name, namespace=namespace, helm_binary=helm_binary), limits=tuple(limits)))
+                  release_name=release_name, namespace=namespace, kube_version=kube_version,
+                  helm_binary=helm_binary, chart_root=chart_root),
+        select=tuple(select), ignore=tuple(ignore), limits=tuple(limits)))
     # The whole lint run: the map shows its model and its findings, so the two cannot disagree.
     report = lint_paths(settings.paths, dataclasses.replace(settings.options, jobs=jobs), policies=settings.policies)
     echo_notes(report.notes)

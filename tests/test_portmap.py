@@ -351,3 +351,17 @@ def test_map_and_rules_get_the_same_answer_from_the_datapath(folder, files, flag
                 assert mine[0]["receiver"]["receiver"] == finding.traffic["receiver"], (node["name"], finding.message)
                 compared += 1
     assert compared or not any(f.rule_id in ("KP201", "KP202") for f in report.findings)
+
+
+def test_ports_takes_lints_rule_choice_and_helm_options():
+    """`ports` marks what `lint` finds: with `--select KP3` no KP2 rule marks anything."""
+    args = ["ports", str(EXAMPLES), "--nodes", str(EXAMPLES / "inventory" / "nodes.yaml"), "--format", "json"]
+    every = CliRunner().invoke(app, args)
+    only_kp3 = CliRunner().invoke(app, [*args, "--select", "KP3", "--kube-version", "1.30"])
+    assert every.exit_code == only_kp3.exit_code == 0, only_kp3.output
+
+    def marks(output: str) -> set[str]:
+        return set(re.findall(r'"rule": "(KP\d+)"', output))
+
+    assert {"KP201", "KP301"} <= marks(every.stdout)
+    assert marks(only_kp3.stdout) and all(rule.startswith("KP3") for rule in marks(only_kp3.stdout))
