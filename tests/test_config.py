@@ -146,6 +146,12 @@ def test_pod_templates_config_reads_custom_kinds(tmp_path, monkeypatch):
     # Without the config, nobody reads these kinds
     write(tmp_path / ".kubelint-ports.yaml", "fail-on: error\n")
     assert lint_paths(["agents.yaml"], resolve(CommandLine()).options).findings == []
+    # A path the objects do not have is an input error at the object, not a silent skip
+    write(tmp_path / ".kubelint-ports.yaml", "pod-templates:\n  example.com/Batch: spec.nonexistent\n")
+    report = lint_paths(["agents.yaml"], resolve(CommandLine()).options)
+    [diagnostic] = report.diagnostics
+    assert "Batch (example.com) has no spec.nonexistent" in diagnostic.message
+    assert diagnostic.location.path == "agents.yaml" and diagnostic.location.line > 1
 
 
 # --- per-rule settings --------------------------------------------------------------------------

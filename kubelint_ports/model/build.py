@@ -210,6 +210,12 @@ def add_object(document: Document, reader: ModelReader, live: bool = False, owne
     group = api_version.rpartition("/")[0]
     if group not in CORE_GROUPS:
         shape = (reader.custom_kinds or CUSTOM_WORKLOAD_KINDS).get((group, kind))
+        configured = shape is not None and CUSTOM_WORKLOAD_KINDS.get((group, kind)) != shape
+        if configured and not live and yt.at(root, shape[0]) is None:
+            # The user's pod-templates path: a typo would otherwise skip the object without a word.
+            raise yt.FieldTypeError(yt.get(root, "kind") or root, (
+                f"{kind} ({group}) has no {shape[0].rpartition('.spec')[0]}: the pod template path `pod-templates` "
+                f"gives for this kind; fix the path in the configuration"))
         if shape is not None and not live:  # running pods of a custom kind are listed as Pods
             reader.workloads.append(read_workload(document, object_ref(root, api_version, kind, document.namespace), shape))
         return
