@@ -36,6 +36,35 @@ def annotation_reason(document, rule_id: str, rule_name: str) -> str:
     return values.get(REASON_ANNOTATION, "").strip() or f"{IGNORE_ANNOTATION} annotation"
 
 
+def unknown_rule_notes(documents, policies) -> list[str]:
+    """ruff warns about a `# noqa` code it does not know: a typo in an ignore annotation would
+    otherwise suppress nothing without a word."""
+    known = {name for policy in policies for name in (policy.id, policy.name)} | EVERY_RULE
+    notes = []
+    for document in documents:
+        listed = annotations(document).get(IGNORE_ANNOTATION, "")
+        unknown = [token.strip() for token in listed.split(",")
+                   if token.strip() and token.strip() not in known and token.strip().upper() not in known]
+        if unknown:
+            where = annotation_location(document)
+            names = ", ".join(repr(token) for token in unknown)
+            notes.append(f"{where.path}:{where.line}:{where.column}: {IGNORE_ANNOTATION} names {names}, which "
+                         f"{'is no rule' if len(unknown) == 1 else 'are no rules'} (see `kubelint-ports rules`)")
+    return notes
+
+
+def annotation_location(document):
+    """Where the ignore annotation's key is (its name holds dots: no field path reaches it)."""
+    from kubelint_ports.loading import yamltree
+
+    with document.held() as root:
+        annotations_node = yamltree.at(root, "metadata.annotations")
+        for key, _ in yamltree.pairs(annotations_node) if isinstance(annotations_node, yamltree.MappingNode) else ():
+            if getattr(key, "value", None) == IGNORE_ANNOTATION:
+                return document.node_location(key)
+        return document.location("metadata.annotations")
+
+
 def apply_exemptions(findings: Iterable[Finding], exemptions: Sequence, baseline: frozenset[str] = frozenset()
                      ) -> list[Finding]:
     """Mark findings matched by a config exemption or recorded in the baseline."""

@@ -326,3 +326,17 @@ def test_a_colon_inside_backticks_stays_in_the_headline():
     assert claim == "healthCheckNodePort 1 is only allowed with `externalTrafficPolicy: Local`; no"
     assert rest == "the API server rejects it"
     assert split_message("a `b: c` d") == ("a `b: c` d", "")
+
+
+def test_an_ignore_annotation_naming_no_rule_gets_a_note(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "a.yaml").write_text(AGENT.replace(
+        "metadata: {name: agent, namespace: ops}",
+        "metadata:\n  name: agent\n  namespace: ops\n  annotations:\n"
+        "    kubelint-ports.io/ignore: \"hostport,KP9999,KP102\"", 1))
+    result = run("lint", "a.yaml", "--format", "json")
+    assert result.exit_code == 1, result.output  # KP201 still stands; the note changes no exit code
+    assert ("kubelint-ports: note: a.yaml:7:5: kubelint-ports.io/ignore names 'hostport', 'KP9999', which are "
+            "no rules") in result.stderr
+    suppressed = {f["rule"] for f in json.loads(result.stdout)["findings"] if f["suppressed"]}
+    assert suppressed == {"KP102"}
