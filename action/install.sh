@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Installs kubelint-ports into a virtualenv under $RUNNER_TEMP, with the dependency versions pinned
 # in action/constraints.txt, the Helm extra only when the plan step found charts, and pip's cache
-# in the directory the cache step restores; puts the venv on $GITHUB_PATH.
+# in the directory the cache step restores. The venv is never put on $GITHUB_PATH (later steps keep
+# the job's own Python and pip first): its `kubelint-ports` is handed to the lint step as the
+# `kubelint-ports` output, by its full path.
 # Inputs arrive as environment variables only (never spliced into the script text).
 set -euo pipefail
 venv="$RUNNER_TEMP/kubelint-ports-venv"
@@ -23,4 +25,9 @@ else
   "$venv/bin/python" -m pip install --quiet --disable-pip-version-check -c "$constraints" \
     "$GITHUB_ACTION_PATH$extra"
 fi
-echo "$venv/bin" >> "$GITHUB_PATH"
+tool="$venv/bin/kubelint-ports"
+if [ ! -x "$tool" ]; then
+  echo "::error title=kubelint-ports::the install wrote no kubelint-ports program in its virtualenv"
+  exit 1
+fi
+echo "kubelint-ports=$tool" >> "$GITHUB_OUTPUT"

@@ -1,6 +1,10 @@
 #!/usr/bin/env bash
 # Runs kubelint-ports once: annotations on stdout, SARIF, JSON and a Markdown summary as reports;
 # sets the step outputs; the linter's exit code (per fail-on) decides the step's result.
+# The linter is the install step's ($KP_BIN, its venv's own entry point: the job's PATH is never
+# changed); without KP_BIN (run by hand), `kubelint-ports` on PATH.
+# fail-on is passed only when the input is set: empty leaves the config file's `fail-on` (else error).
+# sarif-file is set only when this run wrote the SARIF file (an upload step checks it is not '').
 # Inputs arrive as environment variables only. Options are passed as `--name=value` and the paths
 # after `--`, so no input can become an option (`--helm-binary=./evil.sh`, `--output=F`); every
 # value put in a workflow command is escaped; a crash is a failure with no counts, never "0 findings".
@@ -24,8 +28,8 @@ split() {  # a list input: items separated by spaces or new lines, never evaluat
   if [ "${#items[@]}" -gt 0 ]; then printf '%s\0' "${items[@]}"; fi
 }
 
-case "${KP_FAIL_ON:-error}" in
-  error|warning|note|never) ;;
+case "${KP_FAIL_ON:-}" in
+  ""|error|warning|note|never) ;;
   *) fail "fail-on must be one of error, warning, note, never, not '${KP_FAIL_ON}'" ;;
 esac
 case "${KP_SARIF_FILE:-}${KP_CONFIG:-}" in
@@ -51,12 +55,15 @@ while IFS= read -r -d '' item; do args+=("--values=$item"); done < <(split "${KP
 while IFS= read -r -d '' item; do args+=("--nodes=$item"); done < <(split "${KP_NODES:-}")
 while IFS= read -r -d '' item; do args+=("--cluster=$item"); done < <(split "${KP_CLUSTER:-}")
 [ -n "${KP_CONFIG:-}" ] && args+=("--config=$KP_CONFIG")
-args+=("--fail-on=${KP_FAIL_ON:-error}")
+[ -n "${KP_FAIL_ON:-}" ] && args+=("--fail-on=$KP_FAIL_ON")
 
 out="$RUNNER_TEMP/kubelint-ports"
 mkdir -p "$out"
-rm -f "$out/report.json"
 sarif="${KP_SARIF_FILE:-$out/results.sarif}"
+# A report left by an earlier run must never pass for this run's: sarif-file is set only if the
+# linter writes it again.
+rm -f "$out/report.json" "$out/summary.md" "$out/stderr.txt" "$out/results.sarif"
+if [ -L "$sarif" ] || [ -f "$sarif" ]; then rm -f "$sarif"; fi
 args+=("--report=json:$out/report.json" "--report=sarif:$sarif" "--report=markdown:$out/summary.md")
 if [ -n "${GITHUB_REPOSITORY:-}" ] && [ -n "${GITHUB_SHA:-}" ]; then
   args+=("--link-base=${GITHUB_SERVER_URL:-https://github.com}/$GITHUB_REPOSITORY/blob/$GITHUB_SHA")
@@ -65,8 +72,10 @@ if [ "${KP_ANNOTATIONS:-true}" = "true" ]; then args+=(--format=github); else ar
 args+=(--)
 while IFS= read -r -d '' item; do args+=("$item"); done < <(split "${KP_PATHS:-}")
 
-kubelint-ports "${args[@]}"
+# Its standard error is kept to quote in the step's error when it stops before reporting.
+"${KP_BIN:-kubelint-ports}" "${args[@]}" 2> "$out/stderr.txt"
 code=$?
+cat "$out/stderr.txt" >&2
 
 if [ "${KP_SUMMARY:-true}" = "true" ] && [ -f "$out/summary.md" ] && [ -n "${GITHUB_STEP_SUMMARY:-}" ]; then
   cat "$out/summary.md" >> "$GITHUB_STEP_SUMMARY"
@@ -86,12 +95,22 @@ fi
 findings="" errors=""
 if [ -n "$counts" ]; then
   read -r findings errors <<< "$counts"
-else  # a crash (exit 3 or a signal) or no report: the counts are unknown, not zero
-  echo "::error title=kubelint-ports::$(escape_data "kubelint-ports failed (exit $code) before reporting; its findings are unknown")"
+else  # a crash (exit 3 or a signal), a usage error or no report: the counts are unknown, not zero
+  if [ "$code" -eq 2 ]; then
+    what="kubelint-ports stopped on a usage or input error (exit 2) before reporting"
+  elif [ -f "$out/report.json" ]; then
+    what="kubelint-ports failed (exit $code) on an internal error: its reports are incomplete"
+  else
+    what="kubelint-ports failed (exit $code) before reporting"
+  fi
+  why=$(grep -v '^[[:space:]]*$' "$out/stderr.txt" 2>/dev/null | tail -n 3)
+  [ -n "$why" ] && what="$what: $why"
+  [ -f "$sarif" ] || what="$what. No SARIF report was written (the sarif-file output is empty)"
+  echo "::error title=kubelint-ports::$(escape_data "$what"); its findings are unknown"
   [ "$code" -eq 0 ] && code=3
 fi
 {
-  echo "sarif-file=$sarif"
+  if [ -f "$sarif" ]; then echo "sarif-file=$sarif"; fi
   echo "findings=$findings"
   echo "errors=$errors"
 } >> "$GITHUB_OUTPUT"

@@ -73,7 +73,8 @@ def test_outputs_come_from_the_lint_step():
 
 @pytest.fixture
 def github(tmp_path):
-    """A workspace, GitHub's environment files, and `kubelint-ports` on PATH (this interpreter)."""
+    """A workspace, GitHub's environment files, and a `kubelint-ports` (this interpreter) that the
+    install step hands to the lint step (`steps.install.outputs.kubelint-ports`), also on PATH."""
     workspace = tmp_path / "workspace"
     workspace.mkdir()
     (workspace / ".git").mkdir()  # actions/checkout leaves a repository: paths are relative to it
@@ -96,7 +97,7 @@ def github(tmp_path):
         action_step = step(step_id)
         values = {name: spec.get("default", "") for name, spec in ACTION["inputs"].items()}
         values.update({name.replace("_", "-"): value for name, value in inputs.items()})
-        earlier = {"python.python-path": sys.executable, "plan.helm": "false",
+        earlier = {"python.python-path": sys.executable, "plan.helm": "false", "install.kubelint-ports": str(shim),
                    "plan.pip-cache": str(runner_temp / "kubelint-ports-pip-cache"), **(outputs or {})}
         env = {key: value for key, value in os.environ.items() if not key.startswith(("GITHUB_", "RUNNER_"))}
         env.update({key: str(path) for key, path in files.items()})
@@ -120,6 +121,7 @@ def github(tmp_path):
         return done, written, files["GITHUB_STEP_SUMMARY"].read_text()
 
     run.workspace = workspace
+    run.bin_dir = bin_dir
     run.runner_temp = runner_temp
     run.files = files
     return run
@@ -184,15 +186,18 @@ def test_version_input_is_checked_before_use(github, tmp_path):
 
 
 @pytest.mark.skipif(os.environ.get("KUBELINT_SKIP_INSTALL_TESTS") == "1", reason="KUBELINT_SKIP_INSTALL_TESTS=1")
-def test_install_step_puts_the_tool_on_github_path(github):
-    """The real install step: a venv under $RUNNER_TEMP with the action's own checkout (needs PyPI)."""
-    done, _, _ = github("install")
+def test_install_step_outputs_the_tool_and_leaves_the_jobs_path(github):
+    """The real install step: a venv under $RUNNER_TEMP with the action's own checkout (needs PyPI).
+    Its `bin` never goes on $GITHUB_PATH (later steps would get its python and pip first): the
+    lint step gets the program by its path."""
+    done, outputs, _ = github("install")
     assert done.returncode == 0, done.stdout + done.stderr
-    [path_line] = github.files["GITHUB_PATH"].read_text().splitlines()
-    assert path_line == str(github.runner_temp / "kubelint-ports-venv" / "bin")
-    tool = Path(path_line) / "kubelint-ports"
+    assert github.files["GITHUB_PATH"].read_text() == "", "the job's PATH is not the action's to change"
+    bin_dir = github.runner_temp / "kubelint-ports-venv" / "bin"
+    tool = Path(outputs["kubelint-ports"])
+    assert tool == bin_dir / "kubelint-ports"
     assert subprocess.run([str(tool), "--version"], capture_output=True, text=True).returncode == 0
-    installed = subprocess.run([str(Path(path_line) / "python"), "-m", "pip", "list", "--format", "json"],
+    installed = subprocess.run([str(bin_dir / "python"), "-m", "pip", "list", "--format", "json"],
                                capture_output=True, text=True).stdout
     versions = {entry["name"].lower(): entry["version"] for entry in json.loads(installed)}
     assert versions["typer"] == re.search(r"^typer==(.+)$", (ROOT / "action" / "constraints.txt").read_text(),
@@ -284,7 +289,8 @@ def test_install_step_pins_constraints_and_adds_the_extra_on_request(github, tmp
 if [ "$1 $2" = "-m venv" ]; then
   mkdir -p "$3/bin"
   printf '#!/usr/bin/env bash\\necho "$*" >> {log}\\n' > "$3/bin/python"
-  chmod +x "$3/bin/python"
+  printf '#!/bin/sh\\n' > "$3/bin/kubelint-ports"
+  chmod +x "$3/bin/python" "$3/bin/kubelint-ports"
 fi
 """)
     fake.chmod(0o755)
@@ -293,10 +299,14 @@ fi
                                    ("true", "0.1.0", "kubelint-ports[helm]==0.1.0"),
                                    ("false", "0.1.0", "kubelint-ports==0.1.0")):
         log.write_text("")
-        done, _, _ = github("install", version=version, outputs={"python.python-path": str(fake), "plan.helm": helm})
+        github.files["GITHUB_OUTPUT"].write_text("")
+        done, outputs, _ = github("install", version=version,
+                                  outputs={"python.python-path": str(fake), "plan.helm": helm})
         assert done.returncode == 0, done.stdout + done.stderr
         assert log.read_text().split() == ["-m", "pip", "install", "--quiet", "--disable-pip-version-check", "-c",
                                            constraints, package]
+        assert outputs["kubelint-ports"] == str(github.runner_temp / "kubelint-ports-venv" / "bin" / "kubelint-ports")
+        assert github.files["GITHUB_PATH"].read_text() == "", "the venv never goes on the job's PATH"
 
 
 def test_constraints_pin_every_dependency_within_pyproject():
@@ -403,3 +413,82 @@ def test_install_error_escapes_the_version(github):
     assert done.returncode == 2
     assert [line for line in done.stdout.splitlines() if line.startswith("::")] == [
         "::error title=kubelint-ports::version '1.0%0A::add-mask::secret' is not a version number"]
+
+
+# --- fail-on from the config, the venv's program, SARIF only when written -------------------------
+
+HOST_PORT_WARNING = """\
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: web}
+spec:
+  template:
+    spec:
+      containers:
+        - name: web
+          ports: [{containerPort: 8080, hostPort: 8080}]
+"""
+
+
+def test_fail_on_input_defaults_to_the_config_files_fail_on(github):
+    """An input default of `error` was always passed as --fail-on and overrode the config's."""
+    assert ACTION["inputs"]["fail-on"]["default"] == ""
+    (github.workspace / ".kubelint-ports.yaml").write_text("fail-on: warning\n")
+    (github.workspace / "app.yaml").write_text(HOST_PORT_WARNING)  # KP101: a warning, nothing else
+    done, outputs, _ = github("lint")
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert outputs["findings"] == "1" and outputs["errors"] == "0"
+    direct = subprocess.run([sys.executable, "-m", "kubelint_ports", "lint"], cwd=github.workspace,
+                            capture_output=True, text=True)
+    assert direct.returncode == done.returncode, "the action decides as the CLI does"
+    done, _, _ = github("lint", fail_on="error")
+    assert done.returncode == 0, "an input that is set still wins over the config"
+    (github.workspace / ".kubelint-ports.yaml").unlink()
+    done, _, _ = github("lint")
+    assert done.returncode == 0, "no config, no input: error"
+
+
+def test_lint_step_runs_the_installed_program_not_the_one_on_path(github, tmp_path):
+    """The install step's venv is not on PATH: the lint step gets its program from the install step."""
+    assert step("lint")["env"]["KP_BIN"] == "${{ steps.install.outputs.kubelint-ports }}"
+    for script in (ROOT / "action").glob("*.sh"):
+        assert not re.search(r">>?\s*\"?\$\{?GITHUB_PATH", script.read_text()), f"{script.name} changes the job's PATH"
+    (github.bin_dir / "kubelint-ports").write_text("#!/bin/sh\necho 'the PATH one ran' >&2\nexit 97\n")
+    installed = tmp_path / "venv-bin" / "kubelint-ports"
+    installed.parent.mkdir()
+    installed.write_text(f'#!/bin/sh\nexec "{sys.executable}" -m kubelint_ports "$@"\n')
+    installed.chmod(0o755)
+    (github.workspace / "app.yaml").write_text(COLLISION)
+    done, outputs, _ = github("lint", paths="app.yaml", outputs={"install.kubelint-ports": str(installed)})
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "the PATH one ran" not in done.stderr and outputs["errors"] == "1"
+
+
+@pytest.mark.parametrize("sarif_file", ["", "kubelint-ports.sarif"])
+def test_no_sarif_output_when_the_linter_stops_before_reporting(github, sarif_file):
+    """A usage error (exit 2) writes no report: sarif-file was still set to a missing file, and an
+    `if: always()` upload step failed on it. A SARIF file from an earlier run never stands in."""
+    (github.workspace / "app.yaml").write_text(COLLISION)
+    done, outputs, _ = github("lint", paths="app.yaml", sarif_file=sarif_file)
+    assert done.returncode == 1 and Path(github.workspace, outputs["sarif-file"]).is_file()
+    github.files["GITHUB_OUTPUT"].write_text("")
+    done, outputs, _ = github("lint", paths="app.yaml", sarif_file=sarif_file, args="--select KP999")
+    assert done.returncode == 2
+    assert "sarif-file" not in outputs, "no SARIF was written by this run"
+    assert outputs["findings"] == "" and outputs["errors"] == "", "unknown, never 0"
+    [message] = [line for line in done.stdout.splitlines() if line.startswith("::error")]
+    assert message.startswith("::error title=kubelint-ports::kubelint-ports stopped on a usage or input error (exit 2)")
+    assert "unknown rule or rule prefix 'KP999'" in message and "No SARIF report was written" in message
+    assert "unknown rule" in done.stderr, "the linter's own message still shows in the log"
+    stale = github.workspace / (sarif_file or "unused")
+    assert not stale.exists()
+    assert not (github.runner_temp / "kubelint-ports" / "results.sarif").exists()
+
+
+def test_an_input_error_in_a_file_still_reports(github):
+    """Exit 2 for a file that does not parse: the other files are linted and reported, the step fails."""
+    (github.workspace / "app.yaml").write_text(COLLISION)
+    (github.workspace / "broken.yaml").write_text("a: [\n")
+    done, outputs, _ = github("lint", paths="app.yaml broken.yaml")
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert Path(outputs["sarif-file"]).is_file() and outputs["errors"] == "1"

@@ -157,3 +157,40 @@ def test_slim_hook_has_no_helm_engine(tmp_path, hook_home):
     else:
         assert done.returncode == 1 and "- exit code: 2" in done.stdout, done.stdout + done.stderr
         assert "no Helm engine" in done.stdout and "pip install 'kubelint-ports[helm]'" in done.stdout
+
+
+def test_per_file_hook_leaves_chart_files_to_the_chart_hook():
+    """A changed template is linted as its whole chart, which needs Helm's engine: the slim per-file
+    hook failed on every chart change ("no Helm engine", exit 2), once per batch of files."""
+    import re
+
+    import yaml
+
+    hooks = {hook["id"]: hook for hook in yaml.safe_load((ROOT / ".pre-commit-hooks.yaml").read_text())}
+    files_hook = hooks["kubelint-ports-files"]
+    assert "additional_dependencies" not in files_hook, "the per-file hook stays slim"
+    assert files_hook["require_serial"] is True, "one run: one summary, a directory linted once"
+    exclude = re.compile(files_hook["exclude"])
+    charts_files = re.compile(hooks["kubelint-ports-charts"]["files"])
+    for path in ("charts/web/templates/deployment.yaml", "charts/web/templates/tests/test.yaml",
+                 "charts/web/charts/db/templates/svc.yml", "web/Chart.yaml", "Chart.yaml"):
+        assert exclude.search(path), path
+        assert charts_files.search(path), f"{path}: the chart hook takes it"
+    for path in ("k8s/app.yaml", "deploy/my-templates/app.yaml", "templates.yaml", "k8s/Chart.yaml.bak.yaml",
+                 "charts/web/crds/crd.yaml"):
+        assert not exclude.search(path), path
+
+
+@pytest.mark.skipif(__import__("os").environ.get("KUBELINT_SKIP_INSTALL_TESTS") == "1",
+                    reason="KUBELINT_SKIP_INSTALL_TESTS=1")
+def test_per_file_hook_in_a_repository_with_a_chart(tmp_path, hook_home):
+    files = {**chart_repository(), "k8s/deploy.yaml": BAD, "k8s/service.yaml": CLEAN}
+    done = try_repo(tmp_path, hook_home, "kubelint-ports-files", files)
+    assert "no Helm engine" not in done.stdout, done.stdout
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "k8s/deploy.yaml\n  9:" in done.stdout and "KP102" in done.stdout
+    assert "charts/web/templates" not in done.stdout
+    assert done.stdout.count(" notes in ") == 1, "one run, one summary"
+    changed = try_repo(tmp_path, hook_home, "kubelint-ports-files", files,
+                       changed=["charts/web/templates/deployment.yaml", "charts/web/Chart.yaml"])
+    assert changed.returncode == 0 and "no files to check" in changed.stdout, changed.stdout
