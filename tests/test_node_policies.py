@@ -307,3 +307,49 @@ def test_node_command_has_lints_text_habits(tmp_path: Path):
     assert re.search(r"1\s+KP806\s+warning\s+node-drift", counted.stdout), counted.stdout
     assert re.search(r"2\s+KP804", counted.stdout), counted.stdout
     assert {r["ruleId"] for r in json.loads(sarif.read_text())["runs"][0]["results"]} == {"KP804", "KP806"}
+
+
+# --- regressions: which rules a listener meets, and partial shadowing ------------------------------
+
+QA = Path(__file__).resolve().parent / "snapshots" / "qa"
+KP805 = next(p for p in NODE_POLICIES if p.id == "KP805")
+KP802 = next(p for p in NODE_POLICIES if p.id == "KP802")
+
+
+def findings_of(policy: Policy, *snapshots: Path) -> list:
+    report = lint_snapshots([str(s) for s in snapshots], policies=(policy,))
+    assert not report.diagnostics, report.diagnostics
+    return report.findings
+
+
+def test_kp805_a_listener_on_the_host_ports_host_ip_loses_it():
+    """`-d 192.168.1.10/32 --dport 9090 -j DNAT` and a process on 192.168.1.10:9090: packets to that
+    address are DNATed to the pod (seen on a real node). The model is asked about the hostIP."""
+    findings = findings_of(KP805, QA / "hostip-listener" / "node-k5")
+    assert [(f.location.path.rsplit("/", 1)[-1], f.location.line) for f in findings] == [("ss", 1)]
+    assert "192.168.1.10:9090/tcp" in findings[0].message and findings[0].traffic["receiver"] == "hostport"
+
+
+def test_kp805_matches_listeners_to_rules_of_their_address_family(tmp_path: Path):
+    """IPv4 nat never sees IPv6 packets: `[::]:30080` (IPv6-only), `[::1]:8080` and `[fd00::10]:30080`
+    keep their port against iptables' rules; only 127.0.0.1:30080 loses it. Against ip6tables'
+    rules the IPv6 sockets do, and their addresses print bracketed."""
+    findings = findings_of(KP805, QA / "ipv6-listeners" / "node-v6")
+    assert [f.location.line for f in findings] == [4]
+    dump = (QA / "ipv6-listeners" / "node-v6" / "iptables-save").read_text(encoding="utf-8")
+    node = tmp_path / "node-v6"
+    node.mkdir()
+    (node / "ip6tables-save").write_text(dump.replace("iptables-save v1.8.9", "ip6tables-save v1.8.9"), encoding="utf-8")
+    (node / "ss").write_text((QA / "ipv6-listeners" / "node-v6" / "ss").read_text(encoding="utf-8"), encoding="utf-8")
+    messages = {f.location.line: f.message for f in findings_of(KP805, node)}
+    assert 4 not in messages  # 127.0.0.1 is IPv4: ip6tables' rules never see it
+    assert "[::]:30080/tcp" in messages[1] and "[fd00::10]:30080/tcp" in messages[3]
+
+
+def test_kp802_a_host_ip_entry_ahead_of_a_wildcard_one_takes_that_address():
+    """192.168.1.10:9090 -> 10.244.1.6 before *:9090 -> 10.244.1.7: the wildcard pod gets nothing
+    sent to 192.168.1.10 (first_dnat's rule: the first matching DNAT of a chain wins)."""
+    findings = findings_of(KP802, QA / "partial-shadow" / "node-802")
+    assert [f.location.line for f in findings] == [88]
+    assert "for 192.168.1.10" in findings[0].message and findings[0].related[0].line == 87
+    assert findings[0].traffic["destination"] == "host-ip" and findings[0].traffic["receiver"] == "hostport"

@@ -207,6 +207,14 @@ INCIDENT_003 = Path(__file__).resolve().parent / "policies" / "KP805" / "fail-in
     pytest.param("Chain INPUT (policy ACCEPT)\ntarget     prot opt source    destination\n", 1,
                  "iptables -L", id="wrong-tool"),
     pytest.param('{"nftables": [{"table": {"family": "ip", "name": "nat"', 1, "truncated", id="truncated-json"),
+    pytest.param("tcp LISTEN 0 5 0.0.0.0:99999 0.0.0.0:*\n", 1, "port 99999 is out of range", id="ss-port"),
+    pytest.param("-A -t 10.96.0.1:99999 -s rr\n", 1, "not an IP address and a port", id="ipvs-port"),
+    pytest.param("-A -t notanip:443 -s rr\n", 1, "not an IP address and a port", id="ipvs-address"),
+    pytest.param("Name: KUBE-NODE-PORT-TCP\nType: bitmap:port\nMembers:\n30080\nabc\n", 5,
+                 "'abc' in set KUBE-NODE-PORT-TCP (bitmap:port) is not a port", id="ipset-member"),
+    pytest.param("Name: KUBE-NODE-PORT-UDP\nType: bitmap:port\nMembers:\n99999\n", 4, "is not a port",
+                 id="ipset-port"),
+    pytest.param("/var/lib/cni/networks/cbr0/notanip:abc\n", 1, "'notanip' is not an IP address", id="ipam-name"),
 ])
 def test_bad_dump_is_a_diagnostic_and_other_files_still_read(tmp_path: Path, text: str, line: int, words: str):
     directory = tmp_path / "node-5"
@@ -217,6 +225,15 @@ def test_bad_dump_is_a_diagnostic_and_other_files_still_read(tmp_path: Path, tex
     errors = [row for row in result.stdout.splitlines() if "input-error" in row]
     assert len(errors) == 1 and f"node-5/broken:{line}:" in errors[0] and words in errors[0], result.stdout
     assert "KP805" in result.stdout  # iptables-save and ss of the same snapshot were still read
+
+
+def test_crlf_line_ends_read_as_the_tool_printed_them(tmp_path: Path):
+    directory = tmp_path / "node-5"
+    shutil.copytree(INCIDENT_003, directory)
+    dump = directory / "iptables-save"
+    dump.write_bytes(dump.read_bytes().replace(b"\n", b"\r\n"))
+    result = run_node(str(directory))
+    assert "input-error" not in result.stdout and "KP805" in result.stdout, result.stdout
 
 
 def test_legacy_tables_warning_needs_the_legacy_dump(tmp_path: Path):
@@ -244,3 +261,136 @@ def test_the_same_backend_dumped_twice_counts_once(tmp_path: Path):
     directory = write(tmp_path, "node-26", {"iptables-save": dump, "iptables-legacy-save": dump})
     result = run_node(str(directory))
     assert result.exit_code == 0, result.stdout
+
+
+# --- --cluster: read once, its problems never turn into "no pod runs" ----------------------------
+
+QA = Path(__file__).resolve().parent / "snapshots" / "qa"
+CLEANED_001 = Path(__file__).resolve().parent / "policies" / "KP801" / "pass-incident-001-cleaned"
+PODS_WIDE = (CLEANED_001 / "cluster.txt").read_text(encoding="utf-8")
+PODS_YAML = """apiVersion: v1
+kind: List
+items:
+- apiVersion: v1
+  kind: Pod
+  metadata: {name: gw, namespace: default}
+  spec: {nodeName: node-26, containers: [{name: c, image: x}]}
+  status: {phase: Running, podIP: 10.187.2.34, podIPs: [{ip: 10.187.2.34}]}
+"""
+
+
+def node_26(tmp_path: Path, name: str = "node-26") -> Path:
+    directory = tmp_path / name
+    shutil.copytree(CLEANED_001 / "node-26", directory, dirs_exist_ok=True)
+    return directory
+
+
+def test_cleaned_incident_001_is_clean_with_its_pods(tmp_path: Path):
+    """The baseline of the tests below: with the right --cluster, the live hostPorts are not stale."""
+    (tmp_path / "pods.txt").write_text(PODS_WIDE, encoding="utf-8")
+    (tmp_path / "pods.yaml").write_text(PODS_YAML, encoding="utf-8")
+    for pods in ("pods.txt", "pods.yaml"):
+        result = run_node(str(node_26(tmp_path)), "--cluster", str(tmp_path / pods))
+        assert result.exit_code == 0 and "KP801" not in result.stdout, result.stdout
+
+
+@pytest.mark.parametrize("text, exit_code, words", [
+    pytest.param("", 2, "pods.txt: input-error nothing to read: the file is empty", id="empty"),
+    pytest.param("Warning: v1 ComponentStatus is deprecated in v1.19+\n" + PODS_WIDE, 0, "", id="kubectl-warning"),
+    pytest.param("Warning: v1 ComponentStatus is deprecated in v1.19+\n" + PODS_YAML, 0, "", id="kubectl-warning-yaml"),
+    pytest.param(PODS_WIDE.splitlines()[0] + "\ndefault     broken-row   1/1\n" + "\n".join(PODS_WIDE.splitlines()[1:]),
+                 2, "pods.txt:2:1: input-error not a row of `kubectl get pods -o wide`", id="bad-row"),
+    pytest.param("No resources found in default namespace.\n", 2, "pods.txt: input-error --cluster lists no pods",
+                 id="no-resources"),
+    pytest.param("apiVersion: v1\nkind: List\nitems: []\n", 2, "--cluster lists no pods", id="empty-list"),
+    pytest.param("foo: bar\n", 2, "pods.txt:1:1: input-error neither `kubectl get pods -A -o wide` text",
+                 id="not-objects"),
+    pytest.param(PODS_YAML + "- [\n", 2, "pods.txt:10:1: input-error invalid YAML", id="yaml-error"),
+    pytest.param("\x00\x01binary", 2, "binary data", id="binary"),
+])
+def test_a_cluster_file_with_a_problem_makes_pods_unknown(tmp_path: Path, text: str, exit_code: int, words: str):
+    """A --cluster file that cannot say which pods run (empty, an error, a partial list) is an
+    input error and proves nothing: no live hostPort may be called stale because of it."""
+    (tmp_path / "pods.txt").write_text(text, encoding="utf-8")
+    result = run_node(str(node_26(tmp_path)), "--cluster", str(tmp_path / "pods.txt"))
+    assert result.exit_code == exit_code, result.stdout
+    assert "KP801" not in result.stdout, result.stdout
+    assert words in result.stdout
+
+
+def test_cluster_from_a_pipe_is_read_once(tmp_path: Path):
+    """`--cluster <(kubectl get pods -A -o yaml)`: a pipe gives its bytes once; sniffing the format
+    must not consume them (the YAML reader then saw an empty pipe: every hostPort looked stale)."""
+    read_end, write_end = os.pipe()
+    try:
+        os.write(write_end, PODS_YAML.encode())
+        os.close(write_end)
+        result = run_node(str(node_26(tmp_path)), "--cluster", f"/dev/fd/{read_end}")
+    finally:
+        os.close(read_end)
+    assert result.exit_code == 0 and "KP801" not in result.stdout, result.stdout
+
+
+def test_cluster_fifo_and_device_do_not_hang(tmp_path: Path):
+    import sys
+
+    fifo = tmp_path / "pods-fifo"
+    os.mkfifo(fifo)
+    for cluster, words in ((str(fifo), "a pipe that nobody wrote to"), ("/dev/urandom", "a character device")):
+        result = subprocess.run([sys.executable, "-m", "kubelint_ports", "node", "--no-color",
+                                 str(node_26(tmp_path)), "--cluster", cluster],
+                                capture_output=True, text=True, timeout=120)
+        assert result.returncode == 2 and words in result.stdout and "KP801" not in result.stdout, result.stdout
+
+
+def test_snapshot_named_unlike_its_node(tmp_path: Path):
+    """A directory named `node-26.internal` for the Node `node-26`: --cluster places no pod there,
+    which says the name is wrong, not that every hostPort is stale; the message names node-26,
+    where --cluster runs the pods the DNATs lead to."""
+    (tmp_path / "pods.txt").write_text(PODS_WIDE, encoding="utf-8")
+    directory = node_26(tmp_path, "node-26.internal")
+    result = run_node(str(directory), "--cluster", str(tmp_path / "pods.txt"))
+    assert result.exit_code == 2 and "KP801" not in result.stdout, result.stdout
+    assert "no pod on a node named 'node-26.internal'" in result.stdout and "`--node node-26`" in result.stdout
+    result = run_node(str(directory), "--cluster", str(tmp_path / "pods.txt"), "--node", "node-26")
+    assert result.exit_code == 0, result.stdout
+
+
+# --- rule positions and address families ---------------------------------------------------------
+
+def test_jump_positions_are_not_compared_across_backends():
+    """iptables-nft's CNI-HOSTPORT-DNAT at rule 1 and iptables-legacy's KUBE-SERVICES at rule 1:
+    two tables at one hook priority, no order between them (in the lab the hostPort pod won)."""
+    from kubelint_ports.model.node_state import datapath_facts
+
+    directory = QA / "mixed-backends" / "node-m"
+    assert datapath_facts(build_node_state(load_snapshot(str(directory))[0])).hostport_order is None
+    result = run_node(str(directory))
+    assert "KP803" not in result.stdout, result.stdout
+
+
+def portmap_dump(header: str, entries: list[tuple[str, int, str]]) -> str:
+    """A nat table with portmap's rules: one CNI-DN chain per (sandbox ID, port, pod address)."""
+    chains = {sandbox: chain_hash("cbr0", sandbox) for sandbox, _, _ in entries}
+    lines = [header, "*nat", ":PREROUTING ACCEPT [0:0]", ":CNI-HOSTPORT-DNAT - [0:0]"]
+    lines += [f":CNI-DN-{chain} - [0:0]" for chain in chains.values()]
+    lines.append("-A PREROUTING -m addrtype --dst-type LOCAL -j CNI-HOSTPORT-DNAT")
+    for sandbox, port, pod in entries:
+        lines.append(f'-A CNI-HOSTPORT-DNAT -p tcp -m comment --comment "dnat name: \\"cbr0\\" id: \\"{sandbox}\\"" '
+                     f"-m multiport --dports {port} -j CNI-DN-{chains[sandbox]}")
+        lines.append(f"-A CNI-DN-{chains[sandbox]} -p tcp -m tcp --dport {port} -j DNAT --to-destination {pod}:80")
+    return "\n".join(lines + ["COMMIT", ""])
+
+
+def test_host_port_entries_are_not_ordered_across_dump_files(tmp_path: Path):
+    """Two backends' DNATs for one port: which a packet meets first is no rule's position, so
+    neither entry is "shadowed" (in one file, the same two entries are)."""
+    nft = portmap_dump("# Generated by iptables-nft-save v1.8.9 (nf_tables) on x", [("aaa", 30080, "10.244.1.9")])
+    legacy = portmap_dump("# Generated by iptables-legacy-save v1.8.9 (legacy) on x",
+                          [("bbb", 30081, "10.244.1.7"), ("ccc", 30080, "10.244.1.8")])
+    result = run_node(str(write(tmp_path, "node-m", {"iptables-save": nft, "iptables-legacy-save": legacy})))
+    assert "KP802" not in result.stdout, result.stdout
+    one_file = portmap_dump("# Generated by iptables-save v1.8.9 (legacy) on x",
+                            [("aaa", 30080, "10.244.1.9"), ("bbb", 30081, "10.244.1.7"), ("ccc", 30080, "10.244.1.8")])
+    result = run_node(str(write(tmp_path, "node-n", {"iptables-save": one_file})))
+    assert "KP802" in result.stdout, result.stdout

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import ipaddress
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from kubelint_ports.checks import Hit, Related, register
-from kubelint_ports.checks.traffic import data, explain
+from kubelint_ports.checks.traffic import data, explain, node_destination
 from kubelint_ports.findings import ObjectRef
 from kubelint_ports.loading.snapshot import Place
 from kubelint_ports.model.datapath import (
@@ -40,7 +40,8 @@ from kubelint_ports.model.node_state import (
     NodeSnapshots,
     NodeState,
     datapath_facts,
-    pods_by_ip,
+    host_ports_text,
+    same_family,
 )
 
 MAX_LISTED = 5
@@ -70,7 +71,7 @@ def listed(items: list[str]) -> str:
 
 def describe_entry(entry: HostPortEntry) -> str:
     who = f"sandbox {entry.short_id}" if entry.sandbox_id else entry.short_id
-    return f"{entry.chain} ({who}, {entry.pod_ip}:{entry.pod_port})"
+    return f"{entry.chain} ({who}, {host_ports_text(entry.pod_ip, entry.pod_port)})"
 
 
 # --- who receives the packet --------------------------------------------------------------------
@@ -85,16 +86,45 @@ def node_port_on(node: NodeState, protocol: str, port: int) -> bool:
 
 
 def host_port_answer(node: NodeState, entry: HostPortEntry, receiver_name: str) -> tuple[str, dict]:
-    """Who gets a packet to the entry's port on the node, told with `receiver_name` as the hostPort side."""
+    """Who gets a packet to the entry's port on the node (its hostIP, when it is bound to one),
+    told with `receiver_name` as the hostPort side."""
     use = PortUse(host_port_ip=entry.host_ip or WILDCARD, node_port=node_port_on(node, entry.protocol, entry.port))
-    answer = ask(node, NODE_IP, use, entry.port, entry.protocol)
+    answer = ask(node, node_destination(use.host_port_ip), use, entry.port, entry.protocol)
     parties = {HOSTPORT: receiver_name}
     if use.node_port:
         parties[SERVICE] = f"nodePort {entry.port}"
     return explain(answer, parties), data(answer, parties)
 
+def one_chain(entries: list[HostPortEntry], entry: HostPortEntry) -> list[HostPortEntry]:
+    """The entries `first_dnat` may order against `entry`: those of its own dump file and address
+    family. Rule positions in another file (iptables-legacy against iptables-nft) or family
+    (iptables against ip6tables) say nothing about which DNAT a packet meets first."""
+    return [other for other in entries if other.jump.path == entry.jump.path and other.family == entry.family]
+
+
+def winner_of(entries: list[HostPortEntry], entry: HostPortEntry) -> HostPortEntry | None:
+    return first_dnat(one_chain(entries, entry), entry)
+
+
 def shadowed_by(entries: list[HostPortEntry], winner: HostPortEntry) -> list[HostPortEntry]:
-    return [entry for entry in entries if entry is not winner and first_dnat(entries, entry) is winner]
+    return [entry for entry in entries if entry is not winner and winner_of(entries, entry) is winner]
+
+
+def partly_shadowed(entries: list[HostPortEntry], entry: HostPortEntry) -> list[HostPortEntry]:
+    """Earlier entries bound to a hostIP that take that address's packets from a later wildcard
+    `entry` (which still gets the node's other addresses). Told by `first_dnat` itself: the
+    winner for the wildcard entry's packets to one hostIP is the winner for an entry bound there."""
+    if entry.host_ip:
+        return []
+    chain = one_chain(entries, entry)
+    addresses = sorted({other.host_ip for other in chain if other.host_ip and other.order < entry.order
+                        and other.overlaps(entry)})
+    found = []
+    for address in addresses:
+        winner = first_dnat(chain, replace(entry, host_ip=address))
+        if winner is not None and winner.host_ip == address:
+            found.append(winner)
+    return found
 
 
 # --- evidence that a sandbox is gone --------------------------------------------------------------
@@ -109,8 +139,8 @@ def dead_reasons(entry: HostPortEntry, node: NodeState, context: NodeSnapshots) 
         elif sandbox.state != READY:
             reasons.append(f"sandbox {entry.short_id} is {sandbox.state} (crictl pods)")
             evidence.append(related(node, sandbox.place, f"sandbox {entry.short_id} is {sandbox.state}"))
-    if context.pods is not None:
-        on_node = pods_by_ip(context.pods, node.name)
+    on_node = context.pods_on(node.name)
+    if on_node is not None:
         if entry.pod_ip not in on_node:
             reasons.append(f"no running pod on {node.name} has {entry.pod_ip} (--cluster)")
     network_leases = [lease for lease in node.leases if not entry.network or lease.network == entry.network]
@@ -126,7 +156,7 @@ def dead_reasons(entry: HostPortEntry, node: NodeState, context: NodeSnapshots) 
 
 def is_live(entry: HostPortEntry, node: NodeState, context: NodeSnapshots) -> bool | None:
     """True/False when the snapshot or the cluster says; None when nothing does."""
-    known = (entry.sandbox_id and node.sandboxes is not None) or context.pods is not None or (
+    known = (entry.sandbox_id and node.sandboxes is not None) or context.pods_on(node.name) is not None or (
         entry.sandbox_id and node.leases)
     if not known:
         return None
@@ -161,7 +191,7 @@ def stale_host_port_dnat(context: NodeSnapshots, params: Mapping[str, Any]) -> I
                 for loser in shadowed_by(node.host_ports, stale):
                     if is_live(loser, node, context):
                         victims.setdefault(loser.jump, loser)
-            winners = [winner for winner in (first_dnat(node.host_ports, stale) for stale in entries) if winner]
+            winners = [winner for winner in (winner_of(node.host_ports, stale) for stale in entries) if winner]
             sentence, traffic = host_port_answer(node, entry, f"{entry.pod_ip} (the stale entry, where nothing answers)")
             if victims:
                 victim = next(iter(victims.values()))
@@ -193,11 +223,28 @@ def shadowed_host_port(context: NodeSnapshots, params: Mapping[str, Any]) -> Ite
         for jump, entries in by_jump(node.host_ports).items():
             pairs: dict[Place, list[HostPortEntry]] = {}
             winners: dict[Place, HostPortEntry] = {}
+            partial: dict[Place, list[HostPortEntry]] = {}  # wildcard entries losing one hostIP's packets
             for entry in entries:
-                winner = first_dnat(node.host_ports, entry)
+                winner = winner_of(node.host_ports, entry)
                 if winner is not None:
                     pairs.setdefault(winner.jump, []).append(entry)
                     winners.setdefault(winner.jump, winner)
+                    continue
+                for winner in partly_shadowed(node.host_ports, entry):
+                    partial.setdefault(winner.jump, []).append(entry)
+                    winners.setdefault(winner.jump, winner)
+            for winner_jump, lost in partial.items():
+                winner, entry = winners[winner_jump], lost[0]
+                sentence, traffic = host_port_answer(node, winner, describe_entry(winner))
+                yield Hit(subject(node, jump), f"hostPort {port_list(lost)} {entry.chain} on {winner.host_ip}", (
+                    f"hostPort {port_list(lost)} is DNATed twice on {node.name} for {winner.host_ip}: "
+                    f"{describe_entry(winner)} at line {winner_jump.line}, bound to {winner.host_ip}, comes first in "
+                    f"the chain, so {describe_entry(entry)} here receives nothing sent to {winner.host_ip}, only what "
+                    f"is sent to the node's other addresses. For {entry.protocol}/{entry.port} to {winner.host_ip}: "
+                    f"{sentence}. Two pods cannot hold one hostPort on a node (one bound to a hostIP conflicts with "
+                    f"one on every address): one of the two entries is left over from a pod that is gone."),
+                    (related(node, winner_jump, f"winner for {winner.host_ip}: {describe_entry(winner)}"),),
+                    port=entry.port, traffic=traffic)
             for winner_jump, lost in pairs.items():
                 winner, entry = winners[winner_jump], lost[0]
                 host = f" on {entry.host_ip}" if entry.host_ip else ""
@@ -229,12 +276,12 @@ def captured_services(node: NodeState, entries: list[HostPortEntry], context: No
                                               claim.protocol.lower()))
         for port in service.ports:
             if port.port and (port.protocol.lower(), port.port) in ports and service.cluster_ip not in ("", "None"):
-                label = f"{service.cluster_ip}:{port.port}/{port.protocol.lower()} ({service.ref.namespace}/{service.ref.name})"
+                label = f"{host_ports_text(service.cluster_ip, port.port)}/{port.protocol.lower()} ({service.ref.namespace}/{service.ref.name})"
                 candidates.setdefault(label, (CLUSTER_IP, PortUse(host_port_ip=WILDCARD, service_port=True), port.port,
                                               port.protocol.lower()))
     for rule in node.cluster_ips:
         if (rule.protocol, rule.port) in ports:
-            label = f"{rule.address}:{rule.port}/{rule.protocol}{' (' + rule.service + ')' if rule.service else ''}"
+            label = f"{host_ports_text(rule.address, rule.port)}/{rule.protocol}{' (' + rule.service + ')' if rule.service else ''}"
             candidates.setdefault(label, (CLUSTER_IP, PortUse(host_port_ip=WILDCARD, service_port=True), rule.port,
                                           rule.protocol))
     captured = []
@@ -250,8 +297,11 @@ def host_ports_ahead_of_kube_proxy(context: NodeSnapshots, params: Mapping[str, 
     for node in context.nodes:
         for hook in ("PREROUTING", "OUTPUT"):
             jumps = [jump for jump in node.entry_jumps if jump.hook == hook]
-            proxy = next((jump for jump in jumps if jump.leads_to == "kube-proxy"), None)
             for jump in jumps:
+                # Only kube-proxy's jump in the same dump and table: positions in another backend's
+                # (or family's) table say nothing about which runs first.
+                proxy = next((other for other in jumps if other.leads_to == "kube-proxy"
+                              and other.source == jump.source), None)
                 if jump.leads_to != "host-ports" or proxy is None or jump.index > proxy.index:
                     continue
                 entries = [entry for entry in node.host_ports if entry.jump.path == jump.place.path]
@@ -285,8 +335,9 @@ def pod_addresses(node: NodeState, context: NodeSnapshots) -> list[tuple[str, st
     """(pod IP or range, where it comes from) that the masquerade rule's CIDR must contain."""
     found = [(lease.address, f"IPAM lease line {lease.place.line}") for lease in node.leases[:50]]
     found += [(cidr, f"podCIDR of Node {node.name}") for cidr in context.node_pod_cidrs.get(node.name, ())]
-    if context.pods is not None:
-        found += [(ip, f"pod {pod.namespace}/{pod.name}") for ip, pod in list(pods_by_ip(context.pods, node.name).items())[:50]]
+    on_node = context.pods_on(node.name)
+    if on_node is not None:
+        found += [(ip, f"pod {pod.namespace}/{pod.name}") for ip, pod in list(on_node.items())[:50]]
     found += [(str(cidr), "the cluster's pod CIDR") for cidr in context.pod_cidrs]
     return found
 
@@ -368,6 +419,8 @@ def host_process_loses_port(context: NodeSnapshots, params: Mapping[str, Any]) -
         node_ports: dict[tuple[str, int], list] = {}
         for rule in node.node_ports:
             node_ports.setdefault((rule.protocol, rule.port), []).append(rule)
+        # A listener only meets rules of its own address family: IPv4 nat never sees an IPv6
+        # packet (`[::]:30080` is an IPv6-only socket; ss prints a dual-stack one as `*:30080`).
         host_ports: dict[tuple[str, int], list[HostPortEntry]] = {}
         for entry in node.host_ports:
             host_ports.setdefault((entry.protocol, entry.port), []).append(entry)
@@ -377,23 +430,27 @@ def host_process_loses_port(context: NodeSnapshots, params: Mapping[str, Any]) -
             if any(name in KUBE_PROXY_PROCESSES for name, _ in listener.processes):
                 continue  # kube-proxy <= 1.23 holds its own nodePorts open
             key = (listener.protocol, listener.port)
-            entries = [e for e in host_ports.get(key, ()) if covers(listener.address, e.host_ip)]
+            entries = [e for e in host_ports.get(key, ()) if same_family(listener.family, e.family)
+                       and covers(listener.address, e.host_ip)]
+            shown = host_ports_text(listener.address, listener.port)
             if entries:
                 entry = min(entries, key=lambda e: e.order)
                 use = PortUse(host_port_ip=entry.host_ip or WILDCARD, host_process=True,
                               node_port=node_port_on(node, listener.protocol, listener.port))
-                answer = ask(node, NODE_IP, use, listener.port, listener.protocol)
+                # A hostIP-bound entry sees only packets to its hostIP, which the listener covers:
+                # ask about that address (any other node address never meets the DNAT).
+                answer = ask(node, node_destination(use.host_port_ip), use, listener.port, listener.protocol)
                 if not answer.possible(HOSTPORT):
                     continue
                 parties = {HOSTPORT: f"the pod at {entry.pod_ip}:{entry.pod_port}", HOST_PROCESS: listener.process_text}
                 yield Hit(subject(node, listener.place), f"listener {listener.protocol}/{listener.port}", (
-                    f"{listener.process_text} listens on {listener.address}:{listener.port}/{listener.protocol}, but "
+                    f"{listener.process_text} listens on {shown}/{listener.protocol}, but "
                     f"the hostPort DNAT {describe_entry(entry)} matches that port on {node.name}: "
                     f"{explain(answer, parties)}. No socket of the pod shows in ss. Move the process or the hostPort."),
                     (related(node, entry.jump, f"hostPort DNAT {describe_entry(entry)}"),), port=listener.port,
                     traffic=data(answer, parties))
                 continue
-            rules = node_ports.get(key)
+            rules = [rule for rule in node_ports.get(key, ()) if same_family(listener.family, rule.family)]
             if not rules:
                 continue
             if node.proxy_mode == "nftables" and listener.address.startswith("127."):
@@ -407,7 +464,7 @@ def host_process_loses_port(context: NodeSnapshots, params: Mapping[str, Any]) -
                 continue
             parties = {HOST_PROCESS: listener.process_text, SERVICE: service}
             yield Hit(subject(node, listener.place), f"listener {listener.protocol}/{listener.port}", (
-                f"{listener.process_text} listens on {listener.address}:{listener.port}/{listener.protocol}, which is "
+                f"{listener.process_text} listens on {shown}/{listener.protocol}, which is "
                 f"nodePort {listener.port} of {service}: {explain(answer, parties)} (incident 003). "
                 f"Move the process below the node-port range, or give the Service another nodePort."),
                 (related(node, rule.place, f"nodePort {listener.port} of {service}"),), port=listener.port,
@@ -426,7 +483,7 @@ def fact_keys(node: NodeState, rules: dict | None = None) -> dict[tuple[str, ...
         if rules is not None:
             rules.setdefault(key, rule)
     for rule in node.cluster_ips:
-        key = ("service", f"{rule.address}:{rule.port}/{rule.protocol}" + (f" ({rule.service})" if rule.service else ""))
+        key = ("service", f"{host_ports_text(rule.address, rule.port)}/{rule.protocol}" + (f" ({rule.service})" if rule.service else ""))
         keys.setdefault(key, rule.place)
         if rules is not None:
             rules.setdefault(key, rule)

@@ -27,7 +27,7 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from kubelint_ports.loading.snapshot import Place, Snapshot
 from kubelint_ports.loading.snapshot.records import Rule, Ruleset, SnapshotFile
@@ -71,6 +71,7 @@ class HostPortEntry:
     backend: str  # "portmap-iptables", "portmap-nftables", "cri-o"
     chain_name_matches: bool | None = None  # sha512(network + ID) vs the chain name; None: not portmap
     label: str = ""  # CRI-O's comment (the pod), when there is no sandbox ID
+    family: str = ""  # the packets the rule can see: "ipv4", "ipv6", "" both (nft inet tables)
 
     def overlaps(self, other: "HostPortEntry") -> bool:
         """Same protocol and port, and host IPs that can both match one packet."""
@@ -87,10 +88,17 @@ class EntryJump:
     """A PREROUTING/OUTPUT rule of the nat table that leads to hostPorts or to kube-proxy."""
 
     hook: str  # PREROUTING, OUTPUT
-    index: int
+    index: int  # the rule's position in its chain: comparable only within one `source`
     leads_to: str  # "host-ports" or "kube-proxy"
     chain: str
     place: Place
+    table: str = "nat"  # "nat" (iptables-save), "ip nat" / "ip6 nat" (nft)
+
+    @property
+    def source(self) -> tuple[str, str]:
+        """The dump file and table: one chain of one backend and family. Rules of two sources
+        (iptables-legacy and iptables-nft, IPv4 and IPv6) have no order between them."""
+        return self.place.path, self.table
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,6 +109,7 @@ class NodePortRule:
     port_name: str
     action: str  # "forward" (DNAT to endpoints), "reject" (no endpoints), "mark" (ipvs)
     place: Place
+    family: str = ""  # "ipv4", "ipv6", "" both or unknown (ipsets)
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,6 +138,12 @@ class Listening:
     port: int
     processes: tuple[tuple[str, int], ...]
     place: Place
+
+    @property
+    def family(self) -> str:
+        """What the socket receives: ss prints `*` for a dual-stack socket, `[::]` for an
+        IPv6-only one, `0.0.0.0` for IPv4 (IPv4-mapped addresses are unmapped when read)."""
+        return address_family(self.address)
 
     @property
     def process_text(self) -> str:
@@ -240,24 +255,57 @@ def read_records(state: NodeState, read: SnapshotFile) -> None:
                                                          Place(path, line, 1, len(member) + 1)))
 
 
+def address_family(address: str) -> str:
+    """"ipv4", "ipv6", or "" for both (`*`, ss's dual-stack wildcard)."""
+    if not address or address == "*":
+        return ""
+    return "ipv6" if ":" in address else "ipv4"
+
+
+def same_family(one: str, other: str) -> bool:
+    """Can a packet be seen by both? IPv4 rules never see IPv6 packets, and the reverse."""
+    return not one or not other or one == other
+
+
+def table_family(ruleset: Ruleset, table_name: str) -> str:
+    family, _, name = table_name.partition(" ")
+    if not name:  # iptables-save: the tool's family
+        return ruleset.family
+    return {"ip": "ipv4", "ip6": "ipv6"}.get(family, "")  # inet (and bridge, netdev): both or neither
+
+
+def host_ports_text(address: str, port: int) -> str:
+    """`10.0.0.1:80`, `[fd00::1]:80`: IPv6 addresses bracketed, as ss and iptables print them."""
+    return f"[{address}]:{port}" if ":" in address else f"{address}:{port}"
+
+
 def read_ruleset(state: NodeState, ruleset: Ruleset, xt_tables: bool = True) -> None:
-    path = ruleset.path
     for table_name, table in ruleset.tables.items():
         if not xt_tables and table_name.partition(" ")[2] in ("nat", "filter", "mangle", "raw", "security"):
             continue
-        if table_name in ("nat", "ip nat", "ip6 nat"):
-            read_nat(state, path, table, ruleset.tool)
-        if table_name in ("filter", "ip filter", "ip6 filter"):
-            for chain_name in ("KUBE-EXTERNAL-SERVICES", "KUBE-NODEPORTS"):
-                chain = table.chains.get(chain_name)
-                for rule in chain.rules if chain else ():
-                    if rule.target == "REJECT" and rule.dports:
-                        add_node_port(state, path, rule, "reject")
-        family, _, name = table_name.partition(" ")
-        if name == "cni_hostport":
-            read_portmap_nftables(state, path, table)
-        elif name == "kube-proxy":
-            read_kube_proxy_nftables(state, path, table)
+        host_ports, node_ports = len(state.host_ports), len(state.node_ports)
+        read_table(state, ruleset, table_name, table)
+        family = table_family(ruleset, table_name)
+        if family:
+            state.host_ports[host_ports:] = [replace(e, family=family) for e in state.host_ports[host_ports:]]
+            state.node_ports[node_ports:] = [replace(r, family=family) for r in state.node_ports[node_ports:]]
+
+
+def read_table(state: NodeState, ruleset: Ruleset, table_name: str, table) -> None:
+    path = ruleset.path
+    if table_name in ("nat", "ip nat", "ip6 nat"):
+        read_nat(state, path, table, ruleset.tool)
+    if table_name in ("filter", "ip filter", "ip6 filter"):
+        for chain_name in ("KUBE-EXTERNAL-SERVICES", "KUBE-NODEPORTS"):
+            chain = table.chains.get(chain_name)
+            for rule in chain.rules if chain else ():
+                if rule.target == "REJECT" and rule.dports:
+                    add_node_port(state, path, rule, "reject")
+    family, _, name = table_name.partition(" ")
+    if name == "cni_hostport":
+        read_portmap_nftables(state, path, table)
+    elif name == "kube-proxy":
+        read_kube_proxy_nftables(state, path, table)
 
 
 def read_nat(state: NodeState, path: str, table, tool: str) -> None:
@@ -266,9 +314,11 @@ def read_nat(state: NodeState, path: str, table, tool: str) -> None:
         chain = chains.get(hook)
         for index, rule in enumerate(chain.rules if chain else ()):
             if rule.target in HOSTPORT_ENTRY_CHAINS:
-                state.entry_jumps.append(EntryJump(hook, index, "host-ports", rule.target, place(path, rule)))
+                state.entry_jumps.append(EntryJump(hook, index, "host-ports", rule.target, place(path, rule),
+                                                   table.name))
             elif rule.target == KUBE_SERVICES:
-                state.entry_jumps.append(EntryJump(hook, index, "kube-proxy", rule.target, place(path, rule)))
+                state.entry_jumps.append(EntryJump(hook, index, "kube-proxy", rule.target, place(path, rule),
+                                                   table.name))
     services = chains.get(KUBE_SERVICES)
     if services is not None:
         state.services_anchor = Place(path, services.line, 1, len(f":{KUBE_SERVICES}") + 1)
@@ -458,11 +508,19 @@ class NodeSnapshots:
     pod_cidrs: tuple = ()  # the cluster's pod range(s), from the inputs or --pod-cidr
     node_pod_cidrs: dict[str, tuple[str, ...]] = field(default_factory=dict)  # Node spec.podCIDRs (--nodes)
 
+    def pods_on(self, node: str) -> dict[str, RunningPod] | None:
+        """The pods --cluster says run on `node`, by IP; None when unknown: no --cluster, or one
+        that lists no pod of any phase on a node of that name. Every node runs some pod, so a node
+        --cluster never mentions is another name for it (the engine says so), not an empty node."""
+        if self.pods is None or not any(pod.node == node for pod in self.pods):
+            return None
+        return pods_by_ip(self.pods, node)
+
 
 def datapath_facts(node: NodeState):
     """What the node's own dumps establish for the datapath model: kube-proxy's mode, how hostPorts
     are implemented, and the order of the hostPort and kube-proxy jumps the rules show."""
-    from kubelint_ports.model.datapath import HOSTPORT_FIRST, KUBE_PROXY_FIRST, DatapathFacts, Fact
+    from kubelint_ports.model.datapath import DatapathFacts, Fact
 
     facts: dict[str, Fact] = {}
     if node.proxy_mode is not None:
@@ -475,10 +533,26 @@ def datapath_facts(node: NodeState):
         if not crio:
             facts["hostport_backend"] = Fact("nftables" if backends == {"portmap-nftables"} else "iptables",
                                              f"{node.name}'s hostPort chains")
-    host_ports = next((jump for jump in jumps if jump.leads_to == "host-ports"), None)
-    kube_proxy = next((jump for jump in jumps if jump.leads_to == "kube-proxy"), None)
-    if host_ports is not None and kube_proxy is not None:
-        first = host_ports if host_ports.index < kube_proxy.index else kube_proxy
-        facts["hostport_order"] = Fact(HOSTPORT_FIRST if first is host_ports else KUBE_PROXY_FIRST,
-                                       f"{first.place.path}:{first.place.line}")
+    observed = jump_orders(jumps)
+    if len({order for order, _ in observed}) == 1:  # sources that disagree observe nothing certain
+        order, first = observed[0]
+        facts["hostport_order"] = Fact(order, f"{first.place.path}:{first.place.line}")
     return DatapathFacts(**facts)
+
+
+def jump_orders(jumps: list[EntryJump]):
+    """(order, the jump that comes first) for each source (dump file and table) holding both a
+    hostPort jump and kube-proxy's. Positions are compared within a source only: an
+    iptables-legacy table and an iptables-nft one hook the same priority, so which runs first
+    is no rule's position (the datapath model answers "undefined" for them)."""
+    from kubelint_ports.model.datapath import HOSTPORT_FIRST, KUBE_PROXY_FIRST
+
+    observed = []
+    for source in sorted({jump.source for jump in jumps}):
+        mine = [jump for jump in jumps if jump.source == source]
+        host_ports = next((jump for jump in mine if jump.leads_to == "host-ports"), None)
+        kube_proxy = next((jump for jump in mine if jump.leads_to == "kube-proxy"), None)
+        if host_ports is not None and kube_proxy is not None:
+            first = host_ports if host_ports.index < kube_proxy.index else kube_proxy
+            observed.append((HOSTPORT_FIRST if first is host_ports else KUBE_PROXY_FIRST, first))
+    return observed

@@ -34,8 +34,10 @@ def read_ipam(text: str, path: str) -> tuple[list[Lease], list[Diagnostic]]:
             continue
         try:
             address = str(ipaddress.ip_address(name))
-        except ValueError:
-            continue  # another file in the directory
+        except ValueError:  # host-local keeps nothing else there: a renamed or foreign file
+            return leases, [Diagnostic(Location(path, number, len(directory_of(line)) + 1), (
+                f"{name[:80]!r} is not an IP address: host-local names each lease file after its address "
+                f"(besides last_reserved_ip.N and lock)"))]
         if (network, address) in seen:
             continue  # the lease file's second line: the interface name
         seen.add((network, address))
@@ -55,3 +57,8 @@ def split_line(line: str) -> tuple[str, str, str] | None:
     if not slash or not colon or not name or "/" not in directory:
         return None
     return directory.rsplit("/", 1)[-1], name, content
+
+
+def directory_of(line: str) -> str:
+    """The `DIR/NETWORK/` prefix of a line, up to the file name."""
+    return line[:line.rpartition(":")[0].rfind("/") + 1]

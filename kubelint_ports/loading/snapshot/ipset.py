@@ -36,10 +36,19 @@ def read_ipset(text: str, path: str) -> tuple[dict[str, NamedSet], list[Diagnost
         elif current is not None and line.startswith("Members:"):
             in_members = True
         elif current is not None and in_members:
-            current.members.append((line.split()[0], number))
+            member = line.split()[0]
+            if port_set(current) and not (member.isdigit() and 0 < int(member) <= 65535):
+                return sets, [Diagnostic(Location(path, number, line.find(member) + 1), (
+                    f"{member[:40]!r} in set {current.name} ({current.kind or 'of ports'}) is not a port in 1-65535"))]
+            current.members.append((member, number))
         elif current is not None and line.startswith(HEADERS):
             if line.startswith("Type:"):
                 current.kind = line[5:].strip()
         else:
             return sets, [Diagnostic(Location(path, number, 1), f"not a line of `ipset list`: {line[:80]!r}")]
     return sets, []
+
+
+def port_set(named: NamedSet) -> bool:
+    """A set of bare ports: `bitmap:port`, as kube-proxy's KUBE-NODE-PORT-TCP/UDP/SCTP are."""
+    return named.kind.split()[0] == "bitmap:port" if named.kind else named.name.startswith("KUBE-NODE-PORT-")

@@ -7,6 +7,8 @@ UDP, `--sctp-service` SCTP; `-f` fwmark services have no address.
 
 from __future__ import annotations
 
+import ipaddress
+
 from kubelint_ports.findings import Diagnostic, Location
 from kubelint_ports.loading.snapshot.records import VirtualServer
 from kubelint_ports.loading.snapshot.ss import split_host_port
@@ -30,6 +32,9 @@ def read_ipvsadm(text: str, path: str) -> tuple[list[VirtualServer], list[Diagno
         if protocol is None or port is None:
             return [], [Diagnostic(Location(path, number, 4), (
                 f"{' '.join(fields[1:3])!r} is not PROTOCOL ADDRESS:PORT (was ipvsadm run with -n?)"))]
+        if port > 65535 or not valid_address(address):
+            return [], [Diagnostic(Location(path, number, line.find(fields[2]) + 1), (
+                f"{fields[2]!r} is not an IP address and a port in 1-65535"))]
         key = (protocol, fields[2])
         if fields[0] == "-A":
             services[key] = VirtualServer(number, len(line) + 1, protocol, address, port)
@@ -42,3 +47,11 @@ def read_ipvsadm(text: str, path: str) -> tuple[list[VirtualServer], list[Diagno
                 real[key].append(fields[fields.index("-r") + 1])
     return [VirtualServer(s.line, s.end_column, s.protocol, s.address, s.port, tuple(real[key]))
             for key, s in services.items()], []
+
+
+def valid_address(text: str) -> bool:
+    try:
+        ipaddress.ip_address(text)
+    except ValueError:
+        return False
+    return True

@@ -75,7 +75,9 @@ def read_file(path: str) -> tuple[SnapshotFile | None, list[Diagnostic]]:
                                  f"file is over the {limit // 2**20} MiB limit (limit max-file-mib); not read")]
     if b"\0" in data[:65536]:
         return None, [Diagnostic(Location(shown, 1, 1), "binary data, not the text output of a tool")]
-    text = data.decode("utf-8", "replace")
+    # A dump copied through Windows has CRLF line ends; no tool prints a carriage return of its
+    # own at a line's end, so dropping them keeps every line (and its number) as printed.
+    text = data.decode("utf-8", "replace").replace("\r\n", "\n")
     kind, why = detect(text)
     if kind is None:
         if why == "the file is empty":

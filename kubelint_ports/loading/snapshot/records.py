@@ -99,6 +99,9 @@ class Ruleset:
     tables: dict[str, Table] = field(default_factory=dict)
     # A line saying the other backend holds tables this dump lacks (iptables-nft's warning).
     other_backend_line: int = 0
+    # iptables-save dumps: "ipv4" (iptables-save) or "ipv6" (ip6tables-save). nft tables carry
+    # their family in their name ("ip nat", "ip6 nat", "inet ...") instead.
+    family: str = ""
 
 
 @dataclass(frozen=True, slots=True)

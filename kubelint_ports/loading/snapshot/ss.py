@@ -40,6 +40,9 @@ def read_ss(text: str, path: str) -> tuple[list[Listener], list[Diagnostic]]:
         if port is None:
             return listeners, [Diagnostic(Location(path, number, line.find(fields[3]) + 1),
                                           f"{fields[3]!r} is not ADDRESS:PORT (was ss run with -n?)")]
+        if port > 65535:
+            return listeners, [Diagnostic(Location(path, number, line.find(fields[3]) + 1),
+                                          f"{fields[3]!r}: port {port} is out of range (1-65535)")]
         processes = tuple((name, int(pid)) for name, pid in _PROCESS.findall(" ".join(fields[5:])))
         listeners.append(Listener(number, len(line) + 1, protocol, address, port, processes))
     return listeners, []
