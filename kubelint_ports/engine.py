@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 import gc
-import os
-import re
-import time
 from collections.abc import Callable, Iterable, Sequence
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
@@ -13,7 +10,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from kubelint_ports.checks import CHECKS, Hit
 from kubelint_ports.findings import Diagnostic, Finding, Location, Report
-from kubelint_ports.loading import Loading, LoadResult, budgets, changed_sources, display_path, held, load
+from kubelint_ports.loading import Loading, LoadResult, budgets, changed_sources, display_path, held
 from kubelint_ports.model import Cluster, ClusterFacts
 from kubelint_ports.model.build import INVENTORY, LINTED, LIVE, ModelReader, assemble, custom_workload_kinds
 from kubelint_ports.policies import Policy, builtin_policies, enabled_by_default
@@ -68,10 +65,11 @@ def known_policies(policies: Sequence[Policy]) -> list[Policy]:
     return [*builtin_policies(), *policies]
 
 
-def load_cluster(paths: Sequence[str], options: LintOptions, *, stdin=None
+def load_cluster(paths: Sequence[str], options: LintOptions, *, stdin=None, live: ModelReader | None = None
                  ) -> tuple[Cluster, LoadResult, list[Diagnostic]]:
     """Every input read and modelled: linted manifests, running objects, the node inventory.
-    Each document's tree is read once, by a model reader, and let go."""
+    Each document's tree is read once, by a model reader, and let go. `live`: the running objects
+    when the caller has read the `--cluster` files already (the node command reads them itself)."""
     jobs = options.jobs
     if jobs <= 0:
         from kubelint_ports.loading.pool import default_jobs
@@ -80,13 +78,14 @@ def load_cluster(paths: Sequence[str], options: LintOptions, *, stdin=None
     with collector_paused(), budgets.applied(options.limits), workers_for(jobs) as workers:
         linted = ModelReader(LINTED, replacing=bool(options.cluster_files),
                              custom_kinds=custom_workload_kinds(options.facts.pod_templates))
-        live = ModelReader(LIVE) if options.cluster_files else None
+        running_reader = ModelReader(LIVE) if options.cluster_files and live is None else None
+        live = live or running_reader
         inventory = ModelReader(INVENTORY) if options.node_files else None
         # Started in this order, so a big inventory (one `kind: List` file: one worker's job) is
         # not queued behind the manifests' batches; and finished in this order, so this process
         # reads what stays in-process while the workers read the manifests.
         pending = [Loading(files, reader=reader, workers=workers) if reader is not None else None
-                   for files, reader in ((options.node_files, inventory), (options.cluster_files, live))]
+                   for files, reader in ((options.node_files, inventory), (options.cluster_files, running_reader))]
         pending.append(Loading(paths, stdin, options.helm, chart_helm=dict(options.chart_helm),
                                exclude=options.exclude, reader=linted, workers=workers))
         nodes, running, loaded = (loading.finish() if loading is not None else None for loading in pending)
@@ -209,7 +208,7 @@ def load_snapshots(snapshots: Sequence[str], paths: Sequence[str], options: Lint
     """(NodeSnapshots, files read, diagnostics): every snapshot read and modelled, with the
     Services, pods and CIDRs the manifests and `--cluster`/`--nodes` files give."""
     from kubelint_ports.loading.snapshot import load_snapshot
-    from kubelint_ports.model.node_state import NodeSnapshots, build_node_state
+    from kubelint_ports.model.node_state import NodeSnapshots, build_node_state, unmatched_nodes
 
     diagnostics: list[Diagnostic] = []
     states = []
@@ -229,11 +228,11 @@ def load_snapshots(snapshots: Sequence[str], paths: Sequence[str], options: Lint
     diagnostics += problems
     cluster = None
     if paths or live is not None or options.node_files:
-        cluster, loaded, problems = snapshot_cluster(paths, options, live)
+        cluster, loaded, problems = load_cluster(paths, options, live=live)
         diagnostics += problems
         files += loaded.files
     context = NodeSnapshots(states, pods)
-    diagnostics += unmatched_nodes(context, options.cluster_files)
+    diagnostics += unmatched_nodes(context, display_path(options.cluster_files[0]) if options.cluster_files else "")
     if cluster is not None:
         context.services = [service for service in cluster.services]
         network = cluster.network
@@ -249,22 +248,15 @@ def load_snapshots(snapshots: Sequence[str], paths: Sequence[str], options: Lint
     return context, files, sorted(set(diagnostics))
 
 
-# kubectl prints its warnings on stderr; `kubectl get ... > f 2>&1` puts them among the output.
-_KUBECTL_WARNING = re.compile(rb"^Warning: [^\n]*", re.MULTILINE)
-_NO_RESOURCES = re.compile(r"No resources found\b")
-
-
 def read_running(paths: Sequence[str], live) -> tuple[list | None, list[Diagnostic]]:
     """The pods the `--cluster` files say run (None: unknown), and their problems. Each file is
-    read once, as bytes (a pipe gives its bytes only once), and its format is told from them:
-    `kubectl get pods -o wide` text, else Kubernetes YAML or JSON, read by `live` for Services
-    too. A file that cannot be read, is empty or has an error makes the pods unknown: a pod
-    missing from a half-read list would look gone, and KP801 would tell the user to delete a
-    live pod's rules."""
-    from kubelint_ports.loading import files as input_files
+    read once (`cluster_file`); Kubernetes objects go through `live` (Services too). A file that
+    cannot be read, is empty or has an error makes the pods unknown: a pod missing from a
+    half-read list would look gone, and KP801 would tell the user to delete a live pod's rules."""
     from kubelint_ports.loading import load_bytes, read_guarded
     from kubelint_ports.loading import yamltree as yt
-    from kubelint_ports.loading.snapshot.pods_wide import is_pods_wide, read_pods_wide
+    from kubelint_ports.loading.snapshot import cluster_file
+    from kubelint_ports.loading.snapshot.pods_wide import read_pods_wide
     from kubelint_ports.model.node_state import running_pods_from_documents, running_pods_from_rows
 
     if not paths:
@@ -272,53 +264,32 @@ def read_running(paths: Sequence[str], live) -> tuple[list | None, list[Diagnost
     pods: list = []
     diagnostics: list[Diagnostic] = []
     known = True
-    limit = budgets.current().max_file_bytes
     for path in paths:
-        shown = display_path(path)
-        problem = None
-        try:
-            seconds = budgets.current().input_seconds
-            # Pipes named directly (`--cluster <(kubectl get pods -A -o wide)`) are read, never past
-            # the input's deadline; a FIFO without a writer reads as empty at once.
-            data = input_files.read_file(path, limit, time.monotonic() + seconds if seconds else None, pipes=True)
-        except input_files.InputTimeout:
-            data, problem = b"", f"reading it took longer than {seconds:g} s (limit input-seconds)"
-        except OSError as error:
-            data, problem = b"", f"cannot read: {error.strerror or error}"
-        if problem is None and len(data) > limit:
-            problem = f"file is over the {limit // 2**20} MiB limit (limit max-file-mib); not read"
-        if problem is None and b"\0" in data[:65536]:
-            problem = "binary data, not `kubectl get pods` output"
-        data = _KUBECTL_WARNING.sub(b"", data)  # the line stays, empty: line numbers keep their meaning
-        text = data.decode("utf-8", "replace")
-        if problem is None and not text.strip():
-            problem = ("nothing to read: " + ("a pipe that nobody wrote to" if is_pipe(path) else "the file is empty")
-                       + "; expected `kubectl get pods -A -o wide` or `kubectl get pods,svc -A -o yaml` output")
-        if problem is not None:
-            diagnostics.append(Diagnostic(Location(shown, 0, 0), f"{problem}; the pods running are unknown"))
+        read = cluster_file.read_cluster_file(path)
+        if read.kind == cluster_file.PROBLEM:
+            diagnostics.append(Diagnostic(Location(read.shown, 0, 0), f"{read.problem}; the pods running are unknown"))
             known = False
             continue
-        head = text.lstrip()
-        if _NO_RESOURCES.match(head):
+        if read.kind == cluster_file.NOTHING:
             continue  # kubectl found no pods: the file lists none (`unmatched_nodes` says what that means)
-        if is_pods_wide(text):
-            rows, problems = read_pods_wide(text, shown)
+        if read.kind == cluster_file.PODS_WIDE:
+            rows, problems = read_pods_wide(read.text, read.shown)
             found = running_pods_from_rows(rows)
         else:
             result = LoadResult()
             found = []
 
-            def read(document, found=found, result=result):
+            def take(document, found=found, result=result):
                 live(document)
                 try:
                     found.extend(running_pods_from_documents((document,)))
                 except yt.FieldTypeError as error:  # a pod's field of the wrong type: this file has an error
                     result.diagnostics.append(Diagnostic(document.node_location(error.node), str(error)))
 
-            read_guarded(path, result, lambda: load_bytes(data, shown, result, reader=read))
+            read_guarded(path, result, lambda: load_bytes(read.data, read.shown, result, reader=take))
             problems = result.diagnostics
             if not problems and not result.documents and result.skipped:
-                problems = [Diagnostic(Location(shown, first_content_line(text), 1), (
+                problems = [Diagnostic(Location(read.shown, cluster_file.first_content_line(read.text), 1), (
                     "neither `kubectl get pods -A -o wide` text nor Kubernetes objects in YAML or JSON"))]
         if problems:
             diagnostics += [Diagnostic(d.location, f"{d.message} (--cluster: the pods running are unknown)", d.internal)
@@ -326,76 +297,6 @@ def read_running(paths: Sequence[str], live) -> tuple[list | None, list[Diagnost
             known = False
         pods += found
     return (pods if known else None), diagnostics
-
-
-def is_pipe(path: str) -> bool:
-    import stat
-
-    try:
-        return stat.S_ISFIFO(os.stat(path).st_mode)
-    except OSError:
-        return False
-
-
-def first_content_line(text: str) -> int:
-    for number, line in enumerate(text.splitlines(), start=1):
-        if line.strip():
-            return number
-    return 1
-
-
-def snapshot_cluster(paths: Sequence[str], options: LintOptions, live) -> tuple[Cluster, LoadResult, list[Diagnostic]]:
-    """`load_cluster` for the node command: the `--cluster` files are already read (into `live`),
-    so only the manifests and the node inventory are loaded here."""
-    jobs = options.jobs
-    if jobs <= 0:
-        from kubelint_ports.loading.pool import default_jobs
-
-        jobs = default_jobs()
-    with budgets.applied(options.limits), workers_for(jobs) as workers:
-        linted = ModelReader(LINTED, replacing=live is not None,
-                             custom_kinds=custom_workload_kinds(options.facts.pod_templates))
-        inventory = ModelReader(INVENTORY) if options.node_files else None
-        pending = [Loading(options.node_files, reader=inventory, workers=workers) if inventory is not None else None,
-                   Loading(paths, None, options.helm, chart_helm=dict(options.chart_helm), exclude=options.exclude,
-                           reader=linted, workers=workers)]
-        nodes, loaded = (loading.finish() if loading is not None else None for loading in pending)
-        cluster, model_diagnostics = assemble(linted, live, inventory, options.facts)
-    diagnostics = loaded.diagnostics + model_diagnostics
-    if nodes is not None:
-        diagnostics += nodes.diagnostics
-        if not cluster.nodes:
-            diagnostics.append(Diagnostic(Location(display_path(options.node_files[0]), 0, 0),
-                                          "the node inventory holds no Node objects (use `kubectl get nodes -o yaml`)"))
-    return cluster, loaded, sorted(set(diagnostics))
-
-
-def unmatched_nodes(context, cluster_files: Sequence[str]) -> list[Diagnostic]:
-    """`--cluster` files that say nothing about a snapshot's node: no pod at all (`No resources
-    found`, an empty List), or none on a node of the snapshot's name (a directory named
-    `node-26.internal` for the Node `node-26`). Every node runs pods (kube-proxy, the CNI agent),
-    so the name is wrong: the node's pods count as unknown (`NodeSnapshots.pods_on`), else every
-    hostPort there would look stale. When the hostPort DNATs lead to pods that --cluster places
-    on one other node, that node's name is the likely one."""
-    if context.pods is None:
-        return []
-    if not context.pods:
-        return [Diagnostic(Location(display_path(cluster_files[0]), 0, 0), (
-            "--cluster lists no pods (`No resources found`, or an empty list): it says nothing about which pods run "
-            "on the nodes; the pods running are unknown (use `kubectl get pods -A -o wide`)"))]
-    diagnostics = []
-    for state in context.nodes:
-        if context.pods_on(state.name) is not None:
-            continue
-        targets = {entry.pod_ip for entry in state.host_ports}
-        elsewhere = sorted({pod.node for pod in context.pods if pod.node and targets & set(pod.ips)})
-        hint = (f"the pods its hostPort DNATs lead to run on {elsewhere[0]!r} there: if that is this node, use "
-                f"`--node {elsewhere[0]}` or name the snapshot directory so" if len(elsewhere) == 1 else
-                "name the snapshot directory after the Kubernetes node, or use `--node NAME`")
-        diagnostics.append(Diagnostic(Location(state.path, 0, 0), (
-            f"--cluster lists no pod on a node named {state.name!r}: {hint}. Until then --cluster says nothing "
-            f"about {state.name}'s pods")))
-    return diagnostics
 
 
 def value_locations(document, field_path: str) -> tuple[Location, ...]:

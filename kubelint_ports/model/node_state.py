@@ -29,6 +29,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 
+from kubelint_ports.findings import Diagnostic, Location
 from kubelint_ports.loading.snapshot import Place, Snapshot
 from kubelint_ports.loading.snapshot.records import Rule, Ruleset, SnapshotFile
 
@@ -556,3 +557,31 @@ def jump_orders(jumps: list[EntryJump]):
             first = host_ports if host_ports.index < kube_proxy.index else kube_proxy
             observed.append((HOSTPORT_FIRST if first is host_ports else KUBE_PROXY_FIRST, first))
     return observed
+
+
+def unmatched_nodes(context: "NodeSnapshots", cluster_file: str) -> list[Diagnostic]:
+    """`--cluster` files that say nothing about a snapshot's node: no pod at all (`No resources
+    found`, an empty List), or none on a node of the snapshot's name (a directory named
+    `node-26.internal` for the Node `node-26`). Every node runs pods (kube-proxy, the CNI agent),
+    so the name is wrong: the node's pods count as unknown (`NodeSnapshots.pods_on`), else every
+    hostPort there would look stale. When the hostPort DNATs lead to pods that --cluster places
+    on one other node, that node's name is the likely one."""
+    if context.pods is None:
+        return []
+    if not context.pods:
+        return [Diagnostic(Location(cluster_file, 0, 0), (
+            "--cluster lists no pods (`No resources found`, or an empty list): it says nothing about which pods run "
+            "on the nodes; the pods running are unknown (use `kubectl get pods -A -o wide`)"))]
+    diagnostics = []
+    for state in context.nodes:
+        if context.pods_on(state.name) is not None:
+            continue
+        targets = {entry.pod_ip for entry in state.host_ports}
+        elsewhere = sorted({pod.node for pod in context.pods if pod.node and targets & set(pod.ips)})
+        hint = (f"the pods its hostPort DNATs lead to run on {elsewhere[0]!r} there: if that is this node, use "
+                f"`--node {elsewhere[0]}` or name the snapshot directory so" if len(elsewhere) == 1 else
+                "name the snapshot directory after the Kubernetes node, or use `--node NAME`")
+        diagnostics.append(Diagnostic(Location(state.path, 0, 0), (
+            f"--cluster lists no pod on a node named {state.name!r}: {hint}. Until then --cluster says nothing "
+            f"about {state.name}'s pods")))
+    return diagnostics
