@@ -394,3 +394,13 @@ def test_host_port_entries_are_not_ordered_across_dump_files(tmp_path: Path):
                             [("aaa", 30080, "10.244.1.9"), ("bbb", 30081, "10.244.1.7"), ("ccc", 30080, "10.244.1.8")])
     result = run_node(str(write(tmp_path, "node-n", {"iptables-save": one_file})))
     assert "KP802" in result.stdout, result.stdout
+
+
+def test_a_sandbox_the_runtime_calls_ready_is_never_stale():
+    """crictl says SANDBOX_READY for the chain's sandbox while the IPAM directory lacks its lease:
+    the runtime's word wins, so no KP801 tells the user to delete a live pod's rules."""
+    directory = QA / "ready-sandbox-without-lease" / "node-conflict"
+    result = run_node(str(directory))
+    assert result.exit_code == 0 and "KP801" not in result.stdout, result.stdout
+    assert "10.244.1.5" in (directory / "iptables-save").read_text(encoding="utf-8")
+    assert "10.244.1.5" not in (directory / "ipam").read_text(encoding="utf-8")  # the lease really is missing

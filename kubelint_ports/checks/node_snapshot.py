@@ -134,6 +134,10 @@ def dead_reasons(entry: HostPortEntry, node: NodeState, context: NodeSnapshots) 
     evidence: list[Related] = []
     if entry.sandbox_id and node.sandboxes is not None:
         sandbox = node.sandboxes.get(entry.sandbox_id)
+        if sandbox is not None and sandbox.state == READY:
+            # The runtime itself says the sandbox is alive: a lease or --cluster that disagrees is
+            # out of date or elsewhere, and deleting the rules would cut a live pod off.
+            return [], []
         if sandbox is None:
             reasons.append(f"no sandbox {entry.short_id} runs on {node.name} (crictl pods)")
         elif sandbox.state != READY:
