@@ -22,17 +22,15 @@ def range_origin(cluster: Cluster) -> str:
     return f"{cluster.ephemeral_port_range_text} ({'Linux default ' if default else ''}net.ipv4.ip_local_port_range)"
 
 
-def claims_in_range(cluster: Cluster, via: str) -> Iterator[tuple[Workload, HostClaim]]:
-    for workload, claim in cluster.host_claims():
-        if claim.via == via and in_range(claim.port, cluster.ephemeral_port_range):
-            yield workload, claim
+def claims_in_range(cluster: Cluster, via: str) -> Iterator[tuple[Workload, HostClaim, str]]:
+    for workload, claim, source in cluster.held_ports(via):
+        if in_range(claim.port, cluster.ephemeral_port_range):
+            yield workload, claim, source
 
 
 @register("host-network-port-in-ephemeral-range")
 def host_network_port_in_ephemeral_range(cluster: Cluster, params: Mapping[str, Any]) -> Iterator[Hit]:
-    for workload, claim, source in cluster.host_network_ports():
-        if not in_range(claim.port, cluster.ephemeral_port_range):
-            continue
+    for workload, claim, source in claims_in_range(cluster, "hostNetwork"):
         how = f", undeclared, {source}" if source else ""
         yield Hit(workload, claim.field_path, (
             f"hostNetwork port {claim.port}/{claim.protocol} (container '{claim.container}'{how}) is in the ephemeral "
@@ -45,7 +43,7 @@ def host_network_port_in_ephemeral_range(cluster: Cluster, params: Mapping[str, 
 
 @register("host-port-in-ephemeral-range")
 def host_port_in_ephemeral_range(cluster: Cluster, params: Mapping[str, Any]) -> Iterator[Hit]:
-    for workload, claim in claims_in_range(cluster, "hostPort"):
+    for workload, claim, _ in claims_in_range(cluster, "hostPort"):
         yield Hit(workload, claim.field_path, (
             f"hostPort {claim.port}/{claim.protocol} (container '{claim.container}') is in the ephemeral range: "
             f"node processes get source ports from {range_origin(cluster)}, so packets answering a node's "

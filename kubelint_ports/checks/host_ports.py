@@ -59,11 +59,7 @@ def host_port_message(claim, node, paths, words) -> str:
 
 
 def _in_range(cluster: Cluster, via: str, noun: str) -> Iterator[Hit]:
-    if via == "hostNetwork":
-        ports = cluster.host_network_ports()
-    else:
-        ports = ((workload, claim, "") for workload, claim in cluster.host_claims() if claim.via == via)
-    for workload, claim, source in ports:
+    for workload, claim, source in cluster.held_ports(via):
         if cluster.in_node_port_range(claim.port):
             how = f", undeclared, {source}" if source else ""
             yield Hit(workload, claim.field_path, (

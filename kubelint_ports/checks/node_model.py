@@ -3,7 +3,6 @@ node daemons already use. They read the shared allocation (claims indexed by pro
 
 from __future__ import annotations
 
-import itertools
 from collections import defaultdict
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -199,8 +198,7 @@ RESERVED_PORT_SCHEMA = {
 })
 def node_reserved_port(cluster: Cluster, params: Mapping[str, Any]) -> Iterator[Hit]:
     reserved = reserved_ports(params)
-    declared = ((workload, claim, "") for workload, claim in cluster.host_claims())
-    for workload, claim, source in itertools.chain(declared, cluster.listening_claims()):
+    for workload, claim, source in cluster.held_ports():
         daemon = reserved.get((claim.protocol, claim.port))
         if daemon is None or not claim.on_the_node or is_the_daemon(workload, claim, daemon):
             continue

@@ -11,7 +11,7 @@ from itertools import islice
 from typing import Any
 
 from kubelint_ports.checks import Hit, Related, register, traffic
-from kubelint_ports.model import Cluster, HostClaim, NodePortClaim, Service, Workload
+from kubelint_ports.model import Cluster, NodePortClaim, Service
 from kubelint_ports.model.datapath import FROM_POD, HOST_PROCESS, HOSTPORT, REJECTED, SERVICE, UNDEFINED, PortUse
 from kubelint_ports.model.selection import has_endpoints
 
@@ -26,22 +26,11 @@ def node_port_related(service: Service, claim: NodePortClaim) -> Related:
     return Related(service, claim.field_path, f"{claim.label} {claim.port} of {service.ref}")
 
 
-def node_port_candidates(cluster: Cluster, via: str) -> Iterator[tuple[Workload, HostClaim, str]]:
-    """(workload, claim, note) for every port of that kind a pod holds on its node, undeclared
-    hostNetwork listeners included (the note names the flag or probe)."""
-    if via == "hostNetwork":
-        for workload, claim, source in cluster.host_network_ports():
-            yield workload, claim, f" (undeclared, {source})" if source else ""
-        return
-    for workload, claim in cluster.host_claims():
-        if claim.via == via:
-            yield workload, claim, ""
-
-
 def _host_claims_on_node_ports(cluster: Cluster, via: str) -> Iterator[Hit]:
     by_number = cluster.node_ports_by_number()
     datapath = traffic.datapath_of(cluster)
-    for workload, claim, found in node_port_candidates(cluster, via):
+    for workload, claim, source in cluster.held_ports(via):
+        found = f" (undeclared, {source})" if source else ""
         if claim.port not in by_number:
             continue
         # portmap and kube-proxy rules match one protocol; a UDP nodePort leaves a TCP hostPort alone.

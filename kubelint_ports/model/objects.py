@@ -269,21 +269,20 @@ class Cluster:
             for claim in workload.claims:
                 yield workload, claim
 
-    def listening_claims(self):
-        """(workload, claim, source) for the ports hostNetwork pods listen on without declaring
-        them (flags, probes): node ports as much as declared ones, invisible to the scheduler."""
+    def held_ports(self, via: str | None = None):
+        """(workload, claim, source) for every port pods hold on their node (of one `via`, when
+        given): declared ones (source "") and the ports hostNetwork pods listen on without
+        declaring them (source: the flag or probe), node ports as much as declared ones though
+        the scheduler cannot see them."""
+        for workload, claim in self.host_claims():
+            if via is None or claim.via == via:
+                yield workload, claim, ""
+        if via not in (None, "hostNetwork"):
+            return
         for workload in self.workloads:
             for silent in workload.silent_ports:
                 yield workload, HostClaim(silent.port, "TCP", silent.address or WILDCARD_HOST_IP, "hostNetwork",
                                           silent.container, silent.field_path), silent.source
-
-    def host_network_ports(self):
-        """(workload, claim, source) for every port a hostNetwork pod holds: declared ones (source
-        "") and undeclared listeners."""
-        for workload, claim in self.host_claims():
-            if claim.via == "hostNetwork":
-                yield workload, claim, ""
-        yield from self.listening_claims()
 
     def in_node_port_range(self, port: int) -> bool:
         low, high = self.node_port_range
