@@ -1,7 +1,11 @@
-"""Tools and schemas that tests take from outside the repository: the project's shared/ folder,
-the SARIF multitool (npm) and the JUnit XSD (inside pytest's source distribution, PyPI). Each is
-fetched once with its registry's own client into a cache directory. Missing, a test is skipped
-with the reason; under CI (CI=true) it fails instead, so CI never passes by skipping them."""
+"""Tools and data that tests need from outside Python.
+
+Data (the SARIF 2.1.0 schema, the multitool's GitHub rules, the JUnit XSD) is vendored under
+tests/vendor/ (SOURCES.md says where each file comes from) and checked by digest: a clone needs
+nothing beside it. System tools (iptables, chromium, npm, ...) come from the machine: missing, a test
+is skipped with the reason and the Debian package that provides it; under CI (CI=true) it fails
+instead, so CI never passes by skipping them. The SARIF multitool is installed once with npm into
+a cache directory."""
 
 from __future__ import annotations
 
@@ -9,45 +13,68 @@ import hashlib
 import os
 import shutil
 import subprocess
-import sys
-import tarfile
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
+VENDOR = Path(__file__).resolve().parent / "vendor"
 CACHE = Path(os.environ.get("KUBELINT_TOOL_CACHE", Path.home() / ".cache" / "kubelint-ports"))
 MULTITOOL_VERSION = "5.7.0"
-# The Jenkins xunit plugin's JUnit schema (MIT, Gregory Boissinot), as pytest ships it to test its
-# own JUnit XML: https://github.com/jenkinsci/xunit-plugin
-# (src/main/resources/org/jenkinsci/plugins/xunit/types/model/xsd/junit-10.xsd).
-JUNIT_XSD_PACKAGE = "pytest==9.2.0"
-JUNIT_XSD_MEMBER = "pytest-9.2.0/testing/example_scripts/junit-10.xsd"
-JUNIT_XSD_SHA256 = "a1a816f58d1bf95ebabf371994df0b9246dee66ea9572fbec4f9296f1b2c0ff6"
+VENDORED_SHA256 = {
+    "sarif-schema-2.1.0.json": "c3b4bb2d6093897483348925aaa73af03b3e3f4bd4ca38cef26dcb4212a2682e",
+    "sarif-multitool-github-rules.xml": "b600ba9cfd974711b7683eb0f1a9f9de08e2311beb14e4604d1c76a3e58fd5d5",
+    "junit-10.xsd": "a1a816f58d1bf95ebabf371994df0b9246dee66ea9572fbec4f9296f1b2c0ff6",
+}
+# Where Debian installs administrator tools: on root's PATH, often not on a user's or a CI job's.
+SYSTEM_BIN_DIRECTORIES = ("/usr/sbin", "/sbin", "/usr/local/sbin")
+
+
+def in_ci() -> bool:
+    return os.environ.get("CI") == "true"
 
 
 def unavailable(reason: str):
     """Skip here; fail under CI, where .ci/run provides every tool."""
-    if os.environ.get("CI") == "true":
+    if in_ci():
         pytest.fail(f"{reason} (CI must provide it: see .ci/run)")
     pytest.skip(reason)
 
 
-def shared_file(relative: str) -> Path:
-    """A file of the project's shared/ folder, which sits beside the checkout (CI, main) or a few
-    levels up (a worktree)."""
-    for directory in ROOT.parents:
-        if (directory / "shared" / relative).is_file():
-            return directory / "shared" / relative
-    unavailable(f"shared/{relative} not found beside the checkout")
+def missing_tool_reason(tool: str, package: str) -> str | None:
+    """Why `tool` cannot be run, naming the package to install, or None when it is on PATH.
+
+    "not on PATH" is said only when that is the cause: the tool is installed in a system
+    directory that this PATH lacks."""
+    if shutil.which(tool):
+        return None
+    for directory in SYSTEM_BIN_DIRECTORIES:
+        candidate = Path(directory) / tool
+        if candidate.is_file() and os.access(candidate, os.X_OK):
+            return f"`{tool}` is installed in {directory} but {directory} is not on PATH (PATH={os.environ.get('PATH', '')})"
+    return f"`{tool}` is not installed: apt-get install {package}"
+
+
+def require_tools(*tools: tuple[str, str]) -> None:
+    """Skip (or fail under CI) unless every (tool, Debian package) is on PATH."""
+    reasons = [reason for tool, package in tools if (reason := missing_tool_reason(tool, package))]
+    if reasons:
+        unavailable("; ".join(reasons))
+
+
+def vendored(name: str) -> Path:
+    """A file of tests/vendor/, checked against its recorded digest."""
+    path = VENDOR / name
+    digest = hashlib.sha256(path.read_bytes()).hexdigest()
+    assert digest == VENDORED_SHA256[name], f"tests/vendor/{name} changed: see tests/vendor/SOURCES.md"
+    return path
 
 
 def sarif_multitool() -> tuple[Path, Path]:
     """The SARIF multitool and GitHub's rule configuration for it."""
-    rules = shared_file("tools/sarif-multitool-github-rules.xml")
+    rules = vendored("sarif-multitool-github-rules.xml")
+    require_tools(("npm", "npm"))
     npm = shutil.which("npm")
-    if npm is None:
-        unavailable("npm is not installed: the SARIF multitool check needs it")
     cache = CACHE / f"sarif-multitool-{MULTITOOL_VERSION}"
     tool = cache / "node_modules" / ".bin" / "sarif-multitool"
     if not tool.exists():
@@ -61,22 +88,5 @@ def sarif_multitool() -> tuple[Path, Path]:
 
 
 def junit_schema() -> Path:
-    """junit-10.xsd, checked against its known digest."""
-    target = CACHE / "junit-xsd" / "junit-10.xsd"
-    if not target.exists():
-        download = CACHE / "junit-xsd" / "sdist"
-        download.mkdir(parents=True, exist_ok=True)
-        done = subprocess.run([sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--no-binary", ":all:",
-                               "--dest", str(download), JUNIT_XSD_PACKAGE], capture_output=True, text=True, timeout=600)
-        archives = sorted(download.glob("pytest-*.tar.gz"))
-        if done.returncode != 0 or not archives:
-            unavailable(f"could not download {JUNIT_XSD_PACKAGE} for its JUnit schema: {done.stderr[-500:]}")
-        with tarfile.open(archives[0]) as archive:
-            member = archive.extractfile(JUNIT_XSD_MEMBER)
-            if member is None:
-                unavailable(f"{archives[0].name} holds no {JUNIT_XSD_MEMBER}")
-            target.write_bytes(member.read())
-    if hashlib.sha256(target.read_bytes()).hexdigest() != JUNIT_XSD_SHA256:
-        target.unlink()
-        unavailable("the downloaded JUnit schema is not the expected file")
-    return target
+    """junit-10.xsd, vendored."""
+    return vendored("junit-10.xsd")

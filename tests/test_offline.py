@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 import textwrap
@@ -16,15 +15,20 @@ from pathlib import Path
 
 import pytest
 
+from external_tools import require_tools
 from test_hostile import DEPLOYMENT, POLICY, SCHEMAS, write_chart
 
-TOOLS = ("unshare", "ip", "iptables", "ip6tables")
-missing = [tool for tool in TOOLS if shutil.which(tool) is None]
+TOOLS = (("unshare", "util-linux"), ("ip", "iproute2"), ("iptables", "iptables"), ("ip6tables", "iptables"))
 pytestmark = [
     pytest.mark.skipif(sys.platform != "linux", reason="network namespaces are Linux's"),
     pytest.mark.skipif(hasattr(os, "geteuid") and os.geteuid() != 0, reason="needs root for a network namespace"),
-    pytest.mark.skipif(bool(missing), reason=f"needs {', '.join(missing)} (apt-get install iproute2 iptables)"),
 ]
+
+
+@pytest.fixture(autouse=True)
+def _tools():
+    """A missing tool skips with the package to install (fails under CI=true)."""
+    require_tools(*TOOLS)
 
 AUDITED = textwrap.dedent("""\
     import os, sys

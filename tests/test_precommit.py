@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import os
 import shutil
 import subprocess
 import sys
@@ -51,16 +53,47 @@ def test_manifest_is_valid():
     assert done.returncode == 0, done.stdout + done.stderr
 
 
-@pytest.fixture(scope="module")
-def hook_home(tmp_path_factory):
-    """One pre-commit cache for the module: the hook's environment is built once."""
-    return tmp_path_factory.mktemp("pre-commit-home")
+@pytest.fixture(scope="session")
+def hook_source(tmp_path_factory) -> tuple[str, str]:
+    """This checkout as one commit that every test's `try-repo` names: (repository, ref).
+
+    pre-commit keys a hook's environment by repository and revision. Pointed at a work tree with
+    uncommitted changes, `try-repo` commits them into a new shadow repository on every call, so
+    each test paid for a new environment (pip installing the project and, for the charts hook,
+    the Helm engine). One snapshot, one revision: each hook's environment is built once."""
+    source = tmp_path_factory.mktemp("hook-source")
+    listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=ROOT,
+                            capture_output=True, check=True).stdout.decode().split("\0")
+    for name in filter(None, listed):
+        origin = ROOT / name
+        if origin.is_file() and not origin.is_symlink():
+            (source / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(origin, source / name)
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@example.com", "-c", "commit.gpgsign=false"]
+    subprocess.run([*git, "init", "-q"], cwd=source, check=True)
+    subprocess.run([*git, "add", "-A"], cwd=source, check=True)
+    subprocess.run([*git, "commit", "-q", "-m", "snapshot"], cwd=source, check=True)
+    ref = subprocess.run(["git", "rev-parse", "HEAD"], cwd=source, capture_output=True, text=True, check=True)
+    return str(source), ref.stdout.strip()
 
 
-def try_repo(tmp_path: Path, home: Path, hook: str, files: dict[str, str], *,
+@pytest.fixture(scope="session")
+def hook_home(tmp_path_factory, hook_source) -> tuple[Path, str, str]:
+    """One pre-commit cache for the session and the snapshot it installs hooks from: each hook's
+    environment is built once."""
+    return (tmp_path_factory.mktemp("pre-commit-home"), *hook_source)
+
+
+def try_repo(tmp_path: Path, cache: tuple[Path, str, str], hook: str, files: dict[str, str], *,
              changed: list[str] | None = None) -> subprocess.CompletedProcess:
-    """`pre-commit try-repo` in a new repository holding `files`: on every file, or on `changed`."""
+    """`pre-commit run HOOK` in a new repository holding `files`: on every file, or on `changed`.
+
+    The hook comes from the snapshot of this checkout, as a user's .pre-commit-config.yaml names
+    it (repository and rev). The configuration lies outside the repository (`--config`), so the
+    hooks never see it among the files. Unlike `pre-commit try-repo`, which installs into a new
+    temporary store on every call, `run` keeps environments in PRE_COMMIT_HOME: built once."""
     repo = tmp_path / "repo"
+    home, repository, ref = cache
     if not repo.exists():
         repo.mkdir()
         for name, text in files.items():
@@ -69,13 +102,15 @@ def try_repo(tmp_path: Path, home: Path, hook: str, files: dict[str, str], *,
         git = ["git", "-c", "user.name=t", "-c", "user.email=t@example.com"]
         subprocess.run([*git, "init", "-q"], cwd=repo, check=True)
         subprocess.run([*git, "add", "."], cwd=repo, check=True)
-    env = {**__import__("os").environ, "PRE_COMMIT_HOME": str(home)}
+    config = tmp_path / "pre-commit-config.yaml"
+    config.write_text(f"repos:\n  - repo: {json.dumps(repository)}\n    rev: {ref}\n    hooks: [{{id: {hook}}}]\n")
+    env = {**os.environ, "PRE_COMMIT_HOME": str(home)}
     which = ["--files", *changed] if changed is not None else ["--all-files"]
-    return subprocess.run([pre_commit(), "try-repo", str(ROOT), hook, *which, "--verbose"], cwd=repo,
+    return subprocess.run([pre_commit(), "run", "--config", str(config), hook, *which, "--verbose"], cwd=repo,
                           env=env, capture_output=True, text=True, timeout=900)
 
 
-@pytest.mark.skipif(__import__("os").environ.get("KUBELINT_SKIP_INSTALL_TESTS") == "1",
+@pytest.mark.skipif(os.environ.get("KUBELINT_SKIP_INSTALL_TESTS") == "1",
                     reason="KUBELINT_SKIP_INSTALL_TESTS=1")
 def test_whole_repository_hook_fails_on_a_cross_file_collision(tmp_path, hook_home):
     done = try_repo(tmp_path, hook_home, "kubelint-ports", {"k8s/deploy.yaml": BAD, "k8s/service.yaml": OTHER_FILE})
@@ -83,7 +118,7 @@ def test_whole_repository_hook_fails_on_a_cross_file_collision(tmp_path, hook_ho
     assert "k8s/deploy.yaml\n  9:" in done.stdout and "KP201" in done.stdout
 
 
-@pytest.mark.skipif(__import__("os").environ.get("KUBELINT_SKIP_INSTALL_TESTS") == "1",
+@pytest.mark.skipif(os.environ.get("KUBELINT_SKIP_INSTALL_TESTS") == "1",
                     reason="KUBELINT_SKIP_INSTALL_TESTS=1")
 def test_whole_repository_hook_passes_a_clean_repository(tmp_path, hook_home):
     done = try_repo(tmp_path, hook_home, "kubelint-ports",
@@ -91,7 +126,7 @@ def test_whole_repository_hook_passes_a_clean_repository(tmp_path, hook_home):
     assert done.returncode == 0, done.stdout + done.stderr
 
 
-@pytest.mark.skipif(__import__("os").environ.get("KUBELINT_SKIP_INSTALL_TESTS") == "1",
+@pytest.mark.skipif(os.environ.get("KUBELINT_SKIP_INSTALL_TESTS") == "1",
                     reason="KUBELINT_SKIP_INSTALL_TESTS=1")
 def test_per_file_hook_runs_single_object_rules_only(tmp_path, hook_home):
     done = try_repo(tmp_path, hook_home, "kubelint-ports-files", {"deploy.yaml": BAD, "service.yaml": OTHER_FILE})
@@ -133,7 +168,7 @@ def test_chart_hook_declares_the_helm_extra():
         assert not pattern.search(path), path
 
 
-@pytest.mark.skipif(__import__("os").environ.get("KUBELINT_SKIP_INSTALL_TESTS") == "1",
+@pytest.mark.skipif(os.environ.get("KUBELINT_SKIP_INSTALL_TESTS") == "1",
                     reason="KUBELINT_SKIP_INSTALL_TESTS=1")
 def test_a_helpers_only_change_runs_the_chart_hook_which_renders_in_process(tmp_path, hook_home):
     files = chart_repository()
@@ -146,7 +181,7 @@ def test_a_helpers_only_change_runs_the_chart_hook_which_renders_in_process(tmp_
     assert slim.returncode == 0 and "no files to check" in slim.stdout, "a .tpl is not YAML to the slim hook"
 
 
-@pytest.mark.skipif(__import__("os").environ.get("KUBELINT_SKIP_INSTALL_TESTS") == "1",
+@pytest.mark.skipif(os.environ.get("KUBELINT_SKIP_INSTALL_TESTS") == "1",
                     reason="KUBELINT_SKIP_INSTALL_TESTS=1")
 def test_slim_hook_has_no_helm_engine(tmp_path, hook_home):
     import shutil
@@ -181,7 +216,7 @@ def test_per_file_hook_leaves_chart_files_to_the_chart_hook():
         assert not exclude.search(path), path
 
 
-@pytest.mark.skipif(__import__("os").environ.get("KUBELINT_SKIP_INSTALL_TESTS") == "1",
+@pytest.mark.skipif(os.environ.get("KUBELINT_SKIP_INSTALL_TESTS") == "1",
                     reason="KUBELINT_SKIP_INSTALL_TESTS=1")
 def test_per_file_hook_in_a_repository_with_a_chart(tmp_path, hook_home):
     files = {**chart_repository(), "k8s/deploy.yaml": BAD, "k8s/service.yaml": CLEAN}

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import sarif_om as om
 
-from external_tools import sarif_multitool, shared_file
+from external_tools import sarif_multitool, vendored
 from kubelint_ports import __version__
 from kubelint_ports.engine import LintOptions, lint_paths
 from kubelint_ports.findings import Finding, Location, ObjectRef, Report, Severity
@@ -71,7 +71,7 @@ def sarif_for(paths, category: str = "") -> dict:
 def validate(log: dict) -> None:
     import jsonschema
 
-    schema = shared_file("schemas/sarif-schema-2.1.0.json")
+    schema = vendored("sarif-schema-2.1.0.json")
     errors = [f"{list(e.absolute_path)}: {e.message}" for e in jsonschema.Draft4Validator(
         json.loads(schema.read_text(encoding="utf-8"))).iter_errors(log)]
     assert errors == []

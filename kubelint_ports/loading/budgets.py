@@ -177,7 +177,7 @@ def documents_surely_within(data: bytes, limits: Limits) -> bool:
     return all(nodes_surely_within(data, limits.max_nodes, a, b) for a, b in zip(starts, starts[1:]))
 
 
-def event_check(data: bytes | str, limits: Limits) -> None:
+def event_check(data: bytes | str, limits: Limits, retry: bool = True) -> None:
     """Count depth and nodes with libyaml's event parser; raise at the first event over budget.
 
     The parser keeps its own stacks (no recursion) and builds no tree, so this costs time in
@@ -204,7 +204,14 @@ def event_check(data: bytes | str, limits: Limits) -> None:
                                  "not read", event.start_mark)
     except LimitError:
         raise
-    except yaml.YAMLError:
+    except yaml.YAMLError as error:
+        # libyaml's scanner reads ahead and, since PyYAML 6.0.4, refuses deep flow nesting on its
+        # own before it hands us a single event. Our budget speaks first: the text up to where the
+        # scanner stopped is counted again, and a genuine syntax error there is left to the composer.
+        # One retry: the prefix ends where the scanner stopped, so it cannot stop there again.
+        stop = getattr(getattr(error, "problem_mark", None), "index", None)
+        if retry and isinstance(stop, int) and 0 < stop < len(data):
+            event_check(data[:stop], limits, retry=False)
         return
 
 

@@ -31,6 +31,9 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from external_tools import missing_tool_reason  # noqa: E402  (tests/: one wording for missing tools)
+
 CNI_PATH = "/usr/lib/cni"
 AGENT = str(Path(__file__).with_name("agent.py"))
 NODE_IP = "192.168.11.2"
@@ -228,9 +231,12 @@ def missing_requirements() -> str:
         return "the datapath lab needs Linux network namespaces"
     if os.geteuid() != 0:
         return "the datapath lab needs root (network namespaces, iptables, nft)"
-    for tool in ("ip", "iptables", "iptables-save", "iptables-restore", "nft", "ipset", "ss", "sysctl"):
-        if shutil.which(tool) is None:
-            return f"the datapath lab needs `{tool}` (apt-get install iptables nftables ipset iproute2)"
+    for tool, package in (("ip", "iproute2"), ("iptables", "iptables"), ("iptables-save", "iptables"),
+                          ("iptables-restore", "iptables"), ("nft", "nftables"), ("ipset", "ipset"),
+                          ("ss", "iproute2"), ("sysctl", "procps")):
+        reason = missing_tool_reason(tool, package)
+        if reason:
+            return f"the datapath lab needs {reason}"
     for plugin in ("bridge", "host-local", "portmap"):
         if not os.access(os.path.join(CNI_PATH, plugin), os.X_OK):
             return f"the datapath lab needs the CNI {plugin} plugin in {CNI_PATH} (apt-get install containernetworking-plugins)"
