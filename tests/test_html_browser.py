@@ -201,3 +201,29 @@ def test_500_nodes_by_1000_ports_stay_usable(browser, tmp_path):
     type_into(browser, "filter-node", "node-013")
     assert {node for node, _ in cells(browser)} == {"node-013"}
     assert cells(browser)[("node-013", "10001/TCP")][1] == "conflict"  # a DaemonSet and a pod pinned there
+
+
+def test_the_page_works_under_its_content_security_policy(browser, examples_page):
+    """Nothing the page does itself is refused by its CSP (its style and script hashes are right,
+    it sets no inline handler or style attribute), and the filters' form submits nothing."""
+    page, _ = examples_page
+    watch = browser.execute_cdp_cmd("Page.addScriptToEvaluateOnNewDocument", {"source": (
+        "window.__violations = []; document.addEventListener('securitypolicyviolation', "
+        "(e) => window.__violations.push(e.violatedDirective + ' ' + e.blockedURI));")})
+    try:
+        load(browser, page)
+        policy = browser.execute_script(
+            "const m = document.querySelector('meta[http-equiv=\"Content-Security-Policy\"]'); return m && m.content")
+        assert policy and policy.startswith("default-src 'none'; script-src 'sha256-")
+        colour = browser.execute_script(
+            "return getComputedStyle(document.querySelector('.s-conflict')).backgroundColor")
+        assert colour == "rgb(179, 38, 30)", "the page's style applies"
+        browser.find_element("css selector", '.cell[data-node="worker-1"][data-port="9100/TCP"]').click()
+        assert "KP301 host-port-conflict" in browser.find_element("id", "details").text
+        type_into(browser, "filter-port", "443")
+        browser.execute_script("document.getElementById('filters').requestSubmit()")  # as Enter would
+        assert browser.current_url == page.as_uri() and set(cells(browser)) == {("edge-1", "443/TCP")}
+        browser.execute_script("return new Promise(r => setTimeout(r, 100));")  # violations are reported async
+        assert browser.execute_script("return window.__violations") == []
+    finally:
+        browser.execute_cdp_cmd("Page.removeScriptToEvaluateOnNewDocument", {"identifier": watch["identifier"]})

@@ -21,10 +21,13 @@
   }));
 
   const holdersByPort = new Map();
+  // A column's port and protocol, kept apart: a protocol is whatever the manifest wrote, "/" too.
+  const columnOf = new Map();
   for (const holder of holders) {
     const key = holder.port + "/" + holder.protocol;
     if (!holdersByPort.has(key)) holdersByPort.set(key, []);
     holdersByPort.get(key).push(holder);
+    columnOf.set(key, {port: holder.port, protocol: holder.protocol});
   }
 
   // The datapath model's answer for everything that holds this port on this node (filters aside).
@@ -42,9 +45,40 @@
   let view = {rows: [], columns: []};
   let selected = null;
 
-  function esc(text) {
-    return String(text).replace(/[&<>"']/g, (c) => ({"&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;",
-                                                      "'": "&#39;"}[c]));
+  // Every value in `data` comes from someone's manifests. It reaches the page only through `el`:
+  // as a text node or an attribute value, never as markup (no innerHTML anywhere; the page's
+  // CSP asks for Trusted Types, so a browser that has them refuses one). What is shown passes
+  // `printable`: controls, line separators and bidi overrides written as escapes, as in the other
+  // formats (formatters.printable), so a name cannot reorder or break what is read next to it.
+  const UNPRINTABLE = /[\x00-\x08\x0a-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]/g;
+  function printable(text) {
+    return String(text).replace(UNPRINTABLE, (c) => c === "\n" ? "\\n" : c === "\r" ? "\\r"
+      : c.charCodeAt(0) < 0x100 ? "\\x" + c.charCodeAt(0).toString(16).padStart(2, "0")
+      : "\\u" + c.charCodeAt(0).toString(16).padStart(4, "0"));
+  }
+
+  // el("td", {class: "x", title: ["line", "line"], dataset: {...}, style: {...}}, "text", child...):
+  // strings become text nodes; a title is shown text (an array: one line each); data-* values
+  // stay as they are (the script compares them with `data`); styles go through the CSSOM, which
+  // the CSP allows where a style="" attribute would be refused.
+  function el(tag, props, ...children) {
+    const node = document.createElement(tag);
+    for (const [name, value] of Object.entries(props || {})) {
+      if (value === null || value === undefined) continue;
+      if (name === "style") Object.assign(node.style, value);
+      else if (name === "dataset") Object.assign(node.dataset, value);
+      else if (name === "title") node.title = [].concat(value).map(printable).join("\n");
+      else node.setAttribute(name, value);
+    }
+    for (const child of children) {
+      if (child === null || child === undefined || child === "") continue;
+      node.append(child instanceof Node ? child : printable(child));
+    }
+    return node;
+  }
+
+  function badge(state) {
+    return el("span", {class: "badge " + CLASS[state]}, LETTER[state]);
   }
 
   function marksOn(holder, node) {
@@ -118,13 +152,13 @@
     const shown = data.nodes.map((name, index) => index)
       .filter((node) => nodeTest(data.nodes[node]) && (cells.has(node) || (!narrowed && !PSEUDO.has(data.nodes[node]))));
     const rows = groupRows(shown, cells);
-    const keys = new Map();
+    const keys = new Set();
     for (const row of rows) {
-      for (const key of row.cells.keys()) keys.set(key, key.split("/"));
+      for (const key of row.cells.keys()) keys.add(key);
     }
-    const columns = [...keys.keys()].sort((a, b) => {
-      const [pa, qa] = keys.get(a), [pb, qb] = keys.get(b);
-      return (+pa - +pb) || (qa < qb ? -1 : qa > qb ? 1 : 0);
+    const columns = [...keys].sort((a, b) => {
+      const {port: pa, protocol: qa} = columnOf.get(a), {port: pb, protocol: qb} = columnOf.get(b);
+      return (pa - pb) || (qa < qb ? -1 : qa > qb ? 1 : 0);
     });
     view = {rows, columns};
     const nodeCount = rows.reduce((sum, row) => sum + row.nodes.filter((n) => !PSEUDO.has(data.nodes[n])).length, 0);
@@ -176,7 +210,7 @@
     }
     const receiver = receiverOf(row.nodes[0], key);
     if (receiver) lines.push(`receives the packet: ${receiver.winner}`);
-    return lines.join("\n");
+    return lines;  // el() shows each line
   }
 
   let pending = false;
@@ -197,7 +231,7 @@
     const r1 = Math.min(rows.length, Math.ceil((top + grid.clientHeight - HEAD_H) / ROW_H) + OVERSCAN);
     const c0 = Math.max(0, Math.floor(left / CELL_W) - OVERSCAN);
     const c1 = Math.min(columns.length, Math.ceil((left + grid.clientWidth - LABEL_W) / CELL_W) + OVERSCAN);
-    const html = [];
+    const drawn = document.createDocumentFragment();
     for (let r = r0; r < r1; r++) {
       const row = rows[r], y = HEAD_H + r * ROW_H;
       for (let c = c0; c < c1; c++) {
@@ -206,25 +240,27 @@
         const state = strongest(entries);
         const count = entries.filter((e) => e.holder.kind !== "node daemon").length;
         const isSelected = selected && selected.row === r && selected.column === c;
-        html.push(`<div class="cell ${CLASS[state]}${isSelected ? " selected" : ""}" style="left:${LABEL_W + c * CELL_W}px;` +
-                  `top:${y}px" data-row="${r}" data-col="${c}" data-node="${esc(data.nodes[row.nodes[0]])}" ` +
-                  `data-port="${columns[c]}" data-state="${state}" title="${esc(cellTitle(row, columns[c], entries))}">` +
-                  `${LETTER[state]}${count > 1 ? count : ""}</div>`);
+        drawn.append(el("div", {
+          class: `cell ${CLASS[state]}${isSelected ? " selected" : ""}`,
+          style: {left: (LABEL_W + c * CELL_W) + "px", top: y + "px"},
+          dataset: {row: r, col: c, node: data.nodes[row.nodes[0]], port: columns[c], state},
+          title: cellTitle(row, columns[c], entries)}, LETTER[state] + (count > 1 ? count : "")));
       }
-      const toggle = row.group ? `<button class="group-toggle" data-group="${esc(row.group)}" ` +
-        `title="${row.nodes.length > 1 ? "show each node" : "collapse the identical nodes"}">` +
-        `${row.nodes.length > 1 ? "+" : "-"}</button>` : "";
-      html.push(`<div class="rowlabel" style="left:${left}px;top:${y}px;width:${LABEL_W}px" ` +
-                `title="${esc(row.nodes.map((n) => data.nodes[n]).slice(0, 50).join(", "))}">${toggle}${esc(row.label)}</div>`);
+      const toggle = row.group ? el("button", {class: "group-toggle", dataset: {group: row.group},
+        title: row.nodes.length > 1 ? "show each node" : "collapse the identical nodes"},
+      row.nodes.length > 1 ? "+" : "-") : null;
+      drawn.append(el("div", {class: "rowlabel", style: {left: left + "px", top: y + "px", width: LABEL_W + "px"},
+        title: row.nodes.map((n) => data.nodes[n]).slice(0, 50).join(", ")}, toggle, row.label));
     }
     for (let c = c0; c < c1; c++) {
-      const [port, protocol] = columns[c].split("/");
-      html.push(`<div class="colhead" style="left:${LABEL_W + c * CELL_W}px;top:${top}px;width:${CELL_W}px;` +
-                `height:${HEAD_H}px" data-port="${columns[c]}">${port}<br>${protocol}</div>`);
+      const {port, protocol} = columnOf.get(columns[c]);
+      drawn.append(el("div", {class: "colhead", dataset: {port: columns[c]},
+        style: {left: (LABEL_W + c * CELL_W) + "px", top: top + "px", width: CELL_W + "px", height: HEAD_H + "px"}},
+      String(port), el("br"), protocol));
     }
-    html.push(`<div class="corner" style="left:${left}px;top:${top}px;width:${LABEL_W}px;height:${HEAD_H}px">` +
-              `node \\ port</div>`);
-    space.innerHTML = html.join("");
+    drawn.append(el("div", {class: "corner",
+      style: {left: left + "px", top: top + "px", width: LABEL_W + "px", height: HEAD_H + "px"}}, "node \\ port"));
+    space.replaceChildren(drawn);
   }
 
   function findingText(finding) {
@@ -239,28 +275,31 @@
     selected = {row: r, column: c};
     const state = strongest(entries);
     const where = row.nodes.length > 1
-      ? `${row.nodes.length} nodes with the same ports: ${row.nodes.slice(0, 20).map((n) => data.nodes[n]).join(", ")}` +
+      ? `${row.nodes.length} nodes with the same ports: ` +
+        row.nodes.slice(0, 20).map((n) => data.nodes[n]).join(", ") +
         (row.nodes.length > 20 ? ", ..." : "")
       : data.nodes[node];
-    const parts = [`<h3>${esc(where)} &middot; ${esc(key)}</h3>`,
-                   `<p><span class="badge ${CLASS[state]}">${LETTER[state]}</span> ${esc(state)}</p>`];
+    const parts = [el("h3", null, `${where} \u00b7 ${key}`), el("p", null, badge(state), " " + state)];
     const receiver = receiverOf(node, key);
     if (receiver) {
-      parts.push(`<p class="winner">Receives a packet to this port (from a pod or another machine): ` +
-                 `<b>${esc(receiver.winner)}</b>${receiver.certain ? "" : " (unknown facts decide)"}<br>` +
-                 `<span class="muted">${esc(receiver.text)}</span></p>`);
+      parts.push(el("p", {class: "winner"}, "Receives a packet to this port (from a pod or another machine): ",
+        el("b", null, receiver.winner), receiver.certain ? null : " (unknown facts decide)", el("br"),
+        el("span", {class: "muted"}, receiver.text)));
     }
     const winners = receiver && receiver.certain ? receiver.winner.split(" or ") : [];
-    parts.push("<table><tr><th>holder</th><th>kind</th><th>pods</th><th>here</th><th>hostIP</th><th>where</th></tr>");
+    const table = el("table", null,
+      el("tr", null, ...["holder", "kind", "pods", "here", "hostIP", "where"].map((name) => el("th", null, name))));
     for (const e of entries) {
       const h = e.holder;
-      const wins = winners.includes(h.owner) ? ' <b class="wins">&larr; receives the packet</b>' : "";
-      parts.push(`<tr class="${CLASS[e.state]}-row"><td><span class="badge ${CLASS[e.state]}">${LETTER[e.state]}</span> ` +
-                 `${esc(h.owner)}${h.note ? ` <span class="muted">(${esc(h.note)})</span>` : ""}${wins}</td>` +
-                 `<td>${esc(h.kind)}</td><td>${esc(h.pods)}</td><td>${esc(h.placement)}</td><td>${esc(h.hostIP)}</td>` +
-                 `<td><code>${esc(h.location || "-")}</code></td></tr>`);
+      table.append(el("tr", {class: CLASS[e.state] + "-row"},
+        el("td", null, badge(e.state), " ", h.owner, h.note ? " " : null,
+          h.note ? el("span", {class: "muted"}, `(${h.note})`) : null,
+          winners.includes(h.owner) ? " " : null,
+          winners.includes(h.owner) ? el("b", {class: "wins"}, "\u2190 receives the packet") : null),
+        el("td", null, h.kind), el("td", null, h.pods), el("td", null, h.placement), el("td", null, h.hostIP),
+        el("td", null, el("code", null, h.location || "-"))));
     }
-    parts.push("</table>");
+    parts.push(table);
     const marks = [];
     const seen = new Set();
     for (const e of entries) {
@@ -272,26 +311,20 @@
     const rank = (m) => (m.state ? STATES.indexOf(m.state) : STATES.length);
     marks.sort((a, b) => rank(a) - rank(b) || a.finding.index - b.finding.index);
     if (marks.length) {
-      parts.push("<h4>Findings here</h4><ul class=\"cell-findings\">");
-      for (const m of marks) {
-        const f = m.finding;
-        parts.push(`<li><a href="#f${f.index}">${esc(f.rule)} ${esc(f.name)}</a> ${esc(f.severity)}` +
-                   `${f.suppressed ? " (suppressed)" : ""} <code>${esc(f.location)}</code><br>${esc(findingText(f))}</li>`);
-      }
-      parts.push("</ul>");
+      parts.push(el("h4", null, "Findings here"), el("ul", {class: "cell-findings"}, ...marks.map(({finding: f}) =>
+        el("li", null, el("a", {href: "#f" + f.index}, `${f.rule} ${f.name}`),
+          ` ${f.severity}${f.suppressed ? " (suppressed)" : ""} `, el("code", null, f.location), el("br"),
+          findingText(f)))));
     }
     if (data.nodes[node] !== data.everyNode) {
       const everywhere = holders.filter((h) => h.nodes.length === 1 && data.nodes[h.nodes[0]] === data.everyNode &&
                                            h.port + "/" + h.protocol === key);
       if (everywhere.length) {
-        parts.push("<h4>Also on every node at this port</h4><ul>");
-        for (const h of everywhere) {
-          parts.push(`<li>${esc(h.kind)} of ${esc(h.owner)} <code>${esc(h.location || "-")}</code></li>`);
-        }
-        parts.push("</ul>");
+        parts.push(el("h4", null, "Also on every node at this port"), el("ul", null, ...everywhere.map((h) =>
+          el("li", null, `${h.kind} of ${h.owner} `, el("code", null, h.location || "-")))));
       }
     }
-    details.innerHTML = parts.join("");
+    details.replaceChildren(...parts);
     render();
   }
 
@@ -330,6 +363,9 @@
     selected = null;
     compute();
   };
+  // The form only groups the filters: submitting it (Enter, where a browser does) would reload
+  // the page, and the CSP's form-action 'none' would refuse that with a violation report.
+  document.getElementById("filters").addEventListener("submit", (event) => event.preventDefault());
   // A finding's "show on map": the map filtered to its port.
   document.getElementById("findings").addEventListener("click", (event) => {
     const button = event.target.closest(".show-on-map");
