@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -154,8 +155,11 @@ def test_rules_and_explain():
 
 
 def test_python_dash_m_and_version():
+    from kubelint_ports import __version__
+
     done = subprocess.run([sys.executable, "-m", "kubelint_ports", "--version"], capture_output=True, text=True)
-    assert done.returncode == 0 and done.stdout.startswith("kubelint-ports ")
+    assert (done.returncode, done.stdout, done.stderr) == (0, f"kubelint-ports {__version__}\n", "")
+    assert re.fullmatch(r"\d+\.\d+\.\d+", __version__)
 
 
 def test_examples_show_every_rule_firing():

@@ -17,10 +17,34 @@ def test_rule_docs_are_up_to_date():
     assert not stale, f"docs/rules is stale ({', '.join(stale)}): run `python -m kubelint_ports.docs`"
 
 
-def test_every_page_has_the_fixed_sections():
+def sections(text: str) -> dict[str, str]:
+    """A rule page's `## ` sections, by heading, each with its text stripped."""
+    found: dict[str, str] = {}
+    heading = None
+    for line in text.splitlines():
+        if line.startswith("## "):
+            heading = line[3:]
+            found[heading] = ""
+        elif heading is not None:
+            found[heading] += line + "\n"
+    return {name: body.strip() for name, body in found.items()}
+
+
+def test_every_page_says_what_its_policy_says_under_the_fixed_sections():
+    """The sections hold the policy's own words and its runnable example and fix, in order, none
+    empty: a policy with a blank field or a renderer that dropped one fails here."""
     for policy in builtin_policies():
-        text = rule_markdown(policy)
-        for heading in ("## What it does", "## Why is this bad?", "## Example", "## Fix", "## References"):
-            assert heading in text, (policy.id, heading)
-        if policy.docs.get("parameters"):
-            assert "## Parameters" in text
+        page = sections(rule_markdown(policy))
+        fixed = ["What it does", "Why is this bad?", "Example", "Fix", "References"]
+        assert [name for name in page if name in fixed] == fixed, policy.id
+        assert page["What it does"] == policy.docs["what"].strip() != "", policy.id
+        assert page["Why is this bad?"] == policy.docs["why"].strip() != "", policy.id
+        for section, field in (("Example", "example"), ("Fix", "fix")):
+            body = page[section]
+            assert body.startswith("```") and body.endswith("```"), (policy.id, section)
+            assert body.split("\n", 1)[1].rsplit("\n", 1)[0] == policy.docs[field].rstrip() != "", (policy.id, section)
+        assert page["References"], policy.id
+        parameters = policy.docs.get("parameters") or {}
+        assert ("Parameters" in page) == bool(parameters), policy.id
+        for name in parameters:
+            assert f"- `{name}` (default " in page["Parameters"], (policy.id, name)
