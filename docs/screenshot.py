@@ -31,9 +31,9 @@ def browser_missing() -> str:
     except ImportError:
         return "selenium is not installed (pip install '.[test]')"
     if not (shutil.which("chromium") or shutil.which("chromium-browser")):
-        return "no chromium binary (apt-get install chromium chromium-driver)"
+        return "`chromium` is not on PATH (apt-get install chromium chromium-driver)"
     if not shutil.which("chromedriver"):
-        return "no chromedriver binary (apt-get install chromium-driver)"
+        return "`chromedriver` is not on PATH (apt-get install chromium-driver)"
     return ""
 
 

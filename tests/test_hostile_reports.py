@@ -32,8 +32,19 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "docs"))
 from screenshot import browser_missing, chromium_driver  # noqa: E402
 
+from external_tools import unavailable  # noqa: E402
+
 MISSING = browser_missing()
-needs_browser = pytest.mark.skipif(bool(MISSING), reason=f"no browser to drive: {MISSING}")
+
+
+@pytest.fixture
+def browser_available():
+    """No browser: skip with the package to install; under CI=true, fail."""
+    if MISSING:
+        unavailable(f"no browser to drive: {MISSING}")
+
+
+needs_browser = pytest.mark.usefixtures("browser_available")
 
 
 def hostile(field: str) -> str:
@@ -127,7 +138,7 @@ document.addEventListener("securitypolicyviolation",
 @pytest.fixture(scope="module")
 def browser(tmp_path_factory):
     if MISSING:
-        pytest.skip(f"no browser to drive: {MISSING}")
+        unavailable(f"no browser to drive: {MISSING}")
     driver = chromium_driver(str(tmp_path_factory.mktemp("chromium-profile")), 1400, 900)
     driver.execute_cdp_cmd("Page.addScriptToEvaluateOnNewDocument", {"source": WATCH})
     yield driver

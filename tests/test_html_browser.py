@@ -22,8 +22,16 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "docs"))
 from screenshot import browser_missing, chromium_driver  # noqa: E402
 
+from external_tools import unavailable  # noqa: E402
+
 MISSING = browser_missing()
-pytestmark = pytest.mark.skipif(bool(MISSING), reason=f"no browser to drive: {MISSING}")
+
+
+@pytest.fixture(autouse=True)
+def _browser():
+    """No browser: skip with the package to install; under CI=true, fail."""
+    if MISSING:
+        unavailable(f"no browser to drive: {MISSING}")
 
 INVENTORY = "examples/inventory/nodes.yaml"
 LETTER = {"conflict": "C", "capture": "X", "reserved": "R", "runs": "H", "may run": "?"}
