@@ -478,3 +478,78 @@ def test_node_index_narrows_to_exactly_the_eligible_nodes() -> None:
         daemonset = rng.random() < 0.3
         assert eligible_nodes(scheduling, index.candidates(scheduling), daemonset=daemonset) == \
             eligible_nodes(scheduling, nodes, daemonset=daemonset), spec
+
+
+# --- affinity that only excludes labelled nodes (issue 24: node-exporter's chart) -------------
+
+NODE_EXPORTER = """\
+apiVersion: apps/v1
+kind: DaemonSet
+metadata: {name: node-exporter, namespace: monitoring}
+spec:
+  template:
+    spec:
+      hostNetwork: true
+      nodeSelector: {kubernetes.io/os: linux}
+      affinity:
+        nodeAffinity:
+          requiredDuringSchedulingIgnoredDuringExecution:
+            nodeSelectorTerms:
+              - matchExpressions:
+                  - {key: eks.amazonaws.com/compute-type, operator: NotIn, values: [fargate]}
+                  - {key: type, operator: DoesNotExist}
+      containers:
+        - name: node-exporter
+          ports: [{containerPort: 9100}]
+"""
+OTHER_HOLDER = """\
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: other, namespace: agents}
+spec:
+  template:
+    spec:
+      hostNetwork: true
+      SELECTOR
+      containers:
+        - name: agent
+          ports: [{containerPort: 9100}]
+"""
+
+
+def kp301_objects(tmp_path, selector: str, daemonset: str = NODE_EXPORTER) -> set[str]:
+    from kubelint_ports.engine import LintOptions, lint_paths
+
+    path = tmp_path / "m.yaml"
+    path.write_text(daemonset + OTHER_HOLDER.replace("SELECTOR", selector))
+    report = lint_paths([str(path)], LintOptions())
+    return {f.subject.name for f in report.findings if f.rule_id == "KP301"}
+
+
+def test_a_daemonset_that_only_excludes_labelled_nodes_runs_on_every_ordinary_node(tmp_path):
+    """Without an inventory, NotIn/DoesNotExist keep the DaemonSet off labelled nodes only: the
+    other hostNetwork 9100 holder, which may run on an ordinary node, collides with it there."""
+    assert kp301_objects(tmp_path, "nodeSelector: {pool: web}") == {"node-exporter", "other"}
+
+
+def test_a_pod_that_asks_for_an_excluded_label_is_not_covered(tmp_path):
+    """`other` runs only on Fargate nodes, which the DaemonSet avoids: no provable collision."""
+    assert kp301_objects(tmp_path, "nodeSelector: {eks.amazonaws.com/compute-type: fargate}") == set()
+
+
+def test_an_affinity_that_selects_nodes_positively_still_needs_an_inventory(tmp_path):
+    positive = NODE_EXPORTER.replace("operator: NotIn, values: [fargate]", "operator: In, values: [ec2]")
+    assert kp301_objects(tmp_path, "nodeSelector: {pool: web}", positive) == set()
+
+
+def test_exclusion_only_terms_do_not_narrow_the_inventory():
+    from kubelint_ports.model.placement import runs_on_every_ordinary_node
+
+    spec = scheduling_from_pod_spec(affinity(expr("type", "NotIn", "virtual-kubelet")))
+    assert runs_on_every_ordinary_node(spec)
+    assert eligible(spec, Node("plain", labels={}), daemonset=True)
+    assert not eligible(spec, Node("vk", labels={"type": "virtual-kubelet"}), daemonset=True)
+    mixed = scheduling_from_pod_spec(affinity({"matchExpressions": [*expr("type", "NotIn", "vk")["matchExpressions"],
+                                                                     *expr("zone", "In", "a")["matchExpressions"]]}))
+    assert not runs_on_every_ordinary_node(mixed)

@@ -192,18 +192,18 @@ def conflicts(allocation: Allocation) -> Iterator[Conflict]:
 def unconstrained_daemonset(workload: Workload) -> bool:
     scheduling = workload.scheduling
     return (workload.is_daemonset and not scheduling.node_name and not placement.constraining(scheduling.node_selector)
-            and scheduling.required_terms is None)
+            and placement.runs_on_every_ordinary_node(scheduling))
 
 
 def covers(daemonset: Workload, other: Workload) -> bool:
     """Without an inventory: the DaemonSet provably runs on every node `other` may use.
 
     True when the DaemonSet is limited only by a nodeSelector that `other`'s nodeSelector repeats
-    (or is stricter than; labels nearly every node has do not count: placement.UBIQUITOUS_LABELS),
-    and `other` tolerates nothing the DaemonSet does not (so no tainted node is open to `other`
-    alone)."""
+    (or is stricter than; labels nearly every node has do not count: placement.UBIQUITOUS_LABELS)
+    and by node affinity that only excludes labelled nodes `other` does not ask for, and `other`
+    tolerates nothing the DaemonSet does not (so no tainted node is open to `other` alone)."""
     ds, scheduling = daemonset.scheduling, other.scheduling
-    if not daemonset.is_daemonset or ds.node_name or ds.required_terms is not None:
+    if not daemonset.is_daemonset or ds.node_name or not placement.runs_on_every_ordinary_node(ds, scheduling):
         return False
     if any(scheduling.node_selector.get(key) != value for key, value in placement.constraining(ds.node_selector).items()):
         return False

@@ -360,6 +360,48 @@ def constraining(selector: Mapping[str, str]) -> dict[str, str]:
     return {key: value for key, value in selector.items() if value not in UBIQUITOUS_LABELS.get(key, ())}
 
 
+def _excludes_only(term: NodeSelectorTerm) -> bool:
+    """A term that only keeps pods off nodes carrying some label (`NotIn`, `DoesNotExist`).
+
+    Such a term matches every node without those labels: node-exporter's chart excludes Fargate
+    and virtual-kubelet nodes this way, and still runs on every ordinary node."""
+    return (bool(term.match_expressions) and not term.match_fields
+            and all(r.operator in ("NotIn", "DoesNotExist") for r in term.match_expressions))
+
+
+def _excluded_keys(scheduling: Scheduling) -> frozenset[str] | None:
+    """Without an inventory: the label keys that keep the pod off some nodes when its required
+    node affinity only excludes labelled nodes (one term must be exclusion-only), an empty set
+    when it has no required affinity, and None when the affinity selects nodes positively."""
+    if scheduling.required_terms is None:
+        return frozenset()
+    excluding = [term for term in scheduling.required_terms if _excludes_only(term)]
+    if not excluding:
+        return None
+    # One exclusion-only term suffices for a node to match; the one excluding the fewest keys wins.
+    return min((frozenset(r.key for r in term.match_expressions) for term in excluding),
+               key=lambda keys: (len(keys), sorted(keys)))
+
+
+def _mentioned_keys(scheduling: Scheduling) -> set[str]:
+    keys = set(scheduling.node_selector)
+    for term in scheduling.required_terms or ():
+        keys.update(r.key for r in term.match_expressions)
+    return keys
+
+
+def runs_on_every_ordinary_node(scheduling: Scheduling, other: Scheduling | None = None) -> bool:
+    """Without an inventory: nothing in `scheduling`'s node affinity keeps it off a node that
+    `other` may use (or, without `other`, off a node that carries no special label).
+
+    True when the pod has no required node affinity, or only terms that exclude labelled nodes
+    whose labels `other` does not ask for (so `other` may run on a node without them)."""
+    keys = _excluded_keys(scheduling)
+    if keys is None:
+        return False
+    return not keys or other is None or not (keys & _mentioned_keys(other))
+
+
 def _term_pin(term: NodeSelectorTerm) -> str | None:
     names = {r.values[0] for r in term.match_expressions
              if r.key == HOSTNAME_LABEL and r.operator == "In" and len(r.values) == 1}
