@@ -64,7 +64,7 @@ def dangling_service(cluster: Cluster, params: Mapping[str, Any]) -> Iterator[Hi
                     "unless someone maintains its EndpointSlices by hand. Add a selector matching the pods' "
                     "labels, or keep hand-made EndpointSlices beside it."))
             continue
-        if chosen.selected(service):
+        if chosen.selected(service) or made_elsewhere(cluster, service):
             continue
         if not params.get("strict") and service.ref.namespace not in serving_namespaces:
             continue
@@ -73,6 +73,27 @@ def dangling_service(cluster: Cluster, params: Mapping[str, Any]) -> Iterator[Hi
             f"selector {selector_text(service)} matches no workload: no pod template in {namespace} among the "
             f"inputs carries these labels, so the Service has no endpoints and connections to it are refused or "
             f"time out. Fix the selector or the pod labels."))
+
+
+# Pods that no manifest declares: the control plane's static pods and add-ons, which monitoring
+# charts select on purpose (kube-prometheus-stack's Services for the scheduler, etcd, kube-proxy).
+CLUSTER_COMPONENTS = {
+    "component": frozenset(("kube-apiserver", "kube-controller-manager", "kube-scheduler", "etcd", "kube-proxy")),
+    "k8s-app": frozenset(("kube-dns", "kube-proxy", "kube-controller-manager", "kube-scheduler", "kubelet",
+                          "etcd", "coredns", "metrics-server")),
+    "tier": frozenset(("control-plane",)),
+}
+
+
+def made_elsewhere(cluster: Cluster, service: Service) -> bool:
+    """The selected pods may exist without any input declaring them: a custom resource in the
+    namespace whose operator makes pods (Prometheus, Alertmanager, a database cluster), or a
+    component of the cluster itself (static pods and add-ons in kube-system)."""
+    if cluster.pod_makers.get(service.ref.namespace or ""):
+        return True
+    if service.ref.namespace == "kube-system":
+        return True
+    return any(service.selector.get(key) in values for key, values in CLUSTER_COMPONENTS.items())
 
 
 # --- target ports -----------------------------------------------------------------------------------

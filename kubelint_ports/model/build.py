@@ -64,6 +64,21 @@ CUSTOM_WORKLOAD_KINDS = {
     ("apps.kruise.io", "StatefulSet"): ("spec.template.spec", "spec.replicas"),  # Advanced StatefulSet
     ("apps.kruise.io", "DaemonSet"): ("spec.template.spec", ONE_PER_NODE),  # Advanced DaemonSet
 }
+# Custom resources known to make no pods: configuration read by a controller that runs elsewhere.
+# Built-in API groups other than apps and batch make none either (see may_make_pods).
+POD_LESS_CUSTOM_KINDS = frozenset({
+    ("monitoring.coreos.com", kind) for kind in ("ServiceMonitor", "PodMonitor", "PrometheusRule", "Probe",
+                                                 "ScrapeConfig", "AlertmanagerConfig")} | {
+    ("cert-manager.io", kind) for kind in ("Certificate", "Issuer", "ClusterIssuer", "CertificateRequest")})
+BUILT_IN_GROUPS = frozenset(("policy", "autoscaling"))
+
+
+def may_make_pods(group: str, kind: str) -> bool:
+    """Whether a custom resource's controller may make pods (operators' databases, Prometheus)."""
+    built_in = group in BUILT_IN_GROUPS or group == "k8s.io" or group.endswith(".k8s.io")
+    return bool(group) and not built_in and (group, kind) not in POD_LESS_CUSTOM_KINDS
+
+
 SCHEDULING_FIELDS = ("nodeName", "nodeSelector", "affinity", "tolerations")
 PROTOCOLS = ("TCP", "UDP", "SCTP")
 
@@ -93,6 +108,7 @@ class ModelReader:
     network: list[NetworkReader] = field(default_factory=list)  # one piece per document that has any
     identities: list[tuple[str, str, str]] = field(default_factory=list)  # linted objects: what they replace
     owners: dict = field(default_factory=dict)  # running Workload -> its ownerReferences (kind, name)
+    pod_makers: dict[str, set[str]] = field(default_factory=dict)  # namespace -> custom resources there
     diagnostics: list[Diagnostic] = field(default_factory=list)
 
     def __call__(self, document: Document) -> None:
@@ -128,6 +144,8 @@ class ModelReader:
         self.network += other.network
         self.identities += other.identities
         self.owners.update(other.owners)
+        for namespace, kinds in other.pod_makers.items():
+            self.pod_makers.setdefault(namespace, set()).update(kinds)
         self.diagnostics += other.diagnostics
 
 
@@ -156,6 +174,7 @@ def assemble(linted: ModelReader, live: ModelReader | None = None, inventory: Mo
     diagnostics = list(linted.diagnostics)
     cluster.workloads = list(linted.workloads)
     cluster.services = list(linted.services)
+    cluster.pod_makers = {namespace: tuple(sorted(kinds)) for namespace, kinds in sorted(linted.pod_makers.items())}
     node_cidrs: dict[str, NodeCidrs] = {}
     if live is not None:
         diagnostics += live.diagnostics
@@ -218,6 +237,11 @@ def add_object(document: Document, reader: ModelReader, live: bool = False, owne
                 f"gives for this kind; fix the path in the configuration"))
         if shape is not None and not live:  # running pods of a custom kind are listed as Pods
             reader.workloads.append(read_workload(document, object_ref(root, api_version, kind, document.namespace), shape))
+        elif not live and may_make_pods(group, kind):
+            # An operator's resource (Prometheus, Alertmanager, a database cluster): its controller
+            # may make pods whose labels no input shows, so a Service may select them.
+            namespace = object_ref(root, api_version, kind, document.namespace).namespace or ""
+            reader.pod_makers.setdefault(namespace, set()).add(f"{kind} ({group})")
         return
     if kind == "Service":
         service = read_service(document, object_ref(root, api_version, kind, document.namespace))

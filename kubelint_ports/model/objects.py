@@ -252,6 +252,8 @@ class Cluster:
     allocation: Any = field(default=None, repr=False)  # model.allocation, built on first use
     _node_ports: dict[int, list[tuple[Service, NodePortClaim]]] | None = field(default=None, repr=False)
     selection: Any = field(default=None, repr=False)  # model.selection, built on first use
+    # namespace -> custom resources there whose controllers may make pods ("Prometheus (monitoring.coreos.com)")
+    pod_makers: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
     def node_ports_by_number(self) -> dict[int, list[tuple[Service, NodePortClaim]]]:
         """Every nodePort claim indexed by port number (how the allocator counts them)."""

@@ -30,10 +30,38 @@ class Selection:
     def _match(self, service: Service) -> list[Workload]:
         if not service.selector or service.type == "ExternalName":
             return []
-        groups = [self.by_label.get((service.ref.namespace, k, v), []) for k, v in sorted(service.selector.items())]
-        smallest = min(groups, key=len)
-        return [workload for workload in smallest
-                if all(workload.pod_labels.get(k) == v for k, v in service.selector.items())]
+        declared = {k: v for k, v in service.selector.items() if k not in CONTROLLER_LABELS}
+        if declared:
+            groups = [self.by_label.get((service.ref.namespace, k, v), []) for k, v in sorted(declared.items())]
+            candidates = min(groups, key=len)
+        else:  # only labels controllers add: any workload of the namespace may carry them
+            candidates = [w for group in self.by_label.values() for w in group if w.ref.namespace == service.ref.namespace]
+            candidates = list(dict.fromkeys(candidates))
+        return [workload for workload in candidates
+                if all(workload.pod_labels.get(k) == v for k, v in declared.items())
+                and all(carries_controller_label(workload, k, v) for k, v in service.selector.items()
+                        if k in CONTROLLER_LABELS)]
+
+
+# Labels that controllers put on the pods they make, never written in a pod template: a selector
+# on them selects that workload's pods (a Service for one StatefulSet replica, say).
+CONTROLLER_LABELS = frozenset(("statefulset.kubernetes.io/pod-name", "apps.kubernetes.io/pod-index",
+                               "controller-revision-hash", "pod-template-hash"))
+
+
+def carries_controller_label(workload: Workload, key: str, value: str) -> bool:
+    """Whether the workload's controller may give one of its pods `key: value`."""
+    if workload.pod_labels.get(key) == value:
+        return True
+    kind = workload.ref.kind
+    if key == "statefulset.kubernetes.io/pod-name":  # <name>-<ordinal>
+        name, _, ordinal = value.rpartition("-")
+        return kind == "StatefulSet" and name == workload.ref.name and ordinal.isdigit()
+    if key == "apps.kubernetes.io/pod-index":
+        return kind == "StatefulSet" and value.isdigit()
+    if key == "pod-template-hash":  # the ReplicaSets a Deployment makes
+        return kind in ("Deployment", "ReplicaSet")
+    return kind in ("StatefulSet", "DaemonSet")  # controller-revision-hash
 
 
 def selection(cluster: Cluster) -> Selection:
