@@ -21,6 +21,9 @@ SCHEMA_PATH = Path(__file__).resolve().parent / "schemas" / "config.schema.json"
 
 class ConfigError(ValueError):
     def __init__(self, path: str, line: int, message: str):
+        from kubelint_ports.loading.files import shortened
+
+        message = shortened(message)  # PyYAML and jsonschema quote values whole: the file's, here
         super().__init__(f"{path}:{line}: {message}" if line else f"{path}: {message}")  # no line: the file itself
         self.path, self.line, self.message = path, line, message
 
@@ -62,6 +65,35 @@ class Config:
         if not self.path or os.path.isabs(path):
             return path
         return os.path.normpath(os.path.join(self.base_dir, path))
+
+    @property
+    def repository(self) -> str:
+        """Where the paths this file names must stay: the git work tree holding it (the nearest
+        directory above it with a `.git`), else the file's own directory. Resolved."""
+        directory = os.path.realpath(self.base_dir)
+        candidate = directory
+        while True:
+            if os.path.exists(os.path.join(candidate, ".git")):
+                return candidate
+            parent = os.path.dirname(candidate)
+            if parent == candidate:
+                return directory
+            candidate = parent
+
+    def inside(self, keys: list, path: str, option: str) -> str:
+        """`path` from the file, resolved; a ConfigError at `keys` when it leads out of the
+        repository (`..`, an absolute path, a symlink): a cloned repository's config must not make
+        the tool read, and quote, the files of whoever runs it. `option` names the command-line
+        way to read such a file anyway (the user's own choice)."""
+        resolved = self.resolve(path)
+        if not self.path:
+            return resolved
+        root = self.repository
+        target = os.path.realpath(resolved)
+        if target != root and not target.startswith(root.rstrip(os.sep) + os.sep):
+            raise self.error(keys, f"{path!r} is outside the repository ({root}): paths a configuration file "
+                                   f"names stay inside it; to read it anyway, {option}")
+        return resolved
 
     @property
     def exemptions(self) -> tuple[Exemption, ...]:
@@ -238,7 +270,7 @@ def apply_rules(policies, config: Config) -> list:
     """Policies with the config's per-rule settings: off or on, severity, params (validated). Policies
     that are off by default run only when the config names them."""
     from kubelint_ports.checks import CHECKS
-    from kubelint_ports.policies import find_policy
+    from kubelint_ports.policies import find_policy, params_problem
 
     settings = config.get("rules") or {}
     changed = {policy.id: policy for policy in policies}
@@ -270,6 +302,9 @@ def apply_rules(policies, config: Config) -> list:
             errors = list(jsonschema.Draft202012Validator(CHECKS[updated.check].params_schema).iter_errors(merged))
             if errors:
                 raise config.error(["rules", reference, *errors[0].absolute_path], errors[0].message)
+            found = params_problem(CHECKS[updated.check], merged)  # what a policy file's params are refused for
+            if found:
+                raise config.error(["rules", reference, *found[0]], found[1])
             updated = dataclasses.replace(updated, params=merged)
         if severity:
             updated = dataclasses.replace(updated, severity=Severity.parse(severity), variants={})

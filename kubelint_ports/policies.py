@@ -49,6 +49,9 @@ class Policy:
 
 class PolicyError(ValueError):
     def __init__(self, path: str, line: int, message: str):
+        from kubelint_ports.loading.files import shortened
+
+        message = shortened(message)  # PyYAML and jsonschema quote values whole: the file's, here
         super().__init__(f"{path}:{line}: {message}")
         self.path, self.line, self.message = path, line, message
 
@@ -121,17 +124,30 @@ def validate_policy(data: dict[str, Any], path: Path) -> None:
     if params_errors:
         raise PolicyError(str(path), line_of_key(path, ["params", *params_errors[0].absolute_path]),
                           f"params: {params_errors[0].message}")
-    problem = check.check_params(data.get("params") or {}) if check.check_params else None
-    if problem:
-        raise PolicyError(str(path), line_of_key(path, ["params", "schema"]), problem)
-    if check.name == "port-schema":
-        from kubelint_ports.checks.port_schema import validator_for
+    found = params_problem(check, data.get("params") or {})
+    if found:
+        raise PolicyError(str(path), line_of_key(path, ["params", *found[0]]), found[1])
 
-        try:
-            validator_for(json.dumps(data["params"]["schema"], sort_keys=True))
-        except jsonschema.SchemaError as error:
-            raise PolicyError(str(path), line_of_key(path, ["params", "schema"]),
-                              f"params.schema is not a valid JSON Schema: {error.message}") from None
+
+def params_problem(check, params: dict[str, Any]) -> tuple[list, str] | None:
+    """What a check's params schema cannot say about `params`: (the keys below `params` of the
+    offending part, why), or None. A policy file's params and the config's `rules:` params both
+    pass here, so neither can hand a rule a schema that loops, fetches or backtracks for ever."""
+    if check.name != "port-schema":
+        problem = check.check_params(params) if check.check_params else None
+        return ([], problem) if problem else None
+    import jsonschema
+
+    from kubelint_ports.checks.port_schema import schema_problem_at, validator_for
+
+    found = schema_problem_at(params.get("schema"))
+    if found:
+        return ["schema", *found[0]], f"params.schema{''.join(f'.{key}' for key in found[0])} {found[1]}"
+    try:
+        validator_for(json.dumps(params["schema"], sort_keys=True))
+    except jsonschema.SchemaError as error:
+        return ["schema", *error.absolute_path], f"params.schema is not a valid JSON Schema: {error.message}"
+    return None
 
 
 def line_of_key(path: Path, keys) -> int:
@@ -144,7 +160,8 @@ def line_of_key(path: Path, keys) -> int:
         return 1
     if root is None:
         return 1
-    dotted = ".".join(f"[{k}]" if isinstance(k, int) else str(k) for k in keys).replace(".[", "[")
+    # Every key quoted: a schema's keys (`$defs`, a patternProperties regex) hold dots and brackets.
+    dotted = "".join(f"[{k}]" if isinstance(k, int) else f'."{k}"' for k in keys).lstrip(".")
     key_node, value_node = yamltree.resolve(root, dotted)
     return (key_node or value_node).start_mark.line + 1
 

@@ -118,13 +118,14 @@ def resolve_within(command: CommandLine, config: Config, limits: budgets.Limits)
     for key, given in (("paths", command.paths), ("nodes", command.nodes), ("cluster", command.cluster)):
         if not given:
             check_config_paths(config, key)
-    known = policies_with([*config.paths("policies"), *command.policies])
+    known = policies_with([*config_paths(config, "policies"), *command.policies])
     policies = selected_policies(known, apply_rules(known, config), command, config)
     if command.scope == "object":
         from kubelint_ports.checks import CHECKS
 
         policies = [p for p in policies if not CHECKS[p.check].cross_object]
-    baseline_file = command.baseline or (config.resolve(config.get("baseline")) if config.get("baseline") else None)
+    baseline_file = command.baseline or (config.inside(["baseline"], config.get("baseline"), OPTIONS["baseline"])
+                                         if config.get("baseline") else None)
     baseline = frozenset()
     if baseline_file and not command.writing_baseline:
         from kubelint_ports.suppressions import read_baseline
@@ -133,8 +134,8 @@ def resolve_within(command: CommandLine, config: Config, limits: budgets.Limits)
     helm, chart_helm = helm_options(command.helm, config)
     options = LintOptions(
         facts=facts,
-        node_files=tuple(command.nodes) or tuple(config.paths("nodes")),
-        cluster_files=tuple(command.cluster) or tuple(config.paths("cluster")),
+        node_files=tuple(command.nodes) or tuple(config_paths(config, "nodes")),
+        cluster_files=tuple(command.cluster) or tuple(config_paths(config, "cluster")),
         helm=helm,
         chart_helm=chart_helm,
         exclude=config.excluded if config.get("exclude") else None,
@@ -142,15 +143,28 @@ def resolve_within(command: CommandLine, config: Config, limits: budgets.Limits)
         baseline=baseline,
         limits=limits,
     )
-    paths = tuple(command.paths) or tuple(config.paths("paths")) or DEFAULT_PATHS
+    paths = tuple(command.paths) or tuple(config_paths(config, "paths")) or DEFAULT_PATHS
     return Settings(paths, options, tuple(policies), command.fail_on or config.get("fail-on") or "error", config,
                     baseline_file)
 
 
+# How to read a file outside the repository anyway: the command line is the user's own choice.
+OPTIONS = {"paths": "name it on the command line", "nodes": "pass it with --nodes",
+           "cluster": "pass it with --cluster", "policies": "pass it with --policies",
+           "baseline": "pass it with --baseline", "charts": "name the chart on the command line",
+           "values": "pass it with --values"}
+
+
+def config_paths(config: Config, key: str) -> list[str]:
+    """The config's list of paths under `key`, resolved, each inside the repository."""
+    return [config.inside([key, index], path, OPTIONS[key]) for index, path in enumerate(config.get(key) or [])]
+
+
 def check_config_paths(config: Config, key: str) -> None:
-    """A path the config file names must exist: the error points at its line."""
+    """A path the config file names must stay inside the repository and exist: the error points
+    at its line."""
     for index, path in enumerate(config.get(key) or []):
-        if not os.path.exists(config.resolve(path)):
+        if not os.path.exists(config.inside([key, index], path, OPTIONS[key])):
             raise config.error([key, index], f"no such file or directory {path!r}")
 
 
@@ -252,11 +266,12 @@ def helm_options(given: dict[str, Any], config: Config):
     defaults = HelmOptions(**given) if given else None
     per_chart = []
     for index, chart in enumerate(charts):
-        path = config.resolve(chart["path"])
+        path = config.inside(["charts", index, "path"], chart["path"], OPTIONS["charts"])
         if not os.path.isfile(os.path.join(path, "Chart.yaml")):
             raise config.error(["charts", index, "path"], f"{chart['path']!r} is not a chart directory (no Chart.yaml)")
         from_config = {
-            "values": tuple(config.resolve(v) for v in chart.get("values", ())),
+            "values": tuple(config.inside(["charts", index, "values", number], v, OPTIONS["values"])
+                            for number, v in enumerate(chart.get("values", ()))),
             "set": tuple(f"{k}={str(v).lower() if isinstance(v, bool) else v}" for k, v in chart.get("set", {}).items()),
             "set_string": tuple(f"{k}={v}" for k, v in chart.get("set-string", {}).items()),
             "release_name": chart.get("release-name"),

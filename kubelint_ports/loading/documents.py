@@ -305,7 +305,7 @@ def display_path(path: str) -> str:
 def internal_error(where: str, error: BaseException) -> Diagnostic:
     """An unexpected exception, reported against the input that caused it (exit code 3)."""
     return Diagnostic(Location(where, 0, 0), f"internal error (a bug in kubelint-ports; please report it): {type(error).__name__}: "
-                                             f"{str(error)[:500]}", internal=True)
+                                             f"{files.shortened(str(error)[:500])}", internal=True)
 
 
 def read_bytes(path: str, stdin) -> bytes:

@@ -12,6 +12,7 @@ quoted in a report.
 from __future__ import annotations
 
 import os
+import re
 import select
 import signal
 import stat
@@ -45,6 +46,42 @@ def inside(root: str, path: str) -> bool:
     root = os.path.realpath(root)
     target = os.path.realpath(path)
     return target == root or target.startswith(root.rstrip(os.sep) + os.sep)
+
+
+EXCERPT_CHARS = 40  # characters of input text a message may quote
+
+
+def excerpt(text: str, limit: int = EXCERPT_CHARS) -> str:
+    """A short quote of input text for a message: at most `limit` characters, every control
+    character escaped. A message about a file must never carry the file (a secret read by mistake,
+    a terminal escape); `repr` escapes all that `formatters.printable` does, and this layer
+    cannot import the formatters (the pipeline's imports run one way)."""
+    if len(text) <= limit:
+        return repr(text)
+    return f"{text[:limit]!r}... ({len(text):,} characters)"
+
+
+MAX_MESSAGE_CHARS = 1500  # a message about input is a few sentences (a list of known names), never a page of it
+
+# A token a message quotes as Python does (PyYAML's `%r`, jsonschema's `{instance!r}`); an
+# apostrophe inside a word opens none.
+_QUOTED = re.compile(r"(?<!\w)'(?:[^'\\\n]|\\.)*(?:'|$)" r'|(?<!\w)"(?:[^"\\\n]|\\.)*(?:"|$)')
+
+
+def shortened(message: str, limit: int = EXCERPT_CHARS) -> str:
+    """`message` with each quoted token cut to `limit` characters, control characters escaped and
+    the whole cut to MAX_MESSAGE_CHARS: for messages built by libraries (PyYAML, jsonschema) that
+    quote whatever value they were given, a whole file's worth when it is one scalar."""
+
+    def cut(match: re.Match) -> str:
+        token = match.group()
+        if len(token) <= limit + 2:
+            return token
+        return f"{token[:limit + 1]}{token[0]}..."
+
+    text = _QUOTED.sub(cut, message[:MAX_MESSAGE_CHARS * 30])  # a library's repr of a big value: cut first
+    text = "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+    return text if len(text) <= MAX_MESSAGE_CHARS else text[:MAX_MESSAGE_CHARS] + "..."
 
 
 def symlink_escape(path: str) -> str | None:

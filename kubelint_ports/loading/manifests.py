@@ -119,7 +119,8 @@ def load_bytes(data: bytes, path: str, result: LoadResult, *, reader: DocumentRe
                         add_document(item, path, "", result, found, source=source, items=(-ordinal - 1 + index,),
                                      shift=shift)
                 except (budgets.LimitError, yamltree.FieldTypeError) as error:  # as when composed whole: the List stops there
-                    result.diagnostics.append(Diagnostic(node_location(path, error.node), str(error)))
+                    result.diagnostics.append(Diagnostic(node_location(path, error.node),
+                                                         files.shortened(str(error))))
                     stopped = True
             else:
                 start_line = root.start_mark.line
@@ -129,8 +130,8 @@ def load_bytes(data: bytes, path: str, result: LoadResult, *, reader: DocumentRe
                     if has_aliases:
                         budgets.check_expansion(root)
                     add_document(root, path, origin, result, found, source=source, ordinal=ordinal)
-                except (budgets.LimitError, yamltree.FieldTypeError) as error:
-                    result.diagnostics.append(Diagnostic(node_location(path, error.node), str(error)))
+                except (budgets.LimitError, yamltree.FieldTypeError) as error:  # a tag is quoted: cut it short
+                    result.diagnostics.append(Diagnostic(node_location(path, error.node), files.shortened(str(error))))
             for document in found:
                 kept = wrap(document) if wrap is not None else document
                 if kept is not None:
@@ -149,12 +150,12 @@ def load_bytes(data: bytes, path: str, result: LoadResult, *, reader: DocumentRe
     except yaml.MarkedYAMLError as error:
         mark = error.problem_mark or error.context_mark
         line, column = (mark.line + 1, mark.column + 1) if mark else (1, 1)
-        problem = " ".join(filter(None, (error.context, error.problem)))
+        problem = files.shortened(" ".join(filter(None, (error.context, error.problem))))
         result.diagnostics.append(Diagnostic(Location(path, line, column), f"invalid YAML: {problem}"))
     except yaml.YAMLError as error:  # reader errors: bad encoding, control characters
         position = getattr(error, "position", 0) or 0
         line = data.count(b"\n", 0, position) + 1
-        reason = getattr(error, "reason", "") or str(error)
+        reason = files.shortened(getattr(error, "reason", "") or str(error))
         result.diagnostics.append(Diagnostic(Location(path, line, 1), f"unreadable YAML: {reason}"))
     if finish is not None:
         finish()
@@ -267,7 +268,7 @@ def add_document(root: Node, path: str, origin: str, result: LoadResult, found: 
         return  # an empty document between `---` separators
     if not isinstance(root, MappingNode):
         result.diagnostics.append(Diagnostic(
-            node_location(path, root), f"document is {yamltree.describe(root)}, not a Kubernetes object mapping"))
+            node_location(path, root), f"document is {described(root)}, not a Kubernetes object mapping"))
         return
     api_version = yamltree.get(root, "apiVersion")
     kind = yamltree.get(root, "kind")
@@ -285,6 +286,18 @@ def add_document(root: Node, path: str, origin: str, result: LoadResult, found: 
                          shift=shift)
         return
     add_found(root, path, origin, found, source, ordinal, items, shift)
+
+
+_SCALAR_KINDS = {yamltree.STR: "string", yamltree.INT: "integer", yamltree.BOOL: "boolean", yamltree.NULL: "null",
+                 yamltree.FLOAT: "number"}
+
+
+def described(node: Node) -> str:
+    """What a document that is no mapping is, quoting at most a short excerpt: a whole file that
+    is one scalar (a key, a password file named by mistake) must not be echoed into a report."""
+    if not isinstance(node, ScalarNode):
+        return yamltree.describe(node)  # "a mapping", "a list": no content
+    return f"the {_SCALAR_KINDS.get(yamltree.scalar_type(node), 'value')} {files.excerpt(node.value)}"
 
 
 def add_found(root: MappingNode, path: str, origin: str, found: list[Document], source: SourceText | None,
