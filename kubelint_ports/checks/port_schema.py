@@ -202,7 +202,7 @@ class Matcher:
 
     def limit_message(self) -> str:
         return (f"the pattern {self.pattern!r} took over {PATTERN_SECONDS:g} s in Python's re (it backtracks): "
-                "rewrite it, or install google-re2 (`pip install google-re2`), which matches in linear time")
+                "rewrite it, or install the re2 extra (`pip install 'kubelint-ports[re2]'`), which matches in linear time")
 
 
 def re2_compiled(pattern: str):
@@ -278,7 +278,7 @@ def patterns_problem(schema: dict) -> tuple[list, str] | None:
                     return where, (f"{problem}: Python's re can take exponential time on it (minutes on a "
                                    "30-character name); rewrite it so no repeated group can match the same "
                                    "text two ways (^[a-z0-9]+(-[a-z0-9]+)*$ rather than ^([a-z0-9]+-?)+$), "
-                                   "or install google-re2 (`pip install google-re2`)")
+                                   "or install the re2 extra (`pip install 'kubelint-ports[re2]'`)")
     if pattern_properties and unevaluated:
         return ["unevaluatedProperties"], ("uses unevaluatedProperties with patternProperties, whose matching "
                                            "kubelint-ports cannot bound: use additionalProperties")
