@@ -337,14 +337,17 @@ def test_every_fail_fixture_triggers_the_rule(path: Path, case: str):
     assert not unused, f"fail fixtures that play no part in a {policy.id} finding: {unused}"
 
 
-@pytest.mark.parametrize("path, case", case_params("fail"))
+def points_at_cidr_settings(param) -> bool:
+    """CIDR rules point at CIDR settings, not port keys: tests/test_network.py checks those."""
+    return CHECKS[policy_for(param.values[0]).check].function.__module__.endswith(".network")
+
+
+@pytest.mark.parametrize("path, case", [param for param in case_params("fail") if not points_at_cidr_settings(param)])
 def test_fail_findings_point_at_port_keys(path: Path, case: str):
     """Each position is a port key (or, for an incomplete entry, the entry itself), and the
     message names the number written there; a port name, an address, a type or a flag's value
     must be named the same way."""
     policy = policy_for(path)
-    if CHECKS[policy.check].function.__module__.endswith(".network"):
-        pytest.skip("CIDR rules point at CIDR settings: tests/test_network.py checks those positions")
     folder = fixture_folder(policy, case)
     findings = of_rule(lint_fixtures(folder, "fail"), policy.id)
     assert findings
@@ -401,9 +404,10 @@ def test_options_json_matters(path: Path, case: str):
 
 
 @pytest.mark.parametrize("path, case", case_params("fail"))
-def test_cli_text_output_matches_golden(path: Path, case: str, tmp_path: Path):
-    """The golden files are what `kubelint-ports lint` prints (options.json as CLI flags; a policy
-    that is off by default turned on by a configuration file, as a user would)."""
+def test_cli_reports_the_golden_findings_in_json_and_text(path: Path, case: str, tmp_path: Path):
+    """The golden files are what `kubelint-ports lint --format json` reports (options.json as CLI
+    flags; a policy that is off by default turned on by a configuration file, as a user would),
+    and the text output shows each of them under its file at its line and column."""
     from typer.testing import CliRunner
 
     from kubelint_ports.cli import app
@@ -420,6 +424,17 @@ def test_cli_text_output_matches_golden(path: Path, case: str, tmp_path: Path):
                          "/".join(filter(None, (f["object"]["namespace"], f["object"]["kind"], f["object"]["name"]))))
              for f in json.loads(result.stdout)["findings"] if f["rule"] == policy.id and not f["suppressed"]]
     assert lines == (folder / "expected.txt").read_text(encoding="utf-8").splitlines()
+    with working_directory(folder):
+        text = CliRunner().invoke(app, ["lint", "--format", "text", *args[3:]]).output
+    shown, current = set(), None
+    for line in text.splitlines():
+        if line and not line.startswith(" "):
+            current = line
+        elif current and (match := re.match(r"\s+(\d+):(\d+)\s+(\w+)\s+(KP\d+)\s", line)):
+            shown.add((current, int(match[1]), int(match[2]), match[3], match[4]))
+    for f in json.loads(result.stdout)["findings"]:
+        if f["rule"] == policy.id and not f["suppressed"]:
+            assert (f["file"], f["line"], f["column"], f["severity"], f["rule"]) in shown, (f, text)
 
 
 # Known gaps: the package does not (yet) do what its docs say. Strict, so a fix turns them red
