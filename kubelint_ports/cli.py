@@ -172,7 +172,8 @@ HELM_BINARY_OPTION = typer.Option(None, "--helm-binary", metavar="PATH", rich_he
 LIMIT_OPTION = typer.Option([], "--limit", metavar="NAME=VALUE", rich_help_panel=POLICY,
                             help="Raise or lower a budget against hostile input (repeatable): max-depth, max-aliases, "
                                  "max-nodes, max-file-mib, helm-seconds, helm-output-mib, helm-memory-mib, "
-                                 "input-seconds (README, Limits).")
+                                 "kustomize-seconds, kustomize-memory-mib, kustomize-generators, input-seconds "
+                                 "(docs/safety.md, Limits).")
 JOBS_OPTION = typer.Option(0, "--jobs", "-j", min=0, metavar="N", show_default=False,
                            help="Processes that read large inputs (default: one per processor; 1: no extra process).")
 # Output options `lint` and `node` share.

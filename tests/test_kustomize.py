@@ -9,6 +9,7 @@ The others replace the binary by a script to test refusals, errors and the timeo
 
 from __future__ import annotations
 
+import json
 import stat
 import subprocess
 import sys
@@ -18,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from kubelint_ports.engine import LintOptions, lint_paths
-from kubelint_ports.loading import discover, kustomize, load
+from kubelint_ports.loading import budgets, discover, kustomize, load
 from kubelint_ports.loading import yamltree as yt
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -246,6 +247,60 @@ def test_remote_base_of_a_base_is_refused(tmp_path, monkeypatch):
     assert (diagnostic.location.path, diagnostic.location.line) == ("base/kustomization.yaml", 2)
 
 
+@pytest.mark.parametrize("kustomization, line", [
+    ("components:\n  - https://127.0.0.1:9/org/repo//component\n", 2),
+    ("resources: [pod.yaml]\npatches:\n  - path: HTTPS://127.0.0.1:9/patch.yaml\n", 3),
+    ("resources: [pod.yaml]\ncrds: [http://127.0.0.1:9/crd.yaml]\n", 2),
+    ("resources:\n  - file:///srv/git/deploy.git//base\n", 2),  # a clone of another local repository
+    ("resources:\n  - gh:example/deploy//base\n", 2),
+    ("resources:\n  - deploy@git.example.com:org/deploy.git\n", 2),
+    ("helmCharts:\n  - name: db\n    repo: oci://127.0.0.1:9/charts\n", 3),
+    ("helmCharts:\n  - name: db\n    valuesFile: https://127.0.0.1:9/values.yaml\n", 3),
+    ("configMapGenerator:\n  - name: c\n    env: https://127.0.0.1:9/app.env\n", 3),
+    ("resources: [pod.yaml]\nvalidators:\n  - |\n    kind: ReplacementTransformer\n    replacements:\n"
+     "      - path: https://127.0.0.1:9/r.yaml\n", 6),
+])
+def test_every_remote_form_is_refused_on_its_line(tmp_path, monkeypatch, kustomization, line):
+    write(tmp_path / "app" / "kustomization.yaml", kustomization)
+    write(tmp_path / "app" / "pod.yaml", "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\n")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(kustomize, "build", lambda directory: pytest.fail("must not build"))
+    [diagnostic] = load(["app"]).diagnostics
+    assert (diagnostic.location.path, diagnostic.location.line) == ("app/kustomization.yaml", line)
+    assert "remote resource" in diagnostic.message
+
+
+def test_a_local_directory_does_not_make_a_repository_local(tmp_path, monkeypatch):
+    """kustomize clones `github.com/...` even when a directory has that name; a file of that name it
+    reads (and a `host.tld/...` directory, for kustomize 5)."""
+    write(tmp_path / "app" / "github.com" / "example" / "deploy" / "base" / "kustomization.yaml", "resources: []\n")
+    write(tmp_path / "app" / "github.com" / "example" / "pod.yaml", "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\n")
+    write(tmp_path / "app" / "example.org" / "base" / "kustomization.yaml", "resources: []\n")
+    write(tmp_path / "app" / "kustomization.yaml",
+          "resources:\n  - github.com/example/pod.yaml\n  - example.org/base\n  - github.com/example/deploy//base\n")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(kustomize, "build", lambda directory: pytest.fail("must not build"))
+    [diagnostic] = load(["app"]).diagnostics
+    assert (diagnostic.location.path, diagnostic.location.line) == ("app/kustomization.yaml", 4)
+    assert "'github.com/example/deploy//base' is a remote resource" in diagnostic.message
+
+
+def test_without_a_network_namespace_a_note_says_what_remains(tmp_path, monkeypatch):
+    from kubelint_ports.loading import kustomize_build
+
+    fake_binary(tmp_path, monkeypatch, "exit 1\n")  # PATH holds only it: no `unshare`
+    monkeypatch.setattr(kustomize_build, "SYSTEM_DIRECTORIES", str(tmp_path / "nothing-here"))
+    monkeypatch.setattr(kustomize_build, "_SANDBOX", [])
+    write(tmp_path / "app" / "kustomization.yaml", "resources: [pod.yaml]\n")
+    monkeypatch.chdir(tmp_path)
+    loaded = load(["app"])
+    [note] = loaded.notes
+    if sys.platform.startswith("linux"):
+        assert "no `unshare` (util-linux) found" in note
+    assert "without a network namespace" in note and "NO_PROXY cleared" in note and "port 0" in note
+    assert kustomize_build.network_sandbox().prefix == ()
+
+
 def test_missing_binary_is_a_clear_error_and_exit_2(tmp_path, monkeypatch):
     from typer.testing import CliRunner
 
@@ -270,19 +325,22 @@ def test_kustomize_without_origin_annotations_is_named_too_old(tmp_path, monkeyp
 
 def test_build_is_bounded_in_time(tmp_path, monkeypatch):
     fake_binary(tmp_path, monkeypatch, "exec /bin/sleep 30\n")
-    monkeypatch.setattr(kustomize, "TIMEOUT_SECONDS", 0.5)
     write(tmp_path / "app" / "kustomization.yaml", "resources: [pod.yaml]\n")
     monkeypatch.chdir(tmp_path)
-    [diagnostic] = load(["app"]).diagnostics
-    assert "took longer than 0.5 s" in diagnostic.message
+    with budgets.applied(budgets.Limits(kustomize_seconds=0.5)):
+        [diagnostic] = load(["app"]).diagnostics
+    assert "took longer than 0.5 s (limit kustomize-seconds)" in diagnostic.message
 
 
 def test_build_runs_offline_on_a_temporary_kustomization(tmp_path, monkeypatch):
     record = tmp_path / "record"
     app = tmp_path / "app"
+    monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
+    monkeypatch.setenv("KUBERNETES_SERVICE_HOST", "10.0.0.1")
     # As kustomize does, the origin path is relative to the kustomization built (the temporary one)
     fake_binary(tmp_path, monkeypatch, f"""\
 env > {record}.env
+cp "$KUBECONFIG" {record}.kubeconfig
 cat "$2/kustomization.yaml" > {record}.kustomization
 echo "$@" > {record}.args
 relative=$(/usr/bin/realpath --relative-to="$2" {app})
@@ -321,6 +379,10 @@ EOF
     environment = dict(line.split("=", 1) for line in Path(f"{record}.env").read_text().splitlines() if "=" in line)
     assert environment["GIT_ALLOW_PROTOCOL"] == "file"
     assert environment["HTTPS_PROXY"].startswith("http://127.0.0.1:")
+    assert not {"NO_PROXY", "no_proxy", "KUBERNETES_SERVICE_HOST"} & set(environment)
+    # An empty kubeconfig would make client-go try localhost:8080: its only server is port 0
+    kubeconfig = json.loads(Path(f"{record}.kubeconfig").read_text())
+    assert [cluster["cluster"]["server"] for cluster in kubeconfig["clusters"]] == ["http://127.0.0.1:0"]
     wrapper = Path(f"{record}.kustomization").read_text()
     assert "buildMetadata: [originAnnotations]" in wrapper and "app" in wrapper
     assert Path(f"{record}.args").read_text().startswith("kustomize ")

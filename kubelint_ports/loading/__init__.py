@@ -6,7 +6,7 @@ other formats, `budgets` and `files` bound what any of them reads.
 
 libyaml's C composer (PyYAML `CSafeLoader`) builds the node tree: it keeps line/column marks,
 constructs no Python objects (so no tag can run code) and is the fastest marked path measured
-here (see README, design notes). Aliases are shared nodes, never copied, and a document whose
+here (see docs/development.md, design notes). Aliases are shared nodes, never copied, and a document whose
 aliases would expand past a budget is rejected before anything walks it.
 
 A directory holding `Chart.yaml` is a Helm chart: it is rendered (`loading.helm`, imported only

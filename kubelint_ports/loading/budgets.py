@@ -45,6 +45,9 @@ class Limits:
     helm_seconds: float = 10.0  # one chart's render
     helm_output_mib: int = 16  # one chart's rendered text
     helm_memory_mib: int = 256  # the render worker's data size (Go heap and Python's)
+    kustomize_seconds: float = 10.0  # one Kustomize build
+    kustomize_memory_mib: int = 512  # the build's data size (kustomize's Go heap)
+    kustomize_generators: int = 500  # configMapGenerator/secretGenerator entries of one build
     input_seconds: float = 300.0  # reading one input (file, chart, standard input)
 
     @property
@@ -64,6 +67,9 @@ LIMIT_DOCS = {
     "helm-seconds": "seconds one chart may take to render",
     "helm-output-mib": "MiB of rendered text one chart may produce",
     "helm-memory-mib": "MiB of address space the Helm render worker may use",
+    "kustomize-seconds": "seconds one Kustomize build may take",
+    "kustomize-memory-mib": "MiB of data the Kustomize build (kustomize or kubectl) may use",
+    "kustomize-generators": "configMapGenerator/secretGenerator entries one Kustomize build may hold",
     "input-seconds": "seconds one input (file, chart, stdin) may take to read",
 }
 
