@@ -5,14 +5,15 @@ from __future__ import annotations
 import gc
 from collections.abc import Callable, Iterable, Sequence
 from contextlib import contextmanager, nullcontext
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, NamedTuple
 
 from kubelint_ports.checks import CHECKS, Hit
 from kubelint_ports.findings import Diagnostic, Finding, Location, Report
 from kubelint_ports.loading import Loading, LoadResult, budgets, changed_sources, display_path, held
 from kubelint_ports.model import Cluster, ClusterFacts
-from kubelint_ports.model.build import INVENTORY, LINTED, LIVE, ModelReader, assemble, custom_workload_kinds
+from kubelint_ports.model.build import INVENTORY, LINTED, LIVE, ModelReader, assemble, custom_workload_kinds, split_by_unit
+from kubelint_ports.model.units import UnitRules
 from kubelint_ports.policies import Policy, builtin_policies, enabled_by_default
 from kubelint_ports.suppressions import annotation_reason, apply_exemptions, unknown_rule_notes
 
@@ -33,6 +34,7 @@ class LintOptions:
     baseline: frozenset[str] = frozenset()  # fingerprints of findings accepted by --baseline
     limits: budgets.Limits = budgets.DEFAULT_LIMITS  # budgets against hostile input (--limit, `limits:`)
     jobs: int = 0  # processes that read large inputs; 0: one per processor, 1: this process only
+    units: UnitRules = UnitRules()  # deployment units: the config's `units:` (model.units)
 
 
 def lint_paths(paths: Sequence[str], options: LintOptions = LintOptions(), *, stdin=None,
@@ -40,7 +42,7 @@ def lint_paths(paths: Sequence[str], options: LintOptions = LintOptions(), *, st
     with collector_paused(), budgets.applied(options.limits):
         cluster, loaded, diagnostics = load_cluster(paths, options, stdin=stdin)
         policies = tuple(policies if policies is not None else enabled_by_default(builtin_policies()))
-        findings = run_checks(cluster, policies, diagnostics)
+        findings = run_checks_by_unit(cluster, policies, diagnostics)
         if options.exemptions or options.baseline:
             findings = apply_exemptions(findings, options.exemptions, options.baseline)
     changed = changed_sources(loaded.documents)
@@ -90,6 +92,13 @@ def load_cluster(paths: Sequence[str], options: LintOptions, *, stdin=None, live
                                exclude=options.exclude, reader=linted, workers=workers))
         nodes, running, loaded = (loading.finish() if loading is not None else None for loading in pending)
         cluster, model_diagnostics = assemble(linted, live, inventory, options.facts)
+        rules = UnitRules(options.units.configured, tuple(linted.gitops_targets), options.units.root)
+        parts = split_by_unit(linted, rules)
+        if len(parts) > 1:
+            for name, part in parts.items():
+                unit_cluster, unit_diagnostics = assemble(part, live, inventory, options.facts)
+                cluster.units.append((name, unit_cluster))
+                model_diagnostics += unit_diagnostics
     diagnostics = loaded.diagnostics + model_diagnostics
     for extra in (running, nodes):
         if extra is not None:
@@ -124,6 +133,19 @@ def collector_paused():
         gc.freeze()
         if was_enabled:
             gc.enable()
+
+
+def run_checks_by_unit(cluster: Cluster, policies: Sequence[Policy], diagnostics: list[Diagnostic]) -> list[Finding]:
+    """The checks within each deployment unit (model.units), or over the one cluster. A finding
+    that several units give (an object of a base two overlays build) is reported once, naming
+    every unit it is in."""
+    if not cluster.units:
+        return run_checks(cluster, policies, diagnostics)
+    found: dict[Finding, list[str]] = {}
+    for name, unit_cluster in cluster.units:
+        for finding in run_checks(unit_cluster, policies, diagnostics):
+            found.setdefault(finding, []).append(name)
+    return sorted(replace(finding, units=tuple(sorted(set(names)))) for finding, names in found.items())
 
 
 def run_checks(cluster: Cluster, policies: Iterable[Policy], diagnostics: list[Diagnostic] | None = None,

@@ -91,6 +91,9 @@ class Finding:
     # Where it happens (the check's Hit.nodes; empty: wherever the subject runs). Not part of a
     # finding's identity: the port map reads it.
     nodes: tuple[str, ...] = field(default=(), compare=False)
+    # The deployment units it is found in (model.units), when the inputs hold several; not part of
+    # its identity: a base's object built by two overlays is one finding in both.
+    units: tuple[str, ...] = field(default=(), compare=False)
 
     @property
     def fingerprint(self) -> str:

@@ -142,6 +142,7 @@ def resolve_within(command: CommandLine, config: Config, limits: budgets.Limits)
         exemptions=config.exemptions,
         baseline=baseline,
         limits=limits,
+        units=unit_rules(config),
     )
     paths = tuple(command.paths) or tuple(config_paths(config, "paths")) or DEFAULT_PATHS
     return Settings(paths, options, tuple(policies), command.fail_on or config.get("fail-on") or "error", config,
@@ -153,6 +154,15 @@ OPTIONS = {"paths": "name it on the command line", "nodes": "pass it with --node
            "cluster": "pass it with --cluster", "policies": "pass it with --policies",
            "baseline": "pass it with --baseline", "charts": "name the chart on the command line",
            "values": "pass it with --values"}
+
+
+def unit_rules(config: Config):
+    """The config's `units:` (name -> paths relative to the config file), for model.units."""
+    from kubelint_ports.model.units import UnitRules
+
+    configured = tuple((str(name), tuple(str(path) for path in paths or ()))
+                       for name, paths in (config.get("units") or {}).items())
+    return UnitRules(configured, root=str(config.base_dir)) if configured else UnitRules()
 
 
 def config_paths(config: Config, key: str) -> list[str]:

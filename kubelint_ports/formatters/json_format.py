@@ -22,6 +22,8 @@ def location_dict(location: Location) -> dict[str, Any]:
 def finding_dict(finding: Finding) -> dict[str, Any]:
     subject = finding.subject
     extra = {"traffic": finding.traffic} if finding.traffic is not None else {}
+    if finding.units:
+        extra["units"] = list(finding.units)
     return {
         "rule": finding.rule_id,
         "name": finding.rule_name,

@@ -161,7 +161,8 @@ def result(finding: Finding, rule_index: dict[str, int], root: str) -> om.Result
         partial_fingerprints={FINGERPRINT_KEY: finding.fingerprint},
         suppressions=[om.Suppression(kind=finding.suppressed_by or "external", justification=finding.suppressed)]
         if finding.suppressed else None,
-        properties={"traffic": finding.traffic} if finding.traffic is not None else None,
+        properties={key: value for key, value in (("traffic", finding.traffic), ("units", list(finding.units)))
+                    if value} or None,
     )
 
 

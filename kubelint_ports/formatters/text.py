@@ -56,12 +56,18 @@ def write_group(path: str, findings: list[Finding], out: TextIO, options: Format
     width = max(len(place(finding)) for finding in findings)
     for finding in findings:
         prefix_length = 2 + width + 2 + SEVERITY_WIDTH + 2 + len(finding.rule_id) + 2
-        suffix = " (suppressed)" if finding.suppressed else ""
+        suffix = (f" [{unit_label(finding.units)}]" if finding.units else "") + (" (suppressed)" if finding.suppressed else "")
         claim, cut = fit(printable(finding.headline), WIDTH - prefix_length - len(suffix))
         severity = paint(f"{str(finding.severity):<{SEVERITY_WIDTH}}", COLORS[finding.severity])
         out.write(f"  {place(finding):<{width}}  {severity}  {paint(finding.rule_id, BOLD)}  {claim}{suffix}\n")
         if options.explain:
             write_details(finding, finding.message if cut else finding.explanation, out, paint)
+
+
+def unit_label(units: tuple[str, ...]) -> str:
+    """The deployment units a finding is in, short: an overlay's directory by its last name (the
+    full path is in the details, `-v`)."""
+    return ", ".join(printable(unit.rstrip("/").rsplit("/", 1)[-1] or unit) for unit in units)
 
 
 def place(finding: Finding) -> str:
@@ -89,8 +95,9 @@ def write_details(finding: Finding, explanation: str, out: TextIO, paint) -> Non
     if explanation:
         out.write(wrapped(printable(explanation)) + "\n")
     origin = f" (from {finding.template})" if finding.template else ""
-    out.write(paint(wrapped(printable(f"{finding.rule_id} {finding.rule_name} on {finding.subject}{origin}")), DIM)
-              + "\n")
+    units = f" in unit {', '.join(finding.units)}" if finding.units else ""
+    out.write(paint(wrapped(printable(f"{finding.rule_id} {finding.rule_name} on {finding.subject}{origin}{units}")),
+                    DIM) + "\n")
     for related in finding.related:
         out.write(f"{DETAIL_INDENT}{paint(printable(str(related)), DIM)}: {printable(related.message)}\n")
     if finding.suppressed:

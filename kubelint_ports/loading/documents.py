@@ -129,6 +129,9 @@ class Document:
     # Where an object without metadata.namespace lands, when the input says: a chart's release
     # namespace (`--namespace`, per-chart `namespace:`), as `helm install -n` would place it.
     namespace: str = ""
+    # The deployment unit the object lands in when the input says (a Kustomize overlay's build);
+    # "": decided by the model (the config's `units:`, GitOps objects) or the run's one unit.
+    unit: str = ""
 
     @property
     def root(self) -> MappingNode | None:

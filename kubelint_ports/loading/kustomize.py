@@ -169,7 +169,7 @@ def add_built(directory: str, tree: Kustomization, text: str, scratch: str, resu
         files.add(source_file)
         return KustomizeDocument(display_path(source_file), document.root, shown, document.text_source,
                                  document.span, document.items, document.annotations, source_file=source_file,
-                                 sources=sources, applied=applied, generator=generator)
+                                 sources=sources, applied=applied, generator=generator, unit=shown)
 
     # The build's output is kept: positions compose its objects again when findings need them.
     load_bytes(data, shown, rendered, reader=reader, source=SourceText(data=data, digest=zlib.crc32(data)),

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from kubelint_ports.findings import Diagnostic, ObjectRef
 from kubelint_ports.loading import Document, held
 from kubelint_ports.loading import yamltree as yt
-from kubelint_ports.model import placement
+from kubelint_ports.model import placement, units
 from kubelint_ports.model.datapath import Datapath
 from kubelint_ports.model.network import (
     NetworkReader, NodeCidrs, datapath_facts, network_from_pieces, object_identity, owner_references,
@@ -109,6 +109,7 @@ class ModelReader:
     identities: list[tuple[str, str, str]] = field(default_factory=list)  # linted objects: what they replace
     owners: dict = field(default_factory=dict)  # running Workload -> its ownerReferences (kind, name)
     pod_makers: dict[str, set[str]] = field(default_factory=dict)  # namespace -> custom resources there
+    gitops_targets: list = field(default_factory=list)  # units.Target: paths GitOps objects deploy where
     diagnostics: list[Diagnostic] = field(default_factory=list)
 
     def __call__(self, document: Document) -> None:
@@ -128,6 +129,7 @@ class ModelReader:
         piece = read_network_piece(document, live, self.diagnostics)
         if piece is not None:
             piece.owners = owners
+            piece.document = document  # which unit its facts belong to (model.units)
             self.network.append(piece)
         if self.replacing and not live:
             identity = object_identity(document.root)
@@ -144,6 +146,7 @@ class ModelReader:
         self.network += other.network
         self.identities += other.identities
         self.owners.update(other.owners)
+        self.gitops_targets += other.gitops_targets
         for namespace, kinds in other.pod_makers.items():
             self.pod_makers.setdefault(namespace, set()).update(kinds)
         self.diagnostics += other.diagnostics
@@ -199,6 +202,28 @@ def assemble(linted: ModelReader, live: ModelReader | None = None, inventory: Mo
     return cluster, diagnostics
 
 
+def split_by_unit(reader: ModelReader, rules: units.UnitRules) -> dict[str, ModelReader]:
+    """The linted objects by deployment unit (model.units): one reader per unit, each holding its
+    workloads, Services and network facts; an object deployed to several units is in each."""
+    documents = [w.document for w in reader.workloads] + [s.document for s in reader.services] + \
+        [piece.document for piece in reader.network if getattr(piece, "document", None) is not None]
+    names = units.unit_names(rules, documents)
+    if len(names) <= 1:
+        return {names[0] if names else "": reader}
+    parts = {name: ModelReader(reader.role, reader.replacing, reader.custom_kinds) for name in names}
+    for name, workloads in units.partition(reader.workloads, rules).items():
+        parts[name].workloads = workloads
+    for name, services in units.partition(reader.services, rules).items():
+        parts[name].services = services
+    for name, pieces in units.partition(reader.network, rules).items():
+        parts[name].network = pieces
+    for part in parts.values():
+        part.identities = reader.identities
+        part.owners = reader.owners
+        part.pod_makers = reader.pod_makers  # per namespace: kept for every unit (KP501 stays quiet)
+    return parts
+
+
 def guarded(function, document: Document, reader: ModelReader, **kwargs):
     """A field of the wrong type costs that object, not the run."""
     try:
@@ -237,6 +262,8 @@ def add_object(document: Document, reader: ModelReader, live: bool = False, owne
                 f"gives for this kind; fix the path in the configuration"))
         if shape is not None and not live:  # running pods of a custom kind are listed as Pods
             reader.workloads.append(read_workload(document, object_ref(root, api_version, kind, document.namespace), shape))
+        elif not live and (targets := units.gitops_targets_of(root, group, kind, document.path)):
+            reader.gitops_targets += targets
         elif not live and may_make_pods(group, kind):
             # An operator's resource (Prometheus, Alertmanager, a database cluster): its controller
             # may make pods whose labels no input shows, so a Service may select them.

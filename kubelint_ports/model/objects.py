@@ -254,6 +254,9 @@ class Cluster:
     selection: Any = field(default=None, repr=False)  # model.selection, built on first use
     # namespace -> custom resources there whose controllers may make pods ("Prometheus (monitoring.coreos.com)")
     pod_makers: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    # The deployment units (model.units), each its own Cluster, when the inputs hold more than one:
+    # cross-object rules compare objects within a unit only. Empty: this cluster is the one unit.
+    units: list[tuple[str, "Cluster"]] = field(default_factory=list, repr=False)
 
     def node_ports_by_number(self) -> dict[int, list[tuple[Service, NodePortClaim]]]:
         """Every nodePort claim indexed by port number (how the allocator counts them)."""
