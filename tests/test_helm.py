@@ -21,10 +21,12 @@ from typer.testing import CliRunner
 
 from kubelint_ports.cli import app
 from kubelint_ports.engine import LintOptions, lint_paths
-from kubelint_ports.loading import LoadResult, discover, load, load_bytes
+from kubelint_ports.findings import Location
+from kubelint_ports.loading import LoadResult, discover, display_path, load, load_bytes
 from kubelint_ports.loading import helm as helm_module
 from kubelint_ports.loading.helm import (
     HelmOptions, helm_template_command, in_process_engine, merge_set, set_keys, split_template_output)
+from kubelint_ports.loading.helm_files import repository_root
 from kubelint_ports.loading.templatemap import TemplateDocument, TemplateSource, ValuesFile, ValuesSource
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -271,17 +273,75 @@ def test_missing_dependency_is_named_and_never_fetched():
     assert "helm dependency build tests/charts/missing-dep" in diagnostic.message
 
 
-def test_remote_schema_reference_is_refused_before_helm_could_fetch_it(tmp_path):
-    chart = tmp_path / "remote"
-    (chart / "templates").mkdir(parents=True)
-    (chart / "Chart.yaml").write_text("apiVersion: v2\nname: remote\nversion: 0.1.0\n")
-    (chart / "values.schema.json").write_text(json.dumps(
-        {"$schema": "https://json-schema.org/draft-07/schema#",
-         "properties": {"port": {"$ref": "https://schemas.example.com/port.json"}}}))
-    report = lint(str(chart))
-    assert len(report.diagnostics) == 1
-    assert "refers to the schema https://schemas.example.com/port.json" in report.diagnostics[0].message
-    assert "never uses the network" in report.diagnostics[0].message
+REMOTE = f"{CHARTS}/remote-schema"
+REMOTE_REF = ("http://127.0.0.1:9/v1.32.2/_definitions.json"
+              "#/definitions/io.k8s.api.core.v1.PodSpec/properties/nodeSelector")
+
+
+@needs_engine
+def test_a_remote_schema_reference_is_left_out_of_validation_with_a_note_at_its_line():
+    """NGINX Ingress's schema refers to Kubernetes' published schemas: the chart lints, validated
+    against its local parts, and a note says what was not validated, at the first such `$ref`."""
+    report = lint(REMOTE)
+    assert report.diagnostics == []
+    agent = one(report, "KP101", "remote-schema-agent")
+    assert where(agent.location) == (f"{REMOTE}/templates/daemonset.yaml", 21, 15)
+    assert report.notes == [
+        f"{REMOTE}/values.schema.json:10:11: refers to the schema {REMOTE_REF}, outside it, which kubelint-ports "
+        "does not fetch: the chart is rendered with its values validated against the rest of the schema only "
+        "(Helm's --skip-schema-validation, for those parts alone)"]
+
+
+@needs_engine
+def test_the_local_parts_of_a_schema_with_a_remote_reference_still_validate():
+    bad = lint(REMOTE, values=(f"{REMOTE}/values-bad-port.yaml",))
+    assert [where(d.location) for d in bad.diagnostics] == [(f"{REMOTE}/values-bad-port.yaml", 2, 3)]
+    assert "at '/agent/hostPort': got string, want integer" in bad.diagnostics[0].message
+    # The part behind the remote reference accepts anything (Helm would have checked it against a
+    # schema it fetched; we check nothing rather than guess).
+    report = lint(REMOTE, set=("agent.nodeSelector=linux",))
+    assert report.diagnostics == [] and findings_of(report, "KP101")
+
+
+def remote_chart_served_locally(tmp_path):
+    """The fixture chart with its remote `$ref` pointing at a listening socket of this test: any
+    fetch, by this process or by Helm's Go code in the worker, would connect to it."""
+    import socket
+
+    server = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    server.bind(("127.0.0.1", 0))
+    server.listen(8)
+    server.setblocking(False)
+    chart = tmp_path / "remote-schema"
+    shutil.copytree(ROOT / REMOTE, chart)
+    schema = chart / "values.schema.json"
+    schema.write_text(schema.read_text().replace("127.0.0.1:9/", f"127.0.0.1:{server.getsockname()[1]}/"))
+    return chart, server
+
+
+def assert_never_connected(server) -> None:
+    with server:
+        with pytest.raises(BlockingIOError):  # nothing waiting to be accepted: no one connected
+            server.accept()
+
+
+@needs_engine
+def test_a_remote_schema_reference_is_never_fetched(tmp_path, monkeypatch):
+    import socket
+
+    chart, server = remote_chart_served_locally(tmp_path)
+
+    def refuse(*args, **kwargs):
+        raise AssertionError(f"a network connection was attempted: {args}")
+
+    monkeypatch.setattr(socket.socket, "connect", refuse)
+    monkeypatch.setattr(socket, "create_connection", refuse)
+    valid = lint(str(chart))
+    invalid = lint(str(chart), values=(str(chart / "values-bad-port.yaml"),))
+    assert valid.diagnostics == [] and findings_of(valid, "KP101")
+    assert ":10:11: refers to the schema http://127.0.0.1:" in valid.notes[0]
+    assert len(invalid.diagnostics) == 1 and "got string, want integer" in invalid.diagnostics[0].message
+    assert_never_connected(server)
 
 
 def test_no_engine_and_no_binary_is_a_clear_input_error(monkeypatch):
@@ -364,6 +424,72 @@ def test_binary_failure_is_an_input_error_at_the_template_line(fake_helm, monkey
     assert report.diagnostics[0].message.endswith("template: web/templates/service.yaml:14:20: executing boom")
 
 
+REMOTE_RENDERED = """\
+---
+# Source: remote-schema/templates/daemonset.yaml
+apiVersion: apps/v1
+kind: DaemonSet
+metadata:
+  name: remote-schema-agent
+spec:
+  selector:
+    matchLabels:
+      app: agent
+  template:
+    metadata:
+      labels:
+        app: agent
+    spec:
+      nodeSelector:
+        kubernetes.io/os: linux
+      containers:
+        - name: agent
+          image: datadog/agent:7
+          ports:
+            - containerPort: 8125
+              hostPort: 8125
+              protocol: UDP
+"""
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="a shebang script stands in for helm")
+def test_binary_renders_a_packaged_copy_whose_schemas_refer_to_nothing_outside(tmp_path):
+    """`helm template` would fetch the remote `$ref`: it renders Helm's own package of the chart
+    (`helm package`) with the schema made local instead, never the chart directory."""
+    chart, server = remote_chart_served_locally(tmp_path)
+    script = tmp_path / "helm"
+    script.write_text(textwrap.dedent(f"""\
+        #!{sys.executable}
+        import os, shutil, sys, tarfile
+        with open({str(tmp_path / "calls.txt")!r}, "a") as handle:
+            handle.write(" ".join(sys.argv[1:]) + "\\n")
+        if sys.argv[1] == "package":
+            chart, destination = sys.argv[2], sys.argv[4]
+            with tarfile.open(os.path.join(destination, "remote-schema-0.1.0.tgz"), "w:gz") as archive:
+                archive.add(chart, arcname="remote-schema")
+        else:
+            shutil.copy(sys.argv[3], {str(tmp_path / "rendered.tgz")!r})
+            sys.stdout.write({REMOTE_RENDERED!r})
+        """))
+    script.chmod(script.stat().st_mode | stat.S_IXUSR)
+    report = lint(str(chart), helm_binary=str(script))
+    assert report.diagnostics == []
+    package, template = (tmp_path / "calls.txt").read_text().splitlines()
+    assert package.startswith(f"package {chart} --destination ")
+    assert template.startswith("template remote-schema ") and template.split()[2].endswith(".tgz")
+    import tarfile
+
+    with tarfile.open(tmp_path / "rendered.tgz") as archive:
+        schema = json.load(archive.extractfile("remote-schema/values.schema.json"))
+    agent = schema["properties"]["agent"]["properties"]
+    assert agent["nodeSelector"] == {}  # the remote part accepts anything
+    assert agent["hostPort"] == {"type": "integer", "minimum": 1, "maximum": 65535}  # the local part stays
+    assert where(one(report, "KP101", "remote-schema-agent").location) == (
+        where(Location(display_path(str(chart / "templates" / "daemonset.yaml")), 21, 15)))
+    assert report.notes and "refers to the schema http://127.0.0.1:" in report.notes[0]
+    assert_never_connected(server)
+
+
 def test_binary_that_cannot_run_is_an_input_error(tmp_path):
     report = lint(WEB, helm_binary=str(tmp_path / "no-such-helm"))
     assert len(report.diagnostics) == 1 and "cannot run" in report.diagnostics[0].message
@@ -429,14 +555,85 @@ def test_cli_rejects_a_chart_root_without_chart_yaml():
     assert "not a chart directory" in result.output
 
 
+# --- symlinks -------------------------------------------------------------------------------------
+
+LINKED = f"{CHARTS}/linked"
+needs_symlinks = pytest.mark.skipif(not os.path.islink(ROOT / LINKED / "app" / "charts" / "library"),
+                                    reason="this checkout has no symlinks (git's core.symlinks=false)")
+
+
+def copy_linked(destination: Path) -> Path:
+    """tests/charts/linked (a chart whose charts/library -> ../../library) copied with its link."""
+    shutil.copytree(ROOT / LINKED, destination, symlinks=True)
+    assert repository_root(destination) is None or repository_root(destination) == str(destination.parent), \
+        "the copy must not sit inside a git work tree"
+    return destination
+
+
+@needs_engine
+@needs_symlinks
+def test_a_symlink_inside_the_directory_named_is_followed(tmp_path):
+    """rook's deploy/charts: each chart's charts/library links to the library chart beside it, inside
+    the directory the user named (here outside any repository, so only the name allows it)."""
+    named = copy_linked(tmp_path / "linked")
+    app = str(named / "app")
+    result = LoadResult()
+    helm_module.load_chart(app, None, result, named=[str(named)])
+    assert result.diagnostics == [] and [d.origin for d in result.documents] == ["app/templates/deployment.yaml"]
+    alone = LoadResult()  # the chart named alone: the library lies outside what was named
+    helm_module.load_chart(app, None, alone)
+    assert [d.message for d in alone.diagnostics] == [
+        f"cannot render Helm chart {display_path(app)}: {display_path(app + '/charts/library')} is a symlink to "
+        f"{named / 'library'}, outside the chart: Helm would read it; kubelint-ports reads nothing outside its inputs"]
+
+
+@needs_engine
+@needs_symlinks
+def test_a_symlink_inside_the_repository_is_followed_and_one_leaving_it_is_refused(tmp_path):
+    """A chart in a git checkout (NGINX's `crds -> ../../config/crd/bases`) may link anywhere in the
+    repository; a link leaving it is refused, as before."""
+    repository = tmp_path / "repository"
+    (repository / ".git").mkdir(parents=True)
+    copy_linked(repository / "deploy")
+    report = lint_paths([str(repository / "deploy" / "app")])
+    assert report.diagnostics == []
+    assert where(one(report, "KP101", "app").location) == (
+        display_path(str(repository / "deploy" / "app" / "templates" / "deployment.yaml")), 21, 15)
+
+    elsewhere = copy_linked(tmp_path / "elsewhere")  # the library now outside the repository
+    link = repository / "deploy" / "app" / "charts" / "library"
+    link.unlink()
+    link.symlink_to(elsewhere / "library")
+    report = lint_paths([str(repository / "deploy")])
+    assert len(report.diagnostics) == 1
+    assert f"is a symlink to {elsewhere / 'library'}, outside the chart and " in report.diagnostics[0].message
+    assert display_path(str(repository)) in report.diagnostics[0].message
+
+
+@needs_engine
+@needs_symlinks
+def test_a_symlinked_directory_is_checked_like_the_chart(tmp_path):
+    """What a followed link leads to is walked too: a FIFO or a link leaving the repository there is
+    refused as it would be in the chart itself."""
+    repository = tmp_path / "repository"
+    (repository / ".git").mkdir(parents=True)
+    named = copy_linked(repository / "deploy")
+    (tmp_path / "secret").write_text("password: hunter2\n")
+    (named / "library" / "templates" / "secret.yaml").symlink_to(tmp_path / "secret")
+    report = lint_paths([str(named / "app")])
+    assert len(report.diagnostics) == 1 and "hunter2" not in report.diagnostics[0].message
+    assert "app/charts/library/templates/secret.yaml is a symlink to" in report.diagnostics[0].message
+
+
 # --- discovery ----------------------------------------------------------------------------------
 
 
 def test_charts_found_while_walking_are_rendered_once_and_templates_never_read_as_yaml():
     found = list(discover([CHARTS, WEB, f"{WEB}/templates/deployment.yaml",
                            f"{WEB}/charts/db/templates/statefulset.yaml"]))
-    assert found == [f"{CHARTS}/values-bad-schema.yaml", f"{CHARTS}/web-rendered.yaml",
-                     f"{CHARTS}/broken-template", f"{CHARTS}/missing-dep", f"{CHARTS}/web"]
+    assert found == [f"{CHARTS}/values-bad-schema.yaml", f"{CHARTS}/web-rendered.yaml", f"{CHARTS}/agents",
+                     f"{CHARTS}/broken-template", f"{CHARTS}/linked/app", f"{CHARTS}/linked/library",
+                     f"{CHARTS}/missing-dep", f"{CHARTS}/remote-schema", f"{CHARTS}/web"]
 
 
 @needs_engine
@@ -573,6 +770,80 @@ def test_index_calls_and_items_matched_by_name(mapped):
         (3, ".Values.ports, used at t/deployment.yaml:28")]
 
 
+AGENTS_TEMPLATE = """\
+apiVersion: apps/v1
+kind: DaemonSet
+metadata:
+  name: agents
+spec:
+  template:
+    spec:
+      containers:
+        {{- include "container-agent" . | nindent 6 }}
+        {{- if eq (include "should-enable-trace-agent" .) "true" }}
+          {{- include "container-trace-agent" . | nindent 6 }}
+        {{- end }}
+        {{- if .Values.process.enabled }}
+          {{- include "container-process-agent" . | nindent 6 }}
+        {{- end }}
+      volumes:
+        - name: tmp
+          emptyDir: {}
+"""
+AGENTS_RENDERED = """\
+apiVersion: apps/v1
+kind: DaemonSet
+metadata:
+  name: agents
+spec:
+  template:
+    spec:
+      containers:
+      - name: agent
+        ports:
+          - containerPort: 8125
+            hostPort: 8125
+      - name: trace-agent
+        ports:
+          - containerPort: 8126
+            hostPort: 8126
+      - name: process-agent
+      volumes:
+        - name: tmp
+          emptyDir: {}
+"""
+
+
+def test_includes_at_the_indent_of_their_key_are_its_content(tmp_path):
+    """Datadog's daemonset.yaml: `containers:` then one `{{- include ... | nindent 6 }}` per
+    container, at the key's own indent. Each container's fields land on the include that wrote it
+    (the one named after the container), not on `containers:`; the key after them is not swallowed."""
+    (tmp_path / "daemonset.yaml").write_text(AGENTS_TEMPLATE)
+    source = TemplateSource("t/daemonset.yaml", str(tmp_path / "daemonset.yaml"), None, rendered_count=1)
+    result = LoadResult()
+    load_bytes(AGENTS_RENDERED.encode(), "rendered", result)
+    agents = TemplateDocument("t/daemonset.yaml", result.documents[0].root, "c/templates/daemonset.yaml", source=source)
+
+    def at(field_path):
+        location = agents.location(field_path)
+        return location.line, location.column
+
+    assert at("spec.template.spec.containers[0].ports[0].hostPort") == (9, 9)
+    assert at("spec.template.spec.containers[1].ports[0].hostPort") == (11, 11)
+    assert at("spec.template.spec.containers[2].name") == (14, 11)
+    assert at("spec.template.spec.containers") == (8, 7)
+    assert at("spec.template.spec.volumes[0].emptyDir") == (18, 11)
+
+
+@needs_engine
+def test_a_chart_writing_each_container_with_an_include_points_at_the_include():
+    report = lint(f"{CHARTS}/agents")
+    assert report.diagnostics == []
+    found = sorted((f.message.split()[1], where(f.location)) for f in findings_of(report, "KP101"))
+    assert found == [("'agent'", (f"{CHARTS}/agents/templates/daemonset.yaml", 15, 9)),
+                     ("'trace-agent'", (f"{CHARTS}/agents/templates/daemonset.yaml", 17, 11))]
+
+
 # --- values helpers ------------------------------------------------------------------------------
 
 
@@ -636,7 +907,10 @@ def test_the_release_namespace_is_the_namespace_of_objects_that_name_none():
     namespace exemptions see it there."""
     plain = lint(WEB, values=(HOSTPORTS,))
     placed = lint(WEB, values=(HOSTPORTS,), namespace="prod")
-    assert {f.subject.namespace for f in findings_of(plain, "KP101")} == {""}
+    # Without --namespace, Helm's: `helm template` renders `.Release.Namespace` as "default".
+    assert {f.subject.namespace for f in findings_of(plain, "KP101")} == {"default"}
     assert {f.subject.namespace for f in findings_of(placed, "KP101")} == {"prod"}
+    assert str(one(plain, "KP101", "web-web").subject) == "default/Deployment/web-web"
+    assert "nodePort 30080 of default/Service/web-web:" in one(plain, "KP201", "web-web").message  # was Service/web-web
     assert [where(f.location) for f in findings_of(placed, "KP101")] == \
         [where(f.location) for f in findings_of(plain, "KP101")]

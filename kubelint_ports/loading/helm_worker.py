@@ -7,7 +7,9 @@ can kill it at the deadline, and where the address space is capped (RLIMIT_DATA:
 
 Run by path (`python .../helm_worker.py MEMORY_BYTES`), it imports nothing of kubelint_ports:
 start-up is Python's and the SDK's alone. Protocol: one JSON request per line on stdin, one JSON
-answer per line on stdout: {"manifests": {...}} or {"error": KIND, "message": TEXT}.
+answer per line on stdout: {"manifests": {...}} or {"error": KIND, "message": TEXT}. A request with
+`local_schemas` renders the chart with its values schemas made local (`local_schema`): the parent
+found a reference outside one, which Helm's validator would fetch.
 """
 
 import sys
@@ -82,6 +84,106 @@ def merge_set(base, parsed):
     return parsed
 
 
+# JSON Schema keywords whose value names another schema: one not starting with `#` lies outside
+# the schema document (a URL, a file, a name resolved against an `$id`) and a validator fetches it.
+REFERENCES = ("$ref", "$dynamicRef", "$recursiveRef")
+SCHEMA_FILE = "values.schema.json"
+
+
+def outside_reference(key, value):
+    return key in REFERENCES and isinstance(value, str) and not value.startswith("#")
+
+
+def local_schema(schema, known_meta_schemas):
+    """A copy of a values schema that refers to nothing outside itself: a subschema holding an
+    outside reference becomes `{}` (anything is valid there, as with Helm's
+    --skip-schema-validation, but for that subschema only), and a `$schema` that is not a built-in
+    meta-schema is dropped (the validator's default draft applies). Everything else still
+    validates. Iterative: the parent checked the depth, but not against Python's recursion limit."""
+    top = [None]
+    stack = [(schema, top, 0)]
+    while stack:
+        node, container, key = stack.pop()
+        if isinstance(node, dict):
+            if any(outside_reference(k, v) for k, v in node.items()):
+                container[key] = {}
+                continue
+            kept = [(k, v) for k, v in node.items()
+                    if not (k == "$schema" and isinstance(v, str) and v not in known_meta_schemas)]
+            copy = dict.fromkeys(k for k, _ in kept)  # the order of the keys is kept
+            container[key] = copy
+            stack.extend((v, copy, k) for k, v in kept)
+        elif isinstance(node, list):
+            copy = [None] * len(node)
+            container[key] = copy
+            stack.extend((v, copy, i) for i, v in enumerate(node))
+        else:
+            container[key] = node
+    return top[0]
+
+
+def local_schema_archive(data, known_meta_schemas, max_bytes):
+    """A chart archive (`helm package`, `Chart.save`) with every values schema in it, the
+    subcharts' too, made local (`local_schema`). A schema that is not JSON is left for Helm to
+    report. ValueError past `max_bytes` unpacked (the chart was checked, but not its archive)."""
+    import io
+    import tarfile
+
+    out = io.BytesIO()
+    try:
+        copy_archive(tarfile.open(fileobj=io.BytesIO(data), mode="r:*"), tarfile.open(fileobj=out, mode="w:gz"),
+                     known_meta_schemas, max_bytes)
+    except (tarfile.TarError, EOFError) as error:
+        raise ValueError(f"not a readable chart archive ({error})") from None
+    return out.getvalue()
+
+
+def copy_archive(source, copy, known_meta_schemas, max_bytes):
+    """Members of `source` into `copy`, values schemas made local; both closed after."""
+    import io
+
+    total = 0
+    with source, copy:
+        for member in source:
+            if not member.isfile():
+                if member.isdir():
+                    copy.addfile(member)
+                continue  # Helm's own archive holds no links; nothing else is read either
+            total += member.size
+            if total > max_bytes:
+                raise ValueError(f"the chart archive is over {max_bytes} bytes unpacked")
+            content = source.extractfile(member).read()
+            if member.name.rsplit("/", 1)[-1] == SCHEMA_FILE:
+                try:
+                    schema = json.loads(content)
+                except (ValueError, RecursionError):
+                    pass
+                else:
+                    content = json.dumps(local_schema(schema, known_meta_schemas), indent=1).encode("utf-8")
+                    member.size = len(content)
+            copy.addfile(member, io.BytesIO(content))
+
+
+def local_schema_chart(helm, chart, request):
+    """The loaded chart again, its values schemas made local (`local_schema`): Helm validates the
+    values against what is local in them and fetches nothing. The SDK cannot replace a loaded
+    chart's schema, so the chart goes through Helm's own archive: saved (after .helmignore and
+    symlinks, as Helm loaded it), rewritten, loaded back."""
+    import shutil
+    import tempfile
+
+    directory = tempfile.mkdtemp(prefix="kubelint-ports-chart-")
+    try:
+        with open(chart.save(directory), "rb") as handle:
+            data = handle.read(request["max_file_bytes"] + 1)
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)
+    if len(data) > request["max_file_bytes"]:
+        raise ValueError("the chart archive is over the file size limit")
+    return helm.Chart.load_archive(local_schema_archive(data, frozenset(request["known_meta_schemas"]),
+                                                        request["max_file_bytes"]))
+
+
 def missing_dependencies(chart):
     """Dependencies Chart.yaml declares that charts/ does not hold (Helm's CheckDependencies)."""
     present = {str(dependency.get("name")) for dependency in chart.dependencies}
@@ -126,6 +228,13 @@ def render(helm, request):
         missing = missing_dependencies(chart)
         if missing:
             return {"error": "missing", "message": ", ".join(missing)}
+        if request.get("local_schemas"):
+            try:
+                local = local_schema_chart(helm, chart, request)
+            except (helm.HelmError, OSError, ValueError) as error:
+                return {"error": "local-schema", "message": str(error)}
+            chart.close()
+            chart = local
         values, problem = read_values(helm, request["values"], request["set"], request["set_string"],
                                       request["max_file_bytes"])
         if problem:

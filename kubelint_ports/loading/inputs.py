@@ -191,7 +191,7 @@ class Loading:
                 from kubelint_ports.loading.helm import load_chart
 
                 options = self.chart_helm.get(os.path.abspath(path), self.helm)
-                read_guarded(path, result, lambda: load_chart(path, options, result, reader))
+                read_guarded(path, result, lambda: load_chart(path, options, result, reader, named=self.paths))
                 continue
             read_guarded(path, result, lambda: load_file(path, result, stdin=self.stdin, helm=self.helm, reader=reader))
         if kustomizations:

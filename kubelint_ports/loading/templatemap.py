@@ -19,31 +19,23 @@ subchart's values looked up under its name in the parent's files.
 from __future__ import annotations
 
 import bisect
-import os
 import re
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-import yaml
-
 from kubelint_ports.findings import Location
-from kubelint_ports.loading import Document, ManifestLoader, budgets, display_path, files
+from kubelint_ports.loading import Document, budgets, files
 from kubelint_ports.loading import yamltree as yt
-
-Segment = str | int
+from kubelint_ports.loading.templatemap_values import (  # noqa: F401 (ValuesFile, ValuesSource: shared names)
+    ASSIGN as _ASSIGN, CONTROL_WORDS as _CONTROL_WORDS, Segment, ValuesFile, ValuesSource, template_context,
+    values_references)
 _ACTION = re.compile(r"\{\{(.*?)\}\}", re.DOTALL)
 _MASK = "\x01"
-_CONTROL_WORDS = frozenset(("if", "else", "end", "range", "with", "define", "block", "break", "continue"))
 _GENERATORS = re.compile(r"\b(include|template|toYaml|toJson|tpl|toPrettyJson|nindent|indent)\b")
 _INDENT_HINT = re.compile(r"\bn?indent\s+([0-9]{1,4})\b")
 _KEY = re.compile(r"""("(?:[^"\\]|\\.)*"|'(?:[^']|'')*'|[^\s#'"\[\]{}][^#]*?)\s*:(?=\s|$)""")
 _BLOCK_SCALAR = re.compile(r"^[|>][-+0-9]*\s*(#.*)?$")
 _DOC_SEPARATOR = re.compile(r"^---(\s|$)")
-_STRING = re.compile(r'"(?:[^"\\]|\\.)*"|`[^`]*`')
-_INDEX = re.compile(r'\bindex\s+(\$?\.Values(?:\.\w+)*|\$\w+(?:\.\w+)*)((?:\s+"[^"]*")+)')
-_FIELD_CHAIN = re.compile(r"(?<![\w)\].$])(?:(\$\w*)((?:\.[A-Za-z_]\w*)*)|((?:\.[A-Za-z_]\w*)+|\.(?![\w.])))")
-_ASSIGN = re.compile(r"^\s*(\$\w+)\s*:?=\s*(.*)$", re.DOTALL)
-_BUILTINS = frozenset(("Release", "Chart", "Capabilities", "Template", "Files", "Subcharts"))
+_INCLUDED = re.compile(r'\b(?:include|template)\s+"([^"]+)"')
 _ITEM_IDS = ("name", "containerPort", "port", "hostPort", "nodePort", "mountPath", "key")
 
 
@@ -83,7 +75,7 @@ class Entry:
     indent: int
     column: int = 0  # 0-based column where the entry starts (key, `-`, or `{{`)
     key: str | None = None  # None: a templated key
-    value: str = ""  # the literal text after `key:` (actions masked), for matching items
+    value: str = ""  # the literal text after `key:` (actions masked), for matching items; a gen's action
     children: list["Entry"] = field(default_factory=list)
 
     def key_child(self, key: str) -> Entry | None:
@@ -95,8 +87,20 @@ class Entry:
     def items(self) -> list[Entry]:
         return [child for child in self.children if child.kind == "item"]
 
-    def generator(self) -> Entry | None:
-        return next((child for child in self.children if child.kind == "gen"), None)
+    def generator(self, rendered: yt.Node | None = None) -> Entry | None:
+        """The action that wrote this block's content; of several (`containers:` followed by one
+        `include` per container), the one whose named template is called after the rendered
+        item's `name` (`include "container-trace-agent"` for `name: trace-agent`), else the first."""
+        generators = [child for child in self.children if child.kind == "gen"]
+        name = yt.get(rendered, "name") if isinstance(rendered, yt.MappingNode) and len(generators) > 1 else None
+        if isinstance(name, yt.ScalarNode) and name.value:
+            named = [(len(included) - len(name.value), index, generator)
+                     for index, generator in enumerate(generators)
+                     for included in _INCLUDED.findall(generator.value)
+                     if included == name.value or included.endswith(("-" + name.value, "." + name.value))]
+            if named:
+                return min(named)[2]  # `container-agent`, not `container-trace-agent`, for `agent`
+        return generators[0] if generators else None
 
 
 @dataclass(slots=True, eq=False)
@@ -146,8 +150,7 @@ def parse_outline(text: str) -> tuple[list[OutlineDoc], list[Action], list[str]]
     def add(entry: Entry) -> None:
         while len(stack) > 1:
             top = stack[-1]
-            if top.indent > entry.indent or (top.indent == entry.indent and not (
-                    entry.kind == "item" and top.kind == "key")):
+            if top.indent > entry.indent or (top.indent == entry.indent and not opens_block(top, entry)):
                 stack.pop()
             else:
                 break
@@ -174,7 +177,7 @@ def parse_outline(text: str) -> tuple[list[OutlineDoc], list[Action], list[str]]
                 action = starting[0]
                 hint = _INDENT_HINT.search(action.body)
                 gen_indent = int(hint.group(1)) if hint else action.column
-                add(Entry("gen", number, gen_indent, action.column))
+                add(Entry("gen", number, gen_indent, action.column, value=action.body))
             continue
         if content.startswith("#"):
             continue
@@ -196,10 +199,23 @@ def parse_outline(text: str) -> tuple[list[OutlineDoc], list[Action], list[str]]
         elif rest and _MASK in rest and not rest.replace(_MASK, "").strip():
             starting = [a for a in actions_by_line.get(number, ()) if not a.is_control]
             if starting:
-                add(Entry("gen", number, column, column))
+                add(Entry("gen", number, column, column, value=starting[0].body))
     if current.root.children:
         docs.append(current)
     return docs, actions, lines
+
+
+def opens_block(key: Entry, entry: Entry) -> bool:
+    """Whether `entry`, at the indent of `key`, is its content: YAML lets a list sit at its key's
+    indent (`containers:` then `- name: a`), and an action writing one, `{{- include "c" . |
+    nindent 6 }}` under a `containers:` at 6, does the same when the key has no value of its own
+    (keys the action wrote would make that key null, which templates do not mean)."""
+    if key.kind != "key":
+        return False
+    if entry.kind == "item":
+        return True
+    return (entry.kind == "gen" and not key.value
+            and all(child.kind in ("gen", "item") and child.indent == key.indent for child in key.children))
 
 
 def _line_indent(line: str) -> int:
@@ -219,98 +235,6 @@ def _literal(value: str) -> str | None:
     value = re.sub(r"\s+#.*$", "", value).strip()
     return _unquote(value)
 
-
-# --- values files ----------------------------------------------------------------------------
-
-
-@dataclass(slots=True, eq=False)
-class ValuesFile:
-    """A values file, composed once with marks (only when a finding needs it)."""
-
-    path: str  # absolute: shown relative to wherever the run is
-    _root: object = None
-    _loaded: bool = False
-
-    def __post_init__(self) -> None:
-        self.path = os.path.abspath(self.path)
-
-    @property
-    def root(self) -> yt.Node | None:
-        if not self._loaded:
-            self._loaded = True
-            try:
-                self._root = budgets.compose(files.read_file(self.path, budgets.current().max_file_bytes),
-                                             loader=ManifestLoader)
-            except (OSError, yaml.YAMLError):
-                self._root = None
-        return self._root
-
-    def locate(self, segments: list[Segment]) -> tuple[int, Location | None]:
-        depth, location, _ = self.resolve(segments)
-        return depth, location
-
-    def resolve(self, segments: list[Segment]) -> tuple[int, Location | None, yt.Node | None]:
-        """How many segments resolve, the place of the deepest one, and its value node."""
-        node = self.root
-        key_node = value_node = None
-        depth = 0
-        for segment in segments:
-            if isinstance(segment, int):
-                if not isinstance(node, yt.SequenceNode) or segment >= len(node.value):
-                    break
-                key_node, node = None, node.value[segment]
-            else:
-                pair = yt.child(node, segment)
-                if pair is None:
-                    break
-                key_node, node = pair
-            value_node = node
-            depth += 1
-        if depth == 0:
-            return 0, None, None
-        start = (key_node or value_node).start_mark
-        end = value_node.end_mark if isinstance(value_node, yt.ScalarNode) or key_node is None else key_node.end_mark
-        return depth, Location(display_path(self.path), start.line + 1, start.column + 1,
-                               end.line + 1, end.column + 1), value_node
-
-
-@dataclass(slots=True, eq=False)
-class ValuesSource:
-    """Where a template's `.Values` come from, highest precedence first: (file or None for
-    `--set`, key prefix in that file). `set_paths` are the keys given with --set/--set-string."""
-
-    layers: list[tuple[ValuesFile, tuple[str, ...]]]
-    set_paths: list[list[Segment]] = field(default_factory=list)
-    set_prefix: tuple[str, ...] = ()
-
-    def locate(self, segments: list[Segment]) -> Location | None:
-        found = self.find(segments)
-        return found[0] if found else None
-
-    def find(self, segments: list[Segment], expect: str | None = None) -> tuple[Location, list[Segment]] | None:
-        """The place that sets `.Values.<segments>` and its key in that file: the highest layer
-        holding the whole key, else the one holding most of it. With `expect` (the rendered
-        scalar), a layer whose value differs is not the source: the value came from elsewhere
-        (a file or --set this run does not know), so no place is claimed."""
-        if not segments:
-            return None
-        scoped = segments[0] == "global"  # globals are read at the top of every file
-        for set_path in self.set_paths:
-            full = ([] if scoped else list(self.set_prefix)) + list(segments)
-            if full[:len(set_path)] == set_path:
-                return None  # set on the command line: no file holds it
-        best: tuple[int, Location, list[Segment]] | None = None
-        for values_file, prefix in self.layers:
-            wanted = list(segments) if scoped else [*prefix, *segments]
-            depth, location, node = values_file.resolve(wanted)
-            depth -= len(wanted) - len(segments)  # only segments of the reference itself count
-            if location is not None and depth == len(segments):
-                if expect is not None and isinstance(node, yt.ScalarNode) and node.value != expect:
-                    return None
-                return location, wanted
-            if location is not None and depth > 0 and (best is None or depth > best[0]):
-                best = (depth, location, wanted)
-        return (best[1], best[2]) if best else None
 
 
 # --- template sources and documents ------------------------------------------------------------
@@ -482,7 +406,7 @@ class TemplateDocument(Document):
                 pair = yt.child(rendered, segment) if rendered is not None else None
                 rendered_next = pair[1] if pair else None
             if chosen is None:
-                generator = entry.generator()
+                generator = entry.generator(rendered_next)
                 if generator is not None:
                     return Mapped(generator, list(segments[position:]), range_index)
                 return Mapped(entry, list(segments[position:]), range_index)
@@ -549,129 +473,6 @@ def _with_message(location: Location, message: str) -> Location:
 
 def _dotted(path: list[Segment]) -> str:
     return "".join(f"[{s}]" if isinstance(s, int) else (f".{s}" if i else s) for i, s in enumerate(path))
-
-
-# --- `.Values` references ----------------------------------------------------------------------
-
-
-@dataclass(slots=True)
-class Context:
-    dot: list[Segment] | None  # what `.` is, as a values path; None when it is not in .Values
-    variables: dict[str, list[Segment]]
-    conditions: list[tuple[list[Segment], int]]  # values tested by the enclosing `if`s, with their line
-
-
-def template_context(actions: list[Action], line: int, range_index: int | None) -> Context:
-    """`.`, `$variables` and enclosing `if` conditions as they stand at `line`."""
-    stack: list[tuple[str, list[Segment] | None, int]] = []  # (kind, values path, line)
-    variables: dict[str, list[Segment]] = {}
-
-    def dot() -> list[Segment] | None:
-        for kind, path, _ in reversed(stack):
-            if kind in ("with", "range", "define"):
-                return path
-        return []  # the top: `.` is the root context, `.Values` is absolute
-
-    for action in actions:
-        if action.line >= line:
-            break
-        if action.is_comment:
-            continue
-        words = action.words
-        if not words:
-            continue
-        head = words[0]
-        assignment = _ASSIGN.match(action.body) if head not in _CONTROL_WORDS else None
-        if assignment:
-            path = _resolve_expression(assignment.group(2), dot(), variables)
-            if path is not None:
-                variables[assignment.group(1)] = path
-        elif head in ("if", "with", "range"):
-            expression = action.body[len(head):]
-            if head == "range":
-                binding = re.match(r"\s*(\$\w+)\s*(?:,\s*(\$\w+)\s*)?:=(.*)$", expression, re.DOTALL)
-                expression = binding.group(3) if binding else expression
-                path = _resolve_expression(expression, dot(), variables)
-                element = path + [range_index] if path is not None and range_index is not None else None
-                if binding and element is not None:
-                    variables[binding.group(2) or binding.group(1)] = element
-                stack.append(("range", element, action.line))
-            elif head == "with":
-                stack.append(("with", _resolve_expression(expression, dot(), variables), action.line))
-            else:
-                stack.append(("if", _first_reference(expression, dot(), variables), action.line))
-        elif head in ("define", "block"):
-            stack.append(("define", None, action.line))
-        elif head == "end" and stack:
-            stack.pop()
-    conditions = [(path, where) for kind, path, where in stack if kind == "if" and path]
-    return Context(dot(), variables, conditions)
-
-
-def _resolve_expression(expression: str, dot: list[Segment] | None, variables) -> list[Segment] | None:
-    """The values path an expression like `.Values.x`, `.y` (in a values context) or `$v.z` names,
-    when it is nothing but that reference (maybe piped through a function)."""
-    expression = expression.strip()
-    if expression.startswith("("):
-        expression = expression.strip("()").strip()
-    head = expression.split("|")[0].strip()
-    references = list(_references(head, dot, variables))
-    if len(references) == 1 and len(head.split()) == 1:
-        return references[0]
-    return None
-
-
-def _first_reference(expression: str, dot, variables) -> list[Segment] | None:
-    return next(iter(_references(expression, dot, variables)), None)
-
-
-def _references(body: str, dot: list[Segment] | None, variables) -> Iterator[list[Segment]]:
-    for match in _INDEX.finditer(body):
-        base = [] if match.group(1) in (".Values", "$.Values") else _chain(match.group(1), dot, variables)
-        if base is not None:
-            yield base + re.findall(r'"([^"]*)"', match.group(2))
-    body = _STRING.sub('""', _INDEX.sub("", body))
-    for match in _FIELD_CHAIN.finditer(body):
-        text = match.group(3) if match.group(3) is not None else match.group(1) + match.group(2)
-        path = _chain(text, dot, variables)
-        if path is not None:
-            yield path
-
-
-def _chain(text: str, dot: list[Segment] | None, variables) -> list[Segment] | None:
-    """The values path of `.Values.a.b`, `$.Values.a`, `$var.b` or `.b` (in a values context)."""
-    if text.startswith("$"):
-        variable, _, rest = text.partition(".")
-        fields = [f for f in rest.split(".") if f]
-        if variable == "$":  # the root context
-            return fields[1:] if fields[:1] == ["Values"] and len(fields) > 1 else None
-        base = variables.get(variable)
-        return base + fields if base is not None else None
-    fields = [f for f in text[1:].split(".") if f]
-    if fields[:1] == ["Values"]:  # the root context: at the top, or passed to a `define`
-        return fields[1:] or None
-    if not dot or (fields and fields[0] in _BUILTINS):
-        return None
-    return dot + fields
-
-
-_EXACT = re.compile(r"^\S+(\s*\|\s*(quote|squote|int|int64|toString))*$")
-_BEFORE_VALUE = re.compile(r"""^\s*(-\s+)*([^#:{]+:\s+)?["']?$""")
-_AFTER_VALUE = re.compile(r"""^["']?\s*(#.*)?$""")
-
-
-def values_references(action: Action, context: Context, line: str) -> Iterator[tuple[list[Segment], bool, bool]]:
-    """Per reference: (values path, whether the action writes a block (`toYaml`, `include`...),
-    whether the line's value is exactly that value (`key: {{ .Values.x }}`, maybe quoted))."""
-    generator = action.generates_block
-    before, after = line[:action.column], line[action.column + action.end - action.start:]
-    exact = (not generator and bool(_EXACT.match(action.body))
-             and bool(_BEFORE_VALUE.match(before)) and bool(_AFTER_VALUE.match(after)))
-    seen: set[tuple] = set()
-    for path in _references(action.body, context.dot, context.variables):
-        if path and tuple(path) not in seen:
-            seen.add(tuple(path))
-            yield path, generator, exact
 
 
 def _rendered_scalar(root: yt.Node, field_path: str) -> yt.ScalarNode | None:

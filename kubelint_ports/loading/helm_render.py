@@ -1,0 +1,352 @@
+"""Running Helm: the render worker (`helm_worker.py`, the in-process engine in a process of its
+own) and `helm template`, each within the budgets (deadline, memory, output size), and Helm's
+failures turned into errors placed where Helm says.
+
+Importing this module imports neither the SDK nor `subprocess`: only rendering pays for them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+
+from kubelint_ports.findings import Location
+from kubelint_ports.loading import budgets, display_path, files
+from kubelint_ports.loading.helm_chart import (HelmOptions, RenderError, chart_name, subchart_location,
+                                               values_source)
+from kubelint_ports.loading.templatemap import Segment, chart_relative
+
+_TEMPLATE_POSITION = re.compile(r"\(?([\w.-]+(?:/[\w.-]+)*?/templates/[^\s:()]+):([0-9]{1,9})(?::([0-9]{1,9}))?")
+_SCHEMA_POINTER = re.compile(r"([\w.-]+): - at '(/[^']*)'")  # "<chart>: - at '/a/b': ..." (one line)
+
+
+class RenderWorker:
+    """The process `helm_worker.py` runs in: started on the first chart of a run, reused for the
+    next ones, killed (and started again when needed) when a render outlives `helm-seconds`,
+    outgrows `helm-memory-mib`, or its answer outgrows `helm-output-mib`."""
+
+    def __init__(self) -> None:
+        self.process = None
+        self.errors = None  # the worker's stderr: Go's reason when it dies
+
+    def start(self) -> None:
+        import subprocess
+        import sys
+        import tempfile
+
+        limits = budgets.current()
+        self.errors = tempfile.TemporaryFile()
+        environment = {**os.environ, "GOTRACEBACK": "single"}
+        self.process = subprocess.Popen(
+            [sys.executable, os.path.join(os.path.dirname(os.path.abspath(__file__)), "helm_worker.py"),
+             str(limits.helm_memory_mib * budgets.MIB)],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.errors, env=environment)
+
+    def stop(self) -> None:
+        if self.process is not None:
+            if self.process.poll() is None:
+                self.process.kill()
+            self.process.wait()
+            for stream in (self.process.stdin, self.process.stdout):
+                stream.close()
+            self.process = None
+        if self.errors is not None:
+            self.errors.close()
+            self.errors = None
+
+    def render(self, chart_dir: str, options: HelmOptions, local_schemas: bool = False) -> dict[str, str] | None:
+        """The rendered chart; None when the worker has no engine (the SDK does not load here).
+        `local_schemas`: a values schema refers outside itself, Helm validates against a copy
+        made local (`helm_worker.local_schema`)."""
+        import time
+
+        limits = budgets.current()
+        request = {"chart": os.path.abspath(chart_dir), "values": [os.path.abspath(v) for v in options.values],
+                   "set": list(options.set), "set_string": list(options.set_string),
+                   "release_name": options.release_name, "namespace": options.namespace,
+                   "kube_version": options.kube_version, "max_file_bytes": limits.max_file_bytes,
+                   "max_output_bytes": limits.helm_output_mib * budgets.MIB,
+                   "local_schemas": local_schemas, "known_meta_schemas": sorted(files.KNOWN_META_SCHEMAS)}
+        deadline = time.monotonic() + limits.helm_seconds
+        # JSON may escape every character of the output (\u0000): 6 bytes each, at most.
+        cap = 6 * request["max_output_bytes"] + budgets.MIB
+        finished = False
+        try:
+            if self.process is None:
+                self.start()
+                hello = self.answer(deadline, budgets.MIB)
+                if "ready" not in hello:
+                    self.stop()
+                    return None
+            self.process.stdin.write(json.dumps(request).encode("utf-8") + b"\n")
+            self.process.stdin.flush()
+            answer = self.answer(deadline, cap)
+            finished = True
+        except BrokenPipeError:
+            raise self.died() from None
+        finally:
+            if not finished:
+                self.stop()
+        if "manifests" in answer:
+            return answer["manifests"]
+        raise worker_failure(answer, chart_dir, options)
+
+    def answer(self, deadline: float, cap: int) -> dict:
+        """One line from the worker, within the deadline and the size cap."""
+        try:
+            if os.name == "nt":  # select() takes only sockets there: a thread reads instead
+                line = read_line_in_thread(self.process.stdout, deadline, cap)
+            else:
+                line = read_line(self.process.stdout.fileno(), deadline, cap)
+        except files.InputTimeout:
+            raise RenderError(f"rendering took longer than {budgets.current().helm_seconds:g} s (limit helm-seconds; "
+                              "a template that never ends?)") from None
+        except OverflowError:
+            raise RenderError(f"the rendered output is over {budgets.current().helm_output_mib} MiB "
+                              "(limit helm-output-mib)") from None
+        if not line.endswith(b"\n"):
+            raise self.died()
+        return json.loads(line)
+
+    def died(self) -> RenderError:
+        self.process.wait()
+        self.errors.seek(0)
+        reason = self.errors.read(budgets.MIB).decode("utf-8", "replace")
+        if "out of memory" in reason or "cannot allocate memory" in reason or "MemoryError" in reason:
+            return RenderError(f"rendering needed more than {budgets.current().helm_memory_mib} MiB "
+                               "(limit helm-memory-mib; a template building a huge string?)")
+        last = next((line for line in reason.splitlines() if line.strip()), "")[:300]
+        return RenderError(f"the Helm engine stopped (exit {self.process.returncode}){': ' + last if last else ''}")
+
+
+def read_line(descriptor: int, deadline: float, cap: int) -> bytes:
+    """Bytes up to and including a newline (or the end of the stream); InputTimeout past the
+    deadline, OverflowError past `cap` bytes."""
+    import select
+    import time
+
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        wait = deadline - time.monotonic()
+        if wait <= 0:
+            raise files.InputTimeout()
+        ready, _, _ = select.select([descriptor], [], [], wait)
+        if not ready:
+            continue
+        chunk = os.read(descriptor, 1 << 20)
+        if not chunk:
+            return b"".join(chunks)
+        chunks.append(chunk)
+        size += len(chunk)
+        if chunk.endswith(b"\n"):
+            return b"".join(chunks)
+        if size > cap:
+            raise OverflowError()
+
+
+def read_line_in_thread(stream, deadline: float, cap: int) -> bytes:
+    """`read_line` where pipes cannot be polled: the worker is killed on expiry, which ends the read."""
+    import threading
+    import time
+
+    result: list[bytes] = []
+    reader = threading.Thread(target=lambda: result.append(stream.readline(cap + 1)), daemon=True)
+    reader.start()
+    reader.join(max(0.0, deadline - time.monotonic()))
+    if reader.is_alive():
+        raise files.InputTimeout()
+    line = result[0] if result else b""
+    if len(line) > cap:
+        raise OverflowError()
+    return line
+
+
+_WORKER: list[RenderWorker] = []
+
+
+def render_worker() -> RenderWorker:
+    if not _WORKER:
+        import atexit
+
+        _WORKER.append(RenderWorker())
+        atexit.register(_WORKER[0].stop)
+    return _WORKER[0]
+
+
+def worker_failure(answer: dict, chart_dir: str, options: HelmOptions) -> RenderError:
+    kind, message = answer.get("error"), str(answer.get("message", ""))
+    if kind == "load":
+        return RenderError(f"not a loadable chart: {one_line(message)}")
+    if kind == "missing":
+        return RenderError(
+            f"missing dependencies: {message}: declared in Chart.yaml but not in charts/; "
+            f"run `helm dependency build {display_path(chart_dir)}` (kubelint-ports never downloads them)")
+    if kind == "values-file":
+        path, _, error = message.partition("\0")
+        return RenderError(f"values file {display_path(path)}: {one_line(error)}")
+    if kind == "local-schema":
+        return RenderError(f"cannot make the values schemas local to validate offline: {one_line(message)}")
+    if kind == "release":
+        return RenderError(f"release name {options.release_name!r}: {one_line(message)}")
+    if kind == "render":
+        return render_failure(message, chart_dir, options)
+    if kind == "output":
+        return RenderError(f"the rendered output is over {budgets.current().helm_output_mib} MiB "
+                           "(limit helm-output-mib)")
+    if kind == "memory":
+        return RenderError(f"rendering needed more than {budgets.current().helm_memory_mib} MiB "
+                           "(limit helm-memory-mib)")
+    return RenderError(one_line(message) or f"the Helm engine failed ({kind})")
+
+
+def helm_template_command(binary: str, chart_dir: str, release_name: str, options: HelmOptions) -> list[str]:
+    """`helm template` with the same options; never `--dependency-update` (no network)."""
+    chart = chart_dir if not chart_dir.startswith("-") else os.path.join(".", chart_dir)
+    command = [binary, "template", release_name, chart]
+    if options.namespace:
+        command += ["--namespace", options.namespace]
+    if options.kube_version:
+        command += ["--kube-version", options.kube_version]
+    for path in options.values:
+        command += ["--values", path]
+    for expression in options.set:
+        command += ["--set", expression]
+    for expression in options.set_string:
+        command += ["--set-string", expression]
+    if not options.include_tests:
+        command.append("--skip-tests")
+    return command
+
+
+def render_with_binary(binary: str, chart_dir: str, options: HelmOptions,
+                       local_schemas: bool = False) -> dict[str, str]:
+    """`helm template`, within the same budgets as the embedded engine: deadline, output cap and
+    (on POSIX) the data size of the process. With `local_schemas` the chart is first packaged by
+    `helm package` (Helm's own reading of it) and its values schemas made local in the archive,
+    which is what `helm template` renders: Helm never sees a reference it would fetch."""
+    import tempfile
+    import time
+
+    limits = budgets.current()
+    deadline = time.monotonic() + limits.helm_seconds
+    chart = chart_dir
+    with tempfile.TemporaryDirectory(prefix="kubelint-ports-chart-") as directory:
+        if local_schemas:
+            chart = local_schema_package(binary, chart_dir, directory, deadline)
+        command = helm_template_command(binary, chart, options.release_name or chart_name(chart_dir), options)
+        status, output, stderr = run_helm(binary, command, deadline, limits.helm_output_mib * budgets.MIB)
+    if status != 0:
+        message = stderr.strip() or f"`helm template` exited with {status}"
+        raise render_failure(re.sub(r"^Error: ", "", message), chart_dir, options)
+    return split_template_output(output.decode("utf-8", "replace"))
+
+
+def local_schema_package(binary: str, chart_dir: str, directory: str, deadline: float) -> str:
+    """`helm package` the chart into `directory`, then write beside it the archive `helm template`
+    renders: every values schema in it made local (`helm_worker.local_schema`)."""
+    from kubelint_ports.loading.helm_worker import local_schema_archive
+
+    chart = chart_dir if not chart_dir.startswith("-") else os.path.join(".", chart_dir)
+    status, _, stderr = run_helm(binary, [binary, "package", chart, "--destination", directory], deadline, budgets.MIB)
+    archives = sorted(name for name in os.listdir(directory) if name.endswith(".tgz"))
+    if status != 0 or len(archives) != 1:
+        message = re.sub(r"^Error: ", "", stderr.strip()) or f"`helm package` exited with {status}"
+        raise RenderError(f"cannot package the chart to validate its values schema offline: {one_line(message)}")
+    limit = budgets.current().max_file_bytes
+    try:
+        data = files.read_file(os.path.join(directory, archives[0]), limit)
+        if len(data) > limit:
+            raise ValueError(f"the packaged chart is over {limit // budgets.MIB} MiB (limit max-file-mib)")
+        local = local_schema_archive(data, files.KNOWN_META_SCHEMAS, limit)
+    except (OSError, ValueError, EOFError) as error:
+        raise RenderError(f"cannot make the values schemas local to validate offline: {error}") from None
+    path = os.path.join(directory, "local-" + archives[0])
+    with open(path, "wb") as handle:
+        handle.write(local)
+    return path
+
+
+def run_helm(binary: str, command: list[str], deadline: float, cap: int) -> tuple[int, bytes, str]:
+    """(exit status, stdout, stderr) of a Helm command, within the deadline, `cap` bytes of
+    output and the memory budget (RenderError past them)."""
+    import subprocess
+    import tempfile
+    import time
+
+    limits = budgets.current()
+    what = f"`helm {command[1]}`"
+    with tempfile.TemporaryFile() as errors:
+        try:
+            process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=errors,
+                                       preexec_fn=memory_limiter(limits.helm_memory_mib * budgets.MIB))
+        except OSError as error:
+            raise RenderError(f"cannot run {binary}: {error.strerror or error}") from None
+        try:
+            output = files.read_stream(process.stdout.fileno(), cap, deadline)
+            if len(output) > cap:
+                raise OverflowError()
+            process.wait(timeout=max(0.1, deadline - time.monotonic()))
+        except (files.InputTimeout, subprocess.TimeoutExpired):
+            raise RenderError(f"{what} took longer than {limits.helm_seconds:g} s (limit helm-seconds)") from None
+        except OverflowError:
+            raise RenderError(f"{what} printed more than {cap // budgets.MIB} MiB (limit helm-output-mib)") from None
+        finally:
+            if process.poll() is None:
+                process.kill()
+            process.wait()
+            process.stdout.close()
+        errors.seek(0)
+        stderr = errors.read(1 << 20).decode("utf-8", "replace")
+    return process.returncode, output, stderr
+
+
+def memory_limiter(limit: int):
+    """A preexec_fn capping the child's data size (Go reports "out of memory" and stops)."""
+    try:
+        import resource
+    except ImportError:
+        return None
+
+    def apply() -> None:
+        resource.setrlimit(resource.RLIMIT_DATA, (limit, limit))
+
+    return apply
+
+
+def split_template_output(text: str) -> dict[str, str]:
+    """`helm template` output -> {`# Source:` path: its documents, `---` between them}."""
+    manifests: dict[str, list[str]] = {}
+    for chunk in re.split(r"(?m)^---[ \t]*\r?$", text):
+        match = re.match(r"\s*# Source: ([^\r\n]+?)[ \t]*\r?\n", chunk)
+        if not match or not chunk[match.end():].strip():
+            continue
+        manifests.setdefault(match.group(1), []).append(chunk[match.end():])
+    return {origin: "---\n".join(parts) for origin, parts in manifests.items()}
+
+
+def render_failure(message: str, chart_dir: str, options: HelmOptions) -> RenderError:
+    """Helm's message, placed at the template line it names or the values key the schema rejects."""
+    message = one_line(message)
+    position = _TEMPLATE_POSITION.search(message)
+    if position:
+        relative, names = chart_relative(position.group(1))
+        found = subchart_location(chart_dir, names) if names else ("dir", chart_dir)
+        if found and found[0] == "dir" and os.path.isfile(os.path.join(found[1], relative)):
+            return RenderError(message, Location(display_path(os.path.join(found[1], relative)),
+                                                 int(position.group(2)), int(position.group(3) or 1)))
+    pointer = _SCHEMA_POINTER.search(message)
+    if pointer:
+        segments: list[Segment] = [int(p) if re.fullmatch("[0-9]{1,9}", p) else p.replace("~1", "/").replace("~0", "~")
+                                   for p in pointer.group(2).split("/")[1:]]
+        names = () if pointer.group(1) == chart_name(chart_dir) else (pointer.group(1),)
+        location = values_source(chart_dir, names, options).locate(segments) if segments else None
+        if location is not None:
+            return RenderError(message, location)
+    return RenderError(message)
+
+
+
+def one_line(message: str) -> str:
+    return re.sub(r"\s*\n\s*", " ", message.strip())
