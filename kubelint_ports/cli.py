@@ -26,6 +26,7 @@ app = typer.Typer(
 
 class OutputFormat(str, enum.Enum):
     text = "text"
+    concise = "concise"
     json = "json"
     sarif = "sarif"
     github = "github"
@@ -203,7 +204,8 @@ SARIF_CATEGORY_OPTION = typer.Option("", "--sarif-category", help="SARIF automat
 @app.command()
 def lint(
     paths: Optional[List[str]] = typer.Argument(None, help=PATHS_HELP, show_default=False),
-    output_format: OutputFormat = typer.Option(OutputFormat.text, "--format", help="Report format."),
+    output_format: OutputFormat = typer.Option(OutputFormat.text, "--format", "--output-format",
+                                               help="Report format (--output-format, as ruff names it, too)."),
     output: Optional[Path] = OUTPUT_OPTION,
     reports: List[str] = REPORTS_OPTION,
     fail_on: Optional[FailOn] = FAIL_ON_OPTION,
@@ -250,7 +252,7 @@ def lint(
     from kubelint_ports.settings import CommandLine
 
     extra_reports = [parse_report(text) for text in reports]
-    if statistics and output_format not in (OutputFormat.text, OutputFormat.json):
+    if statistics and output_format not in (OutputFormat.text, OutputFormat.concise, OutputFormat.json):
         raise typer.BadParameter("works with --format text or json", param_hint="--statistics")
     check_writable(output, write_baseline, *(path for _, path in extra_reports))
     settings = run_settings(CommandLine(
@@ -468,7 +470,8 @@ def split_snapshot_paths(paths: List[str]) -> tuple[list[str], list[str]]:
 @app.command("node")
 def node_command(
     paths: List[str] = typer.Argument(..., help=SNAPSHOT_HELP, metavar="SNAPSHOT... [MANIFEST...]"),
-    output_format: OutputFormat = typer.Option(OutputFormat.text, "--format", help="Report format."),
+    output_format: OutputFormat = typer.Option(OutputFormat.text, "--format", "--output-format",
+                                               help="Report format (--output-format, as ruff names it, too)."),
     output: Optional[Path] = OUTPUT_OPTION,
     reports: List[str] = REPORTS_OPTION,
     fail_on: Optional[FailOn] = FAIL_ON_OPTION,
@@ -499,7 +502,7 @@ def node_command(
     from kubelint_ports.settings import CommandLine
 
     extra_reports = [parse_report(text) for text in reports]
-    if statistics and output_format not in (OutputFormat.text, OutputFormat.json):
+    if statistics and output_format not in (OutputFormat.text, OutputFormat.concise, OutputFormat.json):
         raise typer.BadParameter("works with --format text or json", param_hint="--statistics")
     check_writable(output, *(path for _, path in extra_reports))
     snapshots, manifests = split_snapshot_paths(paths)
@@ -529,7 +532,8 @@ def write_reports(report, output_format: "OutputFormat", output: Optional[Path],
     try:
         use_color = color if color is not None else (output is None and color_wanted(None, stream))
         get_formatter(output_format.value)(report, stream, dataclasses.replace(
-            format_options, color=use_color and output_format is OutputFormat.text, explain=explain,
+            format_options, color=use_color and output_format in (OutputFormat.text, OutputFormat.concise),
+            explain=explain,
             statistics=statistics))
     finally:
         if output:

@@ -55,13 +55,15 @@ def manifests(tmp_path):
 def test_exit_0_when_nothing_at_or_above_threshold(manifests):
     result = run("lint", manifests(HOSTPORT_ONLY))
     assert result.exit_code == 0, result.output
-    assert "  9:11  warning  KP101  container 'agent' claims hostPort 9100/TCP\n" in result.output
+    assert ":9:11: warning KP101 container 'agent' claims hostPort 9100/TCP\n" in result.output
+    line = next(line for line in result.output.splitlines() if "KP101" in line)
+    assert Path(line.split(":", 1)[0]).is_file(), "the line starts with the file's path: a terminal can open it"
 
 
 def test_exit_1_on_errors(manifests):
     result = run("lint", manifests(COLLISION))
     assert result.exit_code == 1
-    assert "  error    KP201  hostPort 31123/TCP collides with nodePort 31123 of ops/Service/svc\n" \
+    assert ": error   KP201 hostPort 31123/TCP collides with nodePort 31123 of ops/Service/svc\n" \
         in result.output
 
 
@@ -136,7 +138,7 @@ def test_findings_are_sorted_by_place(manifests, tmp_path):
 def test_stdin(manifests):
     result = run("lint", "-", input=COLLISION)
     assert result.exit_code == 1
-    assert result.output.startswith("<stdin>\n  9:11  ")
+    assert result.output.startswith("<stdin>:9:11: ")
 
 
 def test_no_color_when_not_a_terminal(manifests):
@@ -239,7 +241,7 @@ def test_config_command_prints_the_effective_configuration(tmp_path, monkeypatch
 def test_user_policies_on_the_command_line(manifests):
     path = manifests(HOSTPORT_ONLY)
     result = run("lint", "--policies", str(ROOT / "examples" / "policies"), path)
-    assert "  KP901  hostPorts are allowed only in namespace ingress" in result.output and result.exit_code == 1
+    assert " KP901 hostPorts are allowed only in namespace ingress" in result.output and result.exit_code == 1
     broken = Path(path).parent / "broken"
     broken.mkdir()
     (broken / "KP999-x.yaml").write_text("id: KP999\nname: x\n")
@@ -283,5 +285,5 @@ def test_suppressed_findings_are_hidden_unless_asked(manifests):
     path = manifests(annotated)
     assert "KP101" not in run("lint", path).output
     shown = run("lint", "--show-suppressed", path).output
-    assert "  KP101  container 'agent' claims hostPort 9100/TCP (suppressed)\n" in shown
+    assert " KP101 container 'agent' claims hostPort 9100/TCP (suppressed)\n" in shown
     assert "      suppressed: kubelint-ports.io/ignore annotation\n" in run("lint", "--show-suppressed", "-v", path).output

@@ -5,6 +5,7 @@ as input errors; baselines that survive a new sidecar."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -56,24 +57,34 @@ def manifest(tmp_path, monkeypatch):
 
 # --- text output -----------------------------------------------------------------------------------
 
-def finding_lines(text: str) -> list[str]:
-    return [line for line in text.splitlines() if line.startswith("  ") and not line.startswith("      ")]
+FINDING_LINE = re.compile(r"^(?P<path>[^\s:]+):(?P<line>\d+):(?P<column>\d+): (?P<severity>\w+) +(?P<rule>KP\d+) "
+                          r"(?P<claim>.*)$")
 
 
-def test_headlines_fit_120_columns_grouped_by_file(monkeypatch):
+def finding_lines(text: str) -> list[re.Match]:
+    return [match for line in text.splitlines() if (match := FINDING_LINE.match(line))]
+
+
+def test_every_finding_line_starts_with_its_place_and_says_the_whole_claim(monkeypatch):
+    """As ruff's formats: `path:line:col:` first, so terminals and editors open it; the claim is
+    never cut (issue 25: ten example headlines lost the key fact to a 120-column cut)."""
     monkeypatch.chdir(ROOT)
     text = run("lint", "examples/", "--nodes", "examples/inventory/nodes.yaml").stdout
     data = json.loads(run("lint", "examples/", "--nodes", "examples/inventory/nodes.yaml", "--format", "json").stdout)
     lines = finding_lines(text)
     assert len(lines) == len(data["findings"]) and lines
-    assert max(len(line) for line in text.splitlines()[:-1]) <= WIDTH  # all but the hint
-    headers = [line for line in text.splitlines() if line.startswith("examples/")]
-    assert headers == sorted(set(headers)) == sorted({f["file"] for f in data["findings"]}), "each file once"
-    for line, finding in zip(lines, data["findings"]):
-        place, severity, rule, claim = line.split(maxsplit=3)
-        assert (place, severity, rule) == (f"{finding['line']}:{finding['column']}", finding["severity"], finding["rule"])
-        assert finding["message"].startswith(claim.removesuffix("…"))
-        assert claim.endswith("…") or finding["message"] == claim or finding["message"].startswith(claim + ": ")
+    for match, finding in zip(lines, data["findings"]):
+        assert (match["path"], int(match["line"]), int(match["column"]), match["severity"], match["rule"]) == (
+            finding["file"], finding["line"], finding["column"], finding["severity"], finding["rule"])
+        assert (ROOT / match["path"]).is_file()
+        claim = match["claim"]
+        assert "…" not in claim
+        assert finding["message"] == claim or finding["message"].startswith(claim + ": ")
+    concise = run("lint", "examples/", "--nodes", "examples/inventory/nodes.yaml", "--output-format", "concise").stdout
+    assert [m.group(0) for m in finding_lines(concise)] == [m.group(0) for m in lines]
+    summary = [line for line in text.splitlines() if line and not FINDING_LINE.match(line)][-2]
+    assert " objects from " in summary
+    assert concise.splitlines() == [m.group(0) for m in lines] + [summary], "the lines and the summary, nothing else"
 
 
 def test_explain_shows_the_explanation_object_and_related_places(manifest):
@@ -81,7 +92,7 @@ def test_explain_shows_the_explanation_object_and_related_places(manifest):
     assert "portmap" not in plain and "Run with -v" in plain
     explained = run("lint", "app.yaml", "-v").stdout
     assert explained == run("lint", "app.yaml", "--explain").stdout
-    assert "  11:15  error    KP201  hostPort 31123/TCP collides with nodePort 31123 of ops/Service/svc\n" \
+    assert "app.yaml:11:15: error   KP201 hostPort 31123/TCP collides with nodePort 31123 of ops/Service/svc\n" \
         in explained
     assert "      on every node this pod runs on, this pod gets it" in explained
     assert "      KP201 host-port-node-port-collision on ops/Deployment/agent\n" in explained
@@ -90,28 +101,27 @@ def test_explain_shows_the_explanation_object_and_related_places(manifest):
     assert max(len(line) for line in explained.splitlines()) <= WIDTH
 
 
-def test_a_message_without_a_claim_is_cut_with_an_ellipsis():
+def test_a_message_without_a_claim_is_never_cut():
     import io
 
     from kubelint_ports.findings import Finding, Location, ObjectRef, Report, Severity
     from kubelint_ports.formatters import FormatOptions
     from kubelint_ports.formatters.text import format_report
 
-    message = "word " * 60 + "the-end"
-    finding = Finding(Location("a.yaml", 3, 5), "KP101", "host-port", Severity.WARNING, message.strip(),
+    message = ("word " * 60 + "the-end").strip()
+    finding = Finding(Location("a.yaml", 3, 5), "KP101", "host-port", Severity.WARNING, message,
                       ObjectRef("v1", "Pod", "", "p"))
     for explain in (False, True):
         out = io.StringIO()
         format_report(Report([finding], [], ()), out, FormatOptions(explain=explain))
-        headline = out.getvalue().splitlines()[1]
-        assert WIDTH - 5 <= len(headline) <= WIDTH and headline.endswith(" word…")
-        assert ("word the-end\n" in out.getvalue()) is explain
+        headline = out.getvalue().splitlines()[0]
+        assert headline == f"a.yaml:3:5: warning KP101 {message}"
 
 
 def test_quiet_prints_findings_only(manifest):
     quiet = run("lint", "app.yaml", "-q")
     assert quiet.exit_code == 1
-    assert quiet.stdout.splitlines()[0] == "app.yaml" and "error" in quiet.stdout
+    assert quiet.stdout.splitlines()[0].startswith("app.yaml:11:15: ") and "error" in quiet.stdout
     assert "in 2 objects" not in quiet.stdout and "Run with -v" not in quiet.stdout
     assert run("lint", "app.yaml", "-q", "--select", "KP204").stdout == ""  # nothing found: nothing printed
     baseline = manifest.parent / "b.json"

@@ -85,7 +85,7 @@ def policy_param(path: Path):
 
 POLICY_PARAMS = [policy_param(path) for path in POLICY_FILES]
 CASE_NAME = re.compile(r"[a-z0-9-]+")
-FIXTURE_NAME = re.compile(r"(fail|pass)-[a-z0-9-]+\.yaml|expected\.txt|options\.json")
+FIXTURE_NAME = re.compile(r"(fail|pass)-[a-z0-9-]+\.yaml|expected\.txt|options\.json|messages\.snap")
 
 
 @functools.cache
@@ -426,12 +426,8 @@ def test_cli_reports_the_golden_findings_in_json_and_text(path: Path, case: str,
     assert lines == (folder / "expected.txt").read_text(encoding="utf-8").splitlines()
     with working_directory(folder):
         text = CliRunner().invoke(app, ["lint", "--format", "text", *args[3:]]).output
-    shown, current = set(), None
-    for line in text.splitlines():
-        if line and not line.startswith(" "):
-            current = line
-        elif current and (match := re.match(r"\s+(\d+):(\d+)\s+(\w+)\s+(KP\d+)\s", line)):
-            shown.add((current, int(match[1]), int(match[2]), match[3], match[4]))
+    shown = {(match[1], int(match[2]), int(match[3]), match[4], match[5])
+             for match in re.finditer(r"^(\S+):(\d+):(\d+): (\w+) +(KP\d+) ", text, re.M)}
     for f in json.loads(result.stdout)["findings"]:
         if f["rule"] == policy.id and not f["suppressed"]:
             assert (f["file"], f["line"], f["column"], f["severity"], f["rule"]) in shown, (f, text)

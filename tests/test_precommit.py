@@ -115,7 +115,7 @@ def try_repo(tmp_path: Path, cache: tuple[Path, str, str], hook: str, files: dic
 def test_whole_repository_hook_fails_on_a_cross_file_collision(tmp_path, hook_home):
     done = try_repo(tmp_path, hook_home, "kubelint-ports", {"k8s/deploy.yaml": BAD, "k8s/service.yaml": OTHER_FILE})
     assert done.returncode == 1, done.stdout + done.stderr
-    assert "k8s/deploy.yaml\n  9:" in done.stdout and "KP201" in done.stdout
+    assert "k8s/deploy.yaml:9:" in done.stdout and "KP201" in done.stdout
 
 
 @pytest.mark.skipif(os.environ.get("KUBELINT_SKIP_INSTALL_TESTS") == "1",
@@ -131,7 +131,7 @@ def test_whole_repository_hook_passes_a_clean_repository(tmp_path, hook_home):
 def test_per_file_hook_runs_single_object_rules_only(tmp_path, hook_home):
     done = try_repo(tmp_path, hook_home, "kubelint-ports-files", {"deploy.yaml": BAD, "service.yaml": OTHER_FILE})
     assert "KP201" not in done.stdout, "cross-file rules are wrong on a subset of files"
-    assert "deploy.yaml\n  9:" in done.stdout and "KP102" in done.stdout
+    assert "deploy.yaml:9:" in done.stdout and "KP102" in done.stdout
     assert done.returncode == 0, "warnings only: the default fail-on is error"
 
 
@@ -223,7 +223,7 @@ def test_per_file_hook_in_a_repository_with_a_chart(tmp_path, hook_home):
     done = try_repo(tmp_path, hook_home, "kubelint-ports-files", files)
     assert "no Helm engine" not in done.stdout, done.stdout
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "k8s/deploy.yaml\n  9:" in done.stdout and "KP102" in done.stdout
+    assert "k8s/deploy.yaml:9:" in done.stdout and "KP102" in done.stdout
     assert "charts/web/templates" not in done.stdout
     assert done.stdout.count(" notes in ") == 1, "one run, one summary"
     changed = try_repo(tmp_path, hook_home, "kubelint-ports-files", files,

@@ -29,6 +29,7 @@ Formatter = Callable[[Report, TextIO, FormatOptions], None]
 
 FORMATTERS: dict[str, str] = {
     "text": "kubelint_ports.formatters.text",
+    "concise": "kubelint_ports.formatters.concise",
     "json": "kubelint_ports.formatters.json_format",
     "sarif": "kubelint_ports.formatters.sarif",
     "github": "kubelint_ports.formatters.github",

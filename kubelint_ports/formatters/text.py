@@ -1,9 +1,10 @@
-"""Text for people: input errors, then findings grouped by file, one headline each that fits 120
-columns (line:column, severity, rule id, the short claim), then a summary.
+"""Text for people: input errors, then one line per finding that starts with its place
+(`path:line:column:`, which terminals and editors open), its severity, rule id and the claim,
+never cut; then a summary. `concise` is the same lines and the summary, nothing else.
 
 A finding's message reads "<short claim>: <explanation>" (findings.split_message); `--explain`
 (`-v`) prints the explanation, the rule's name, the object and the related places under each
-headline, and `kubelint-ports explain ID` the rule's full docs.
+headline, wrapped, and `kubelint-ports explain ID` the rule's full docs.
 """
 
 from __future__ import annotations
@@ -17,14 +18,13 @@ from kubelint_ports.formatters import FormatOptions, printable
 
 COLORS = {Severity.ERROR: "\033[31m", Severity.WARNING: "\033[33m", Severity.NOTE: "\033[36m"}
 BOLD, DIM, RESET = "\033[1m", "\033[2m", "\033[0m"
-WIDTH = 120  # a headline never runs past it: fixed, so output is the same on every terminal
+WIDTH = 120  # details (-v) wrap at it: fixed, so output is the same on every terminal
 SEVERITY_WIDTH = max(len(str(severity)) for severity in Severity)
 DETAIL_INDENT = " " * 6
-ELLIPSIS = "…"
 HINT = "Run with -v for why and how to fix each finding; `kubelint-ports explain ID` prints a rule's docs."
 
 
-def format_report(report: Report, out: TextIO, options: FormatOptions) -> None:
+def format_report(report: Report, out: TextIO, options: FormatOptions, concise: bool = False) -> None:
     """Every text that comes from the inputs (paths, names, messages) is written through
     `printable`: a manifest cannot put a control character or a new line on the terminal."""
     def paint(text: str, code: str) -> str:
@@ -38,30 +38,28 @@ def format_report(report: Report, out: TextIO, options: FormatOptions) -> None:
     if options.statistics:
         write_statistics(report, out, paint)
     else:
-        for index, (path, group) in enumerate(itertools.groupby(shown, key=lambda f: f.location.path)):
-            if index or report.diagnostics:
-                out.write("\n")
-            write_group(path, list(group), out, options, paint)
+        for index, (_, group) in enumerate(itertools.groupby(shown, key=lambda f: f.location.path)):
+            if (index or report.diagnostics) and not concise:
+                out.write("\n")  # files apart, for the eye; every line still names its file
+            for finding in group:
+                write_finding(finding, out, options, paint, explain=options.explain and not concise)
     if options.quiet:
         return
-    if shown or report.diagnostics:
+    if (shown or report.diagnostics) and not concise:
         out.write("\n")
     out.write(summary_line(report) + "\n")
-    if shown and not options.explain and not options.statistics:
+    if shown and not options.explain and not options.statistics and not concise:
         out.write(HINT + "\n")
 
 
-def write_group(path: str, findings: list[Finding], out: TextIO, options: FormatOptions, paint) -> None:
-    out.write(paint(printable(path), BOLD) + "\n")
-    width = max(len(place(finding)) for finding in findings)
-    for finding in findings:
-        prefix_length = 2 + width + 2 + SEVERITY_WIDTH + 2 + len(finding.rule_id) + 2
-        suffix = (f" [{unit_label(finding.units)}]" if finding.units else "") + (" (suppressed)" if finding.suppressed else "")
-        claim, cut = fit(printable(finding.headline), WIDTH - prefix_length - len(suffix))
-        severity = paint(f"{str(finding.severity):<{SEVERITY_WIDTH}}", COLORS[finding.severity])
-        out.write(f"  {place(finding):<{width}}  {severity}  {paint(finding.rule_id, BOLD)}  {claim}{suffix}\n")
-        if options.explain:
-            write_details(finding, finding.message if cut else finding.explanation, out, paint)
+def write_finding(finding: Finding, out: TextIO, options: FormatOptions, paint, explain: bool) -> None:
+    units = f" [{unit_label(finding.units)}]" if finding.units else ""
+    suppressed = " (suppressed)" if finding.suppressed else ""
+    severity = paint(f"{str(finding.severity):<{SEVERITY_WIDTH}}", COLORS[finding.severity])
+    out.write(f"{paint(printable(place(finding)), BOLD)}: {severity} {paint(finding.rule_id, BOLD)} "
+              f"{printable(finding.headline)}{units}{suppressed}\n")
+    if explain:
+        write_details(finding, finding.explanation, out, paint)
 
 
 def unit_label(units: tuple[str, ...]) -> str:
@@ -71,20 +69,9 @@ def unit_label(units: tuple[str, ...]) -> str:
 
 
 def place(finding: Finding) -> str:
+    """`path:line:column`, as compilers and ruff print it; the path alone when no line is known."""
     location = finding.location
-    return f"{location.line}:{location.column}" if location.line >= 1 else "-"
-
-
-def fit(text: str, room: int) -> tuple[str, bool]:
-    """`text` cut to at most `room` characters with an ellipsis, at a word's end when one is near;
-    whether it was cut."""
-    room = max(room, 20)
-    if len(text) <= room:
-        return text, False
-    cut = text[: room - len(ELLIPSIS) + 1]
-    space = cut.rfind(" ")
-    cut = cut[:space] if space >= len(cut) - 20 else cut[:-1]
-    return cut.rstrip(" ,;:") + ELLIPSIS, True
+    return f"{location.path}:{location.line}:{location.column}" if location.line >= 1 else location.path
 
 
 def write_details(finding: Finding, explanation: str, out: TextIO, paint) -> None:
