@@ -274,7 +274,10 @@ def lint(
     echo_notes(report.notes)
     from kubelint_ports.loading import EMPTY_STDIN
 
-    if any(d.message == EMPTY_STDIN for d in report.diagnostics):
+    # Said once where the user looks: the text report on the terminal says it already; a report
+    # written to a file or read by a machine (SARIF, JSON) gets the warning on stderr too.
+    terminal_text = output is None and output_format in (OutputFormat.text, OutputFormat.concise)
+    if any(d.message == EMPTY_STDIN for d in report.diagnostics) and not terminal_text:
         typer.echo(f"kubelint-ports: warning: {EMPTY_STDIN}", err=True)
     from kubelint_ports.sourceroot import find_source_root
 

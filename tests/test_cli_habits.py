@@ -222,11 +222,11 @@ def test_missing_path_in_the_config_names_its_line(manifest):
 
 
 @pytest.mark.parametrize("data", ["", "\n\n"])
-def test_empty_standard_input_is_an_input_error_and_a_warning(data):
+def test_empty_standard_input_is_an_input_error_said_once(data):
     result = run("lint", "-", input=data)
     assert result.exit_code == 2
     assert "<stdin>: input-error standard input is empty" in result.stdout
-    assert result.stderr.startswith("kubelint-ports: warning: standard input is empty")
+    assert result.stderr == "" and result.output.count("standard input is empty") == 1
     sarif = run("lint", "-", "--format", "sarif", input=data)
     assert sarif.exit_code == 2 and "did the command before the pipe fail?" in sarif.stderr
 

@@ -183,3 +183,29 @@ def test_diagnostic_without_a_file_in_every_format():
     assert render("github", report).splitlines()[0] == (
         "::error title=kubelint-ports input error::command line: no such file or directory 'x.yaml'")
     assert "`command line`" in render("markdown", report, link_base="https://x/blob/1")
+
+
+def test_junit_test_names_survive_lines_moving(tmp_path):
+    """A CI's test history follows a test by name: a comment added above the object must not
+    rename it (issue 25), and two findings of one rule on one object keep apart."""
+    import xml.etree.ElementTree as ET
+
+    from typer.testing import CliRunner
+
+    from kubelint_ports.cli import app
+
+    import re
+    from pathlib import Path
+
+    manifest = (Path(__file__).resolve().parents[1] / "examples" / "nginx-hostport-nodeport.yaml").read_text()
+
+    def names(text: str) -> list[str]:
+        path = tmp_path / "m.yaml"
+        path.write_text(text)
+        out = CliRunner().invoke(app, ["lint", str(path), "--format", "junit"]).stdout
+        return sorted(case.get("name") for case in ET.fromstring(out).iter("testcase"))
+
+    before = names(manifest)
+    assert before and len(before) == len(set(before))
+    assert names("# a comment\n# and another\n" + manifest) == before
+    assert not any(re.search(r"\(\d+:\d+\)", name) for name in before)

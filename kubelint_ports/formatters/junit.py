@@ -24,8 +24,9 @@ def xml_text(text: str) -> str:
 
 def finding_case(finding: Finding, path: str, root: str) -> ET.Element:
     place = f"{finding.location.line}:{finding.location.column}" if finding.location.line >= 1 else path
-    case = ET.Element("testcase", name=xml_text(f"{finding.rule_id} {finding.rule_name} {finding.subject} ({place})"),
-                      classname=xml_text(path))
+    # Named by what the finding is about, never by its line: a CI's test history follows a test by
+    # name, and lines move with every edit above them. The place is in the failure's text.
+    case = ET.Element("testcase", name=xml_text(case_name(finding)), classname=xml_text(path))
     if finding.suppressed:
         ET.SubElement(case, "skipped", message=xml_text(f"suppressed: {finding.suppressed}"))
         return case
@@ -37,6 +38,13 @@ def finding_case(finding: Finding, path: str, root: str) -> ET.Element:
                             message=xml_text(f"{finding.severity}: {finding.headline}"))
     failure.text = xml_text("\n".join(details))
     return case
+
+
+def case_name(finding: Finding) -> str:
+    """Rule, object, the field by the names of the items on its way, and who else it is about."""
+    field = finding.identity_path or finding.field_path
+    others = "".join(f" with {partner.rsplit('/', 1)[0]}" for partner in finding.partners)
+    return f"{finding.rule_id} {finding.rule_name} {finding.subject}" + (f" {field}" if field else "") + others
 
 
 def format_report(report: Report, out: TextIO, options: FormatOptions) -> None:
