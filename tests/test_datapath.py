@@ -33,15 +33,15 @@ def facts(mode=None, cni=None, backend=None, kube_proxy=None, order=None) -> dp.
 @pytest.mark.parametrize("mode, cni, backend, destination, use, receiver", [
     ("iptables", "1.1.1", None, dp.NODE_IP, NODE_PORT, dp.SERVICE),  # KUBE-NODEPORTS first
     ("iptables", "1.1.1", None, dp.NODE_IP, dp.PortUse(dp.WILDCARD, node_port=True, endpoints=False), dp.HOSTPORT),
-    ("iptables", "0.7.4", None, dp.NODE_IP, NODE_PORT, dp.HOSTPORT),  # legacy jump first
+    ("iptables", "0.7.4", None, dp.NODE_IP, NODE_PORT, dp.UNDEFINED),  # the last inserter runs first
     ("ipvs", "1.1.1", None, dp.NODE_IP, NODE_PORT, dp.HOSTPORT),  # IPVS only marks NodePorts
     ("nftables", "1.1.1", None, dp.NODE_IP, NODE_PORT, dp.UNDEFINED),  # two tables, one priority
     ("ipvs", "1.1.1", None, dp.CLUSTER_IP, CLUSTER_PORT, dp.SERVICE),  # ACCEPT before portmap
-    ("ipvs", "0.7.4", None, dp.CLUSTER_IP, CLUSTER_PORT, dp.HOSTPORT),  # incident 000
+    ("ipvs", "0.7.4", None, dp.CLUSTER_IP, CLUSTER_PORT, dp.UNDEFINED),  # incident 000, unless the order is seen
     ("ipvs", "1.9.0", "nftables", dp.CLUSTER_IP, CLUSTER_PORT, dp.HOSTPORT),  # ACCEPT ends one table only
     # a Service's externalIP that is the node's own address (KP305): local for both sides
     ("iptables", "1.1.1", None, dp.EXTERNAL_IP, EXTERNAL_ON_NODE, dp.SERVICE),  # KUBE-SERVICES first
-    ("iptables", "0.7.4", None, dp.EXTERNAL_IP, EXTERNAL_ON_NODE, dp.HOSTPORT),
+    ("iptables", "0.7.4", None, dp.EXTERNAL_IP, EXTERNAL_ON_NODE, dp.UNDEFINED),
     ("iptables", "1.1.1", None, dp.EXTERNAL_IP, dp.PortUse(dp.WILDCARD, service_port=True, endpoints=False,
                                                         external_ip_on_node=True), dp.HOSTPORT),
     ("nftables", "1.1.1", None, dp.EXTERNAL_IP, EXTERNAL_ON_NODE, dp.UNDEFINED),
@@ -86,8 +86,11 @@ def test_unknown_facts_give_outcomes_with_conditions():
     text = dp.summary(answer, {dp.HOSTPORT: "this pod", dp.SERVICE: "the Service"})
     assert "this pod gets it" in text and "in IPVS mode" in text
     assert "the Service gets it in iptables mode" in text and "undefined" in text
+    # portmap < v0.7.5: both outcomes and what decides between them (the last inserter runs first)
+    assert "with CNI portmap < v0.7.5 when the Service has endpoints, it depends on which jump was inserted last: " \
+           "this pod gets it when portmap's was" in text
     focused = answer.focus(dp.HOSTPORT)
-    assert [o.receiver for o in focused.outcomes] == [dp.HOSTPORT, dp.UNDEFINED, dp.OTHERWISE]
+    assert [o.receiver for o in focused.outcomes] == [dp.HOSTPORT, dp.UNDEFINED, dp.UNDEFINED, dp.OTHERWISE]
 
 
 def test_summary_names_winner_and_loser():
@@ -285,3 +288,58 @@ def test_lab_is_reported_when_it_cannot_run():
 
     reason = netlab.missing_requirements()
     assert reason == "" or "lab" in reason or "namespace" in reason
+
+
+# --- every story is the model's ---------------------------------------------------------------------
+
+TRAFFIC_WORDS = ("DNAT", "SNAT", "masquerad", "MASQUERADE", "REJECT", "DROP", "ACCEPT", "conntrack", "takes the traffic",
+                 "take the traffic", "receives", "never sees", "gets it", " wins", "kube-proxy's rules",
+                 "kube-proxy refuses", "connection refused", "times out", "captur", "shadow", "KUBE-SERVICES",
+                 "KUBE-NODEPORTS", "CNI-HOSTPORT-DNAT", "PREROUTING", "hostPort rule", "traffic of")
+# String literals of check modules that may hold such words: names of things, not stories.
+ALLOWED_LITERALS = {
+    ("node_snapshot.py", "nat KUBE-SERVICES masquerade"),  # a finding's field path in the dump (its identity)
+    ("node_snapshot.py", "DNAT to "),  # related places' labels: the rule a line holds
+    ("node_snapshot.py", "hostPort DNAT "),
+    ("node_snapshot.py", "live entry shadowed: "),
+}
+
+
+def story_literals(path: Path):
+    """Every prose string literal (with a space) of a module, f-string parts included, docstrings
+    left out (they say why, to developers)."""
+    import ast
+
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    docstrings = {id(node.body[0].value) for node in ast.walk(tree)
+                  if isinstance(node, (ast.Module, ast.FunctionDef, ast.ClassDef)) and node.body
+                  and isinstance(node.body[0], ast.Expr) and isinstance(node.body[0].value, ast.Constant)}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and " " in node.value \
+                and id(node) not in docstrings:
+            yield node.lineno, node.value
+
+
+def test_no_check_tells_a_traffic_story_of_its_own():
+    """Checks ask the model and pass names; every sentence about a packet's fate is written in
+    model/datapath/phrases*.py. A check module that builds such wording itself fails here."""
+    checks = Path(__file__).resolve().parents[1] / "kubelint_ports" / "checks"
+    offenders = []
+    for path in sorted(checks.glob("*.py")):
+        if path.name == "port_schema.py":  # the generic schema check: its words are the user's policies'
+            continue
+        for line, text in story_literals(path):
+            if (path.name, text) in ALLOWED_LITERALS:
+                continue
+            words = [word for word in TRAFFIC_WORDS if word in text]
+            if words:
+                offenders.append(f"{path.name}:{line}: {words} in {text!r}")
+    assert not offenders, "traffic wording outside the model's phraser:\n" + "\n".join(offenders)
+
+
+def test_the_phraser_holds_the_words_the_scan_looks_for():
+    """The scan is not vacuous: the phraser modules use its vocabulary."""
+    model = Path(__file__).resolve().parents[1] / "kubelint_ports" / "model" / "datapath"
+    text = "".join(value for name in ("phrases.py", "phrases_rules.py", "phrases_node.py")
+                   for _, value in story_literals(model / name))
+    assert all(word in text for word in ("DNAT", "REJECT", "takes the traffic", "never sees", "conntrack"))

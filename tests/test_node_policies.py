@@ -8,6 +8,9 @@ Fixtures, one folder per policy: `tests/policies/<ID>/`
   expected.txt             the fail runs' findings of the policy, fixture by fixture, as the text
                            formatter prints them without the message:
                            `fail-x/node-1/iptables-save:LINE:COL: severity ID (name) [Node/node-1]`
+  messages.snap            the same findings in full: claim, explanation, related places and the
+                           `traffic` data (every policy has one, manifest policies too; see
+                           `test_message_snapshots` below), so a story never changes unseen.
 
 A policy's docs `example` and `fix` are console transcripts: a `[NODE]$ COMMAND` line starts a
 file of NODE's snapshot (default `node`) holding the lines up to the next prompt.
@@ -120,7 +123,7 @@ def test_policy_has_fixtures(policy: Policy):
     assert fixtures(policy, "fail"), f"{folder} needs a fail-NAME/ fixture"
     assert fixtures(policy, "pass"), f"{folder} needs a pass-NAME/ fixture"
     assert (folder / "expected.txt").is_file() or UPDATE_GOLDEN
-    unknown = [p.name for p in folder.iterdir() if p.name != "expected.txt" and not (
+    unknown = [p.name for p in folder.iterdir() if p.name not in ("expected.txt", "messages.snap") and not (
         p.is_dir() and re.fullmatch(r"(fail|pass)-[a-z0-9-]+", p.name))]
     assert not unknown, f"unexpected entries in {folder}: {unknown}"
 
@@ -353,3 +356,75 @@ def test_kp802_a_host_ip_entry_ahead_of_a_wildcard_one_takes_that_address():
     assert [f.location.line for f in findings] == [88]
     assert "for 192.168.1.10" in findings[0].message and findings[0].related[0].line == 87
     assert findings[0].traffic["destination"] == "host-ip" and findings[0].traffic["receiver"] == "hostport"
+
+
+# --- message snapshots: every rule's full story, reviewed -------------------------------------------
+
+SNAPSHOT = "messages.snap"
+
+
+def snapshot_entry(finding) -> str:
+    """One finding in full: where, how bad, the claim, the explanation, related places and the
+    datapath model's answer (`traffic`), as the text and JSON formats give them."""
+    lines = [f"{finding.location.path}:{finding.location.line}:{finding.location.column}: {finding.severity} "
+             f"{finding.rule_id} [{finding.subject}]",
+             f"  claim: {finding.headline}"]
+    if finding.explanation:
+        lines.append(f"  explanation: {finding.explanation}")
+    lines += [f"  related: {related.path}:{related.line}: {related.message}" for related in finding.related]
+    if finding.traffic is not None:
+        lines.append("  traffic: " + json.dumps(finding.traffic, sort_keys=True, indent=2).replace("\n", "\n  "))
+    return "\n".join(lines)
+
+
+def message_snapshot(policy: Policy) -> str:
+    """Every fail fixture's findings of the policy, case by case (manifest policies) or fixture by
+    fixture (node policies)."""
+    import test_policies
+
+    folder = FIXTURE_DIR / policy.id
+    sections = []
+    if CHECKS[policy.check].reads == "node-snapshot":
+        runs = [(name, run_fixture(folder, name)) for name in fixtures(policy, "fail")]
+    else:
+        runs = [(case or "(policy folder)", test_policies.lint_fixtures(folder / case, "fail"))
+                for case in test_policies.fixture_cases(folder) if test_policies.fixture_files(folder / case, "fail")]
+    for name, report in runs:
+        findings = [f for f in report.findings if f.rule_id == policy.id and not f.suppressed]
+        sections.append(f"## {name}\n\n" + "\n\n".join(snapshot_entry(f) for f in findings))
+    return f"# {policy.id} {policy.name}: full messages of the fail fixtures (KUBELINT_UPDATE_GOLDEN=1 rewrites)\n\n" \
+        + "\n\n".join(sections) + "\n"
+
+
+ALL_POLICIES = tuple(load_policies(POLICY_DIR))
+
+
+@pytest.mark.parametrize("policy", [pytest.param(p, id=p.id) for p in ALL_POLICIES])
+def test_message_snapshots(policy: Policy):
+    """ruff's snapshots for our findings: the full story of every rule and case, reviewed in the
+    diff; any change of wording or of the model's answer fails until the snapshot is rewritten."""
+    path = FIXTURE_DIR / policy.id / SNAPSHOT
+    actual = message_snapshot(policy)
+    if UPDATE_GOLDEN:
+        path.write_text(actual, encoding="utf-8")
+    assert path.is_file(), f"{path} is missing: run KUBELINT_UPDATE_GOLDEN=1 python -m pytest tests/test_node_policies.py"
+    assert actual == path.read_text(encoding="utf-8"), f"{policy.id}'s messages changed: review, then rewrite {path}"
+
+
+def test_kp805_a_loopback_listener_keeps_its_port_on_an_ipvs_node(tmp_path: Path):
+    """IPVS serves NodePorts on the node's addresses but never on 127.0.0.1 (kube-proxy's
+    `isValidForSet` leaves loopback out of the NodePort addresses, pkg/proxy/ipvs/netlink_linux.go):
+    a process bound to 127.0.0.1:30080 keeps it; one on 0.0.0.0:30080 loses it to IPVS. The rule
+    asks the model about the node's own packets to 127.0.0.1 (it used to ask about a pod's packets
+    to the node's address, and reported the loopback listener)."""
+    node = tmp_path / "node-ipvs"
+    node.mkdir()
+    (node / "ipset").write_text(
+        "Name: KUBE-NODE-PORT-TCP\nType: bitmap:port\nRevision: 3\nHeader: range 0-65535\nSize in memory: 8264\n"
+        "References: 1\nNumber of entries: 1\nMembers:\n30080\n", encoding="utf-8")
+    (node / "ss").write_text(
+        'tcp LISTEN 0 128 127.0.0.1:30080 0.0.0.0:* users:(("debug-agent",pid=100,fd=3))\n'
+        'tcp LISTEN 0 128 0.0.0.0:30080 0.0.0.0:* users:(("web",pid=200,fd=3))\n', encoding="utf-8")
+    findings = findings_of(KP805, node)
+    assert [f.location.line for f in findings] == [2], [f.message for f in findings]
+    assert "IPVS takes it at local delivery" in findings[0].message

@@ -10,6 +10,7 @@ from typing import Any
 
 from kubelint_ports.checks import Hit, register
 from kubelint_ports.model import Cluster, HostClaim, Workload
+from kubelint_ports.model.datapath import phrases_rules
 from kubelint_ports.model.objects import DEFAULT_EPHEMERAL_PORT_RANGE
 
 
@@ -44,13 +45,8 @@ def host_network_port_in_ephemeral_range(cluster: Cluster, params: Mapping[str, 
 @register("host-port-in-ephemeral-range")
 def host_port_in_ephemeral_range(cluster: Cluster, params: Mapping[str, Any]) -> Iterator[Hit]:
     for workload, claim, _ in claims_in_range(cluster, "hostPort"):
-        yield Hit(workload, claim.field_path, (
-            f"hostPort {claim.port}/{claim.protocol} (container '{claim.container}') is in the ephemeral range: "
-            f"node processes get source ports from {range_origin(cluster)}, so packets answering a node's "
-            f"outgoing connection from port {claim.port} arrive on the hostPort's number. With the CNI portmap "
-            f"plugin conntrack keeps those replies out of the DNAT; datapaths that match them without "
-            f"conntrack (eBPF hostPort implementations) can hand them to the pod. Prefer a port below "
-            f"{cluster.ephemeral_port_range[0]}, or reserve it in net.ipv4.ip_local_reserved_ports."),
+        yield Hit(workload, claim.field_path, phrases_rules.ephemeral_host_port(
+            claim.port, claim.protocol, claim.container, range_origin(cluster), cluster.ephemeral_port_range[0]),
             port=claim.port)
 
 
@@ -63,20 +59,12 @@ def node_port_range_overlaps_ephemeral_range(cluster: Cluster, params: Mapping[s
         if setting.owner.live or last < low or first > high:
             continue
         overlap = f"{max(first, low)}-{min(last, high)}"
-        yield Hit(setting.owner, setting.field_path, (
-            f"node-port range {first}-{last} overlaps the ephemeral range in {overlap}: {setting.label} sets "
-            f"it, nodes hand ports {range_origin(cluster)} to outgoing connections, and kube-proxy's rules for a "
-            f"nodePort in "
-            f"{overlap} can take the replies of node processes whose source port it is (connections from the node "
-            f"time out, kubernetes#111682). Keep the node-port range below {low} (the default is 30000-32767), or "
-            f"reserve it in the nodes' net.ipv4.ip_local_reserved_ports."), port=first)
+        yield Hit(setting.owner, setting.field_path, phrases_rules.ephemeral_node_port_range(
+            first, last, overlap, setting.label, range_origin(cluster), low), port=first)
     for service in cluster.services:
         if not service.has_node_ports:
             continue
         for claim in service.node_port_claims:
             if in_range(claim.port, (low, high)) and cluster.in_node_port_range(claim.port):
-                yield Hit(service, claim.field_path, (
-                    f"{claim.label} {claim.port} is in the nodes' ephemeral range: the kernel hands ports "
-                    f"{range_origin(cluster)} to outgoing connections of node processes, and kube-proxy's rule for "
-                    f"{claim.port} can take the replies of one that got {claim.port} as its source port (its "
-                    f"connection times out, kubernetes#111682). Pick a nodePort below {low}."), port=claim.port)
+                yield Hit(service, claim.field_path, phrases_rules.ephemeral_node_port(
+                    claim.label, claim.port, range_origin(cluster), low), port=claim.port)

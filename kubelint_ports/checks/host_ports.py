@@ -14,9 +14,12 @@ from kubelint_ports.model.datapath import (
     HOSTPORT,
     LOCALHOST,
     OTHERWISE,
+    SECONDARY_IP,
     SERVICE,
     WILDCARD,
     PortUse,
+    phrases_rules,
+    traffic_data,
 )
 
 
@@ -30,32 +33,21 @@ def host_port(cluster: Cluster, params: Mapping[str, Any]) -> Iterator[Hit]:
         node = datapath.deliver(FROM_POD, traffic.node_destination(claim.host_ip), use, claim.port, claim.protocol)
         words = {HOSTPORT: "this pod", SERVICE: "the Service", OTHERWISE: "otherwise the Service keeps it"}
         paths = []
+        localhost = other_addresses = None
         if claim.host_ip == WILDCARD:
-            paths.append(("from the node to 127.0.0.1", datapath.deliver(FROM_NODE, LOCALHOST, use, claim.port,
-                                                                        claim.protocol)))
+            localhost = datapath.deliver(FROM_NODE, LOCALHOST, use, claim.port, claim.protocol)
+            paths.append(("localhost", localhost))
             service_use = PortUse(host_port_ip=claim.host_ip, service_port=True, endpoints=True)
-            paths.append(("to any ClusterIP on that port", datapath.deliver(
+            paths.append(("any-cluster-ip", datapath.deliver(
                 FROM_POD, CLUSTER_IP, service_use, claim.port, claim.protocol).focus(HOSTPORT)))
+        else:
+            other_addresses = datapath.deliver(FROM_POD, SECONDARY_IP, use, claim.port, claim.protocol)
+            paths.append(("other-addresses", other_addresses))
         names = {HOSTPORT: f"{workload.ref} (container '{claim.container}')"}
-        yield Hit(workload, claim.field_path, host_port_message(claim, node, paths, words), port=claim.port,
-                  traffic=traffic.data(node, names, paths))
-
-
-def host_port_message(claim, node, paths, words) -> str:
-    where = "every address of its node (127.0.0.1 included)" if claim.host_ip == WILDCARD else \
-        f"{claim.host_ip} of its node (only there)"
-    head = f"container '{claim.container}' claims hostPort {claim.port}/{claim.protocol}"
-    if not node.possible(HOSTPORT):
-        return (f"{head}, but nothing forwards it: {traffic.explain(node, words)}. Remove the hostPort, or "
-                f"chain the portmap plugin in the CNI configuration.")
-    extra = ""
-    for label, answer in paths:
-        if answer.possible(HOSTPORT) and "ClusterIP" in label:
-            extra += f" Pods connecting {label}: {traffic.summary_short(answer, words)}."
-    return (f"{head}: the hostPort rule sends port {claim.port} on {where} to this pod"
-            f"{traffic.fact_note(node)}. No listening socket shows it to netstat or ss, and only "
-            f"one such pod fits per node.{extra} Expose it through a Service instead, or keep the hostPort and "
-            f"document which traffic it takes.")
+        head = f"container '{claim.container}' claims hostPort {claim.port}/{claim.protocol}"
+        message = phrases_rules.host_port(head, claim.port, claim.host_ip, claim.host_ip == WILDCARD, node, localhost,
+                                          other_addresses, paths, words)
+        yield Hit(workload, claim.field_path, message, port=claim.port, traffic=traffic_data(node, names, paths))
 
 
 def _in_range(cluster: Cluster, via: str, noun: str) -> Iterator[Hit]:

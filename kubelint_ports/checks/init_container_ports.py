@@ -7,6 +7,7 @@ from typing import Any
 
 from kubelint_ports.checks import Hit, register
 from kubelint_ports.model import Cluster
+from kubelint_ports.model.datapath import phrases_rules
 
 
 @register("host-port-in-init-container")
@@ -30,8 +31,5 @@ def host_port_in_init_container(cluster: Cluster, params: Mapping[str, Any]) -> 
                 kind = "sidecar (init container, restartPolicy Always)"
                 scheduler = ("yet the scheduler reserves the port, so the pod blocks it on its node while no "
                              "traffic arrives")
-            yield Hit(workload, f"{port.field_path}.hostPort", (
-                f"hostPort {port.host_port}/{port.protocol} on {kind} '{port.container}' is never mapped: the "
-                f"kubelet hands only regular containers' ports to the CNI portmap plugin, so nothing DNATs it; "
-                f"{scheduler}. Namespaces enforcing Pod Security 'baseline' reject the pod outright. Move the port "
-                f"to a regular container, or drop the hostPort."), port=port.host_port)
+            yield Hit(workload, f"{port.field_path}.hostPort", phrases_rules.init_container_host_port(
+                port.host_port, port.protocol, kind, port.container, scheduler), port=port.host_port)

@@ -13,7 +13,7 @@ from typing import Any
 
 from kubelint_ports.checks import Hit, Related, register
 from kubelint_ports.model import Cluster
-from kubelint_ports.model.datapath import masquerade_gap, masqueraded, version_text
+from kubelint_ports.model.datapath import masquerade_gap, masqueraded, phrases_rules, version_text
 from kubelint_ports.model.network import CidrSource, NetworkConfig, ProxyConfig, cidr_text, family_name
 
 MAX_RELATED = 10
@@ -106,12 +106,8 @@ def masquerade_harm(cluster: Cluster, mode: str) -> tuple[str, str]:
     version = cluster.datapath.facts.kube_proxy_version if cluster.datapath is not None else None
     gaps = masquerade_gap(mode, version.value if version else None)
     variant = "node-clients" if any(gap.node_clients_broken for gap in gaps) else "off-cluster-clients"
-    if len(gaps) == 1:
-        known = f" (kube-proxy {version_text(version.value)} from {version.source})" if version else ""
-        return f"in {mode} mode{known} {gaps[0].text}", variant
-    return (f"in {mode} mode, what breaks depends on kube-proxy's version (unknown: pass facts.kube-proxy-version "
-            f"or lint the kube-proxy DaemonSet): " + "; ".join(f"with {gap.versions} {gap.text}" for gap in gaps),
-            variant)
+    known = f" (kube-proxy {version_text(version.value)} from {version.source})" if version and len(gaps) == 1 else ""
+    return phrases_rules.masquerade_harm(mode, gaps, known), variant
 
 
 # --- KP402 -----------------------------------------------------------------------------------
@@ -140,13 +136,9 @@ def kube_proxy_cluster_cidr_overlaps_service_cidr(cluster: Cluster, params: Mapp
             first, first_range = overlapping[0]
             mode = proxy.effective_mode
             if not masqueraded(mode, "node", cluster_cidr="services"):
-                harm = ("node processes and hostNetwork pods send to a ClusterIP from that ClusterIP, which lies in "
-                        "this range, so kube-proxy does not masquerade them and the reply goes back to the VIP on "
-                        "the backend's own node: no Service answers them, whatever kube-proxy's version (the "
-                        "detour of incident 002)")
+                harm = phrases_rules.cluster_cidr_harm("node-clients-unanswered")
             elif masqueraded(mode, "pod", cluster_cidr="services"):
-                harm = ("kube-proxy takes real pods for outside clients, so their Service traffic is masqueraded: "
-                        "backends and NetworkPolicies see the node's address instead of the pod's")
+                harm = phrases_rules.cluster_cidr_harm("pods-masqueraded")
             else:
                 continue
             advice = pod_cidr_advice(network, proxy)
@@ -183,13 +175,9 @@ def kube_proxy_cluster_cidr_excludes_pod_cidr(cluster: Cluster, params: Mapping[
                 problem = (f"{proxy.cluster_cidr_setting} {cidr_text(cluster_ranges)} of {proxy.label} has no "
                            f"{family_name(version)} range, but {source.label} is {pod_range}{others}")
             advice = pod_cidr_advice(network, proxy)
-            masquerade = ("their Service traffic is masqueraded (backends and NetworkPolicies see the node's address) "
-                          "and " if masqueraded(proxy.effective_mode, "pod", cluster_cidr="elsewhere") else "")
-            yield Hit(proxy.owner, proxy.cluster_cidr_path or proxy.anchor_path, (
-                f"{problem}: kube-proxy takes those pods for outside clients, so {masquerade}"
-                f"their traffic to LoadBalancer IPs of `externalTrafficPolicy: Local` Services is dropped on "
-                f"nodes without a local endpoint [INFERRED from kube-proxy's source]. "
-                f"{'Set ' + advice if advice else 'Set it to the pod CIDR that holds every node podCIDR'}."),
+            fix = 'Set ' + advice if advice else 'Set it to the pod CIDR that holds every node podCIDR'
+            yield Hit(proxy.owner, proxy.cluster_cidr_path or proxy.anchor_path, phrases_rules.pods_outside_cluster_cidr(
+                problem, masqueraded(proxy.effective_mode, "pod", cluster_cidr="elsewhere"), fix),
                 related_places(source_related(s, f"{s.label}: {r}") for s, r in outside))
 
 
@@ -229,10 +217,7 @@ def service_cidr_overlaps_pod_cidr(cluster: Cluster, params: Mapping[str, Any]) 
         else:
             text = (f"pod range {subject_range} ({subject.label}) overlaps the Service CIDR {other_range} "
                     f"({other.label})")
-        yield Hit(subject.owner, subject.field_path, (
-            f"{text}{more(len(overlaps) - 1)}: a pod that gets an address a Service also uses is unreachable "
-            f"wherever kube-proxy handles that address (on every node in ipvs mode, where ClusterIPs are local), "
-            f"and routes to the two ranges conflict. Choose ranges that do not overlap."),
+        yield Hit(subject.owner, subject.field_path, phrases_rules.service_cidr_overlap(text, more(len(overlaps) - 1)),
             related_places(source_related(o, f"{o.label}: {r}") for _, o, r in overlaps))
 
 
@@ -269,11 +254,8 @@ def kube_proxy_config_inconsistent(cluster: Cluster, params: Mapping[str, Any]) 
         first = others[0]
         mode_differs = any(other.effective_mode != proxy.effective_mode for other in others)
         field_path = (proxy.mode_path if mode_differs else proxy.cluster_cidr_path) or proxy.anchor_path
-        yield Hit(proxy.owner, field_path, (
-            f"kube-proxy configurations disagree: {proxy.label} runs {describe_setting(proxy)}, but {first.label} "
-            f"runs {describe_setting(first)}{more(len(others) - 1)}. Service traffic then behaves differently "
-            f"depending on the node a client is on (host-network clients may reach Services on some nodes only); "
-            f"make them agree, unless the node pools are meant to differ."),
+        yield Hit(proxy.owner, field_path, phrases_rules.kube_proxy_configs_disagree(
+            proxy.label, describe_setting(proxy), first.label, describe_setting(first), more(len(others) - 1)),
             related_places(Related(other.owner, (other.mode_path if mode_differs else other.cluster_cidr_path)
                                    or other.anchor_path, f"{other.label}: {describe_setting(other)}")
                            for other in others))

@@ -12,9 +12,21 @@ from kubelint_ports.checks import Hit, Related, register, traffic
 from kubelint_ports.checks.node_model import node_list, selects_itself
 from kubelint_ports.model import Cluster
 from kubelint_ports.model.allocation import allocate
-from kubelint_ports.model.datapath import EXTERNAL_IP, FROM_NODE, FROM_POD, HOST_PROCESS, HOSTPORT, SERVICE, PortUse
+from kubelint_ports.model.datapath import (
+    EXTERNAL_IP,
+    FROM_NODE,
+    FROM_OUTSIDE,
+    FROM_POD,
+    HOST_PROCESS,
+    HOSTPORT,
+    NODE_IP,
+    SERVICE,
+    PortUse,
+    phrases_rules,
+    traffic_data,
+)
+from kubelint_ports.model.datapath.service import service_use
 from kubelint_ports.model.objects import WILDCARD_HOST_IP
-from kubelint_ports.model.selection import has_endpoints
 
 MAX_RELATED = 10
 
@@ -86,12 +98,14 @@ def collision_hits(cluster: Cluster, service, port, address, victims) -> Iterato
     host_ports = [v for v in victims if v[2] == "hostPort"]
     processes = [v for v in victims if v[2] == "hostNetwork"]
     # Every hostPort here listens on this address (all addresses, or bound to it): the same rule match.
-    use = PortUse(host_port_ip=WILDCARD_HOST_IP if host_ports else None, host_process=bool(processes),
-                  service_port=True,
-                  endpoints=has_endpoints(cluster, service), external_ip_on_node=True)
+    use = service_use(cluster, service, PortUse(host_port_ip=WILDCARD_HOST_IP if host_ports else None,
+                                                host_process=bool(processes), service_port=True,
+                                                external_ip_on_node=True))
     datapath = traffic.datapath_of(cluster)
     answer = datapath.deliver(FROM_POD, EXTERNAL_IP, use, port.port, port.protocol)
-    paths = [("from the node itself", datapath.deliver(FROM_NODE, EXTERNAL_IP, use, port.port, port.protocol))]
+    paths = [("node", datapath.deliver(FROM_NODE, EXTERNAL_IP, use, port.port, port.protocol))]
+    if use.external_local:  # only then do clients outside the node fare differently from pods
+        paths.insert(0, ("outside", datapath.deliver(FROM_OUTSIDE, EXTERNAL_IP, use, port.port, port.protocol)))
     names = {SERVICE: str(service.ref)}
     words = {SERVICE: f"the Service {service.ref.name}"}
     if host_ports:
@@ -101,13 +115,12 @@ def collision_hits(cluster: Cluster, service, port, address, victims) -> Iterato
         names[HOST_PROCESS] = " or ".join(dict.fromkeys(str(v[0].ref) for v in processes))
         words[HOST_PROCESS] = "the process on the node"
     variant = "host-network" if processes else "host-port"
-    message = (f"{address.label} {address.ip}:{port.port}/{port.protocol} is a host port of node "
-               f"{node_list(shared)}: {address.ip} is the node's own address and {label}{more} uses port {port.port} "
-               f"there; for connections to {address.ip}:{port.port}, {traffic.explain(answer, words, paths)}. "
-               f"Expose the Service on an address no node owns, or move one of the two ports.")
+    head = (f"{address.label} {address.ip}:{port.port}/{port.protocol} is a host port of node {node_list(shared)}: "
+            f"{address.ip} is the node's own address and {label}{more} uses port {port.port} there")
+    message = phrases_rules.external_ip_collision(head, address.ip, port.port, answer, words, paths)
     related = (Related(service, address.field_path, f"{address.label} {address.ip} of {service.ref}"),)
     related += tuple(Related(w, path, f"port {port.port} of {text}") for w, path, _, _, text in victims[:MAX_RELATED])
-    data = traffic.data(answer, names, paths)
+    data = traffic_data(answer, names, paths)
     if not service.live:
         yield Hit(service, f"{port.field_path}.port", message, related, variant=variant, port=port.port,
                   traffic=data)
@@ -136,12 +149,13 @@ def host_ip_not_on_node(cluster: Cluster, params: Mapping[str, Any]) -> Iterator
             continue
         elsewhere = f"it belongs to {node_list(holders)}, where this pod cannot run" if holders else \
             "no node in the inventory has it"
-        yield Hit(workload, f"{claim.field_path.rpartition('.')[0]}.hostIP", (
-            f"hostIP {claim.host_ip} is on none of the nodes this pod may run on: {elsewhere}, and the portmap "
-            f"DNAT for hostPort {claim.port}/{claim.protocol} matches only packets sent to {claim.host_ip}, so on "
-            f"{node_list(list(eligible))} the hostPort receives nothing. Use an address those nodes have, or leave "
-            f"hostIP out; if it is a floating address the inventory does not list (a keepalived VIP), accept this "
-            f"finding with an annotation."), port=claim.port)
+        # The model's answer for the node's own addresses, which the rule's `-d hostIP` never matches.
+        answer = traffic.datapath_of(cluster).deliver(FROM_POD, NODE_IP, PortUse(host_port_ip=claim.host_ip),
+                                                      claim.port, claim.protocol)
+        words = {HOSTPORT: "the hostPort pod"}
+        yield Hit(workload, f"{claim.field_path.rpartition('.')[0]}.hostIP", phrases_rules.host_ip_not_on_node(
+            claim.host_ip, elsewhere, claim.port, claim.protocol, node_list(list(eligible)), answer, words),
+            port=claim.port, traffic=traffic_data(answer, {HOSTPORT: f"{workload.ref} (container '{claim.container}')"}))
 
 
 def specific_address(host_ip: str) -> bool:

@@ -21,9 +21,11 @@ from kubelint_ports.model.datapath import (
     OTHERWISE,
     SERVICE,
     PortUse,
+    phrases_rules,
+    traffic_data,
 )
+from kubelint_ports.model.datapath.service import service_use
 from kubelint_ports.model.objects import HostClaim, SilentPort
-from kubelint_ports.model.selection import has_endpoints
 
 MAX_RELATED = 10
 SCHEDULER_MESSAGE = "node(s) didn't have free ports for the requested pod ports"
@@ -156,15 +158,12 @@ def capture_hits(allocation, dnat: Claimant, victims: list[tuple[Workload, Silen
     paths = traffic.node_paths(datapath, use, claim.port, claim.protocol, claim.host_ip)
     names = {HOSTPORT: f"{dnat.workload.ref} (container '{claim.container}')", HOST_PROCESS: f"{host.ref}"}
     words = {HOSTPORT: str(dnat.workload.ref), HOST_PROCESS: f"the process of {host.ref.name}"}
-    verb = "takes" if answer.always(HOSTPORT) else "may take"
-    message = (f"{port_text(claim)} {verb} port {silent.port} from {host.ref}{more}: that hostNetwork pod"
-               f"{where_running(host)} listens on it ({silent.source}) without declaring it, so the scheduler "
-               f"cannot keep the two apart; wherever both run{where}, {traffic.explain(answer, words, paths)}. Declare "
-               f"containerPort {silent.port} on {host.ref.name} (then the scheduler keeps them apart), or use "
-               f"another hostPort.")
+    message = phrases_rules.host_network_capture(port_text(claim), answer.always(HOSTPORT), silent.port, str(host.ref),
+                                                 more, where_running(host), silent.source, where, answer, words, paths,
+                                                 host.ref.name)
     related = tuple(Related(h, p.field_path, f"port {p.port} of hostNetwork {h.ref} ({p.source})")
                     for h, p in victims[:MAX_RELATED])
-    data = traffic.data(answer, names, paths)
+    data = traffic_data(answer, names, paths)
     if not dnat.workload.live:
         yield Hit(dnat.workload, claim.field_path, message, related, port=claim.port, traffic=data, nodes=nodes)
     else:
@@ -202,21 +201,18 @@ def node_reserved_port(cluster: Cluster, params: Mapping[str, Any]) -> Iterator[
         daemon = reserved.get((claim.protocol, claim.port))
         if daemon is None or not claim.on_the_node or is_the_daemon(workload, claim, daemon):
             continue
-        data = None
+        data = answer = None
+        words = {HOSTPORT: "this pod", HOST_PROCESS: daemon}
         if claim.via == "hostPort":
             answer = traffic.datapath_of(cluster).deliver(
                 FROM_POD, traffic.node_destination(claim.host_ip),
                 PortUse(host_port_ip=claim.host_ip, host_process=True), claim.port, claim.protocol)
-            names = {HOSTPORT: f"{workload.ref} (container '{claim.container}')", HOST_PROCESS: daemon}
-            effect = (f"on every node this pod runs on, "
-                      f"{traffic.explain(answer, {HOSTPORT: 'this pod', HOST_PROCESS: daemon})}")
-            data = traffic.data(answer, names)
-        else:
-            effect = f"the pod cannot bind it on nodes where {daemon} runs, or {daemon} cannot"
+            data = traffic_data(answer, {HOSTPORT: f"{workload.ref} (container '{claim.container}')",
+                                         HOST_PROCESS: daemon})
         how = f", undeclared, {source}" if source else ""
-        yield Hit(workload, claim.field_path, (
-            f"{port_text(claim)} (container '{claim.container}'{how}) is {daemon}'s port: {effect}. "
-            f"Pick a port no node daemon uses."), port=claim.port, traffic=data)
+        yield Hit(workload, claim.field_path, phrases_rules.reserved_port(
+            port_text(claim), f"container '{claim.container}'{how}", daemon, answer, words),
+            port=claim.port, traffic=data)
 
 
 def reserved_ports(params: Mapping[str, Any]) -> dict[tuple[str, int], str]:
@@ -309,26 +305,22 @@ def service_capture_hits(cluster: Cluster, workload: Workload, claim: HostClaim,
             return
         nodes = f" on {node_list(eligible)}"
     datapath = traffic.datapath_of(cluster)
-    endpoints = has_endpoints(cluster, target.service) if target.service is not None else True
-    use = PortUse(host_port_ip=claim.host_ip, service_port=True, endpoints=endpoints)
-    asked = [("from the node", datapath.deliver(FROM_NODE, CLUSTER_IP, use, claim.port, claim.protocol))]
+    use = service_use(cluster, target.service, PortUse(host_port_ip=claim.host_ip, service_port=True))
+    asked = [("node-to-service", datapath.deliver(FROM_NODE, CLUSTER_IP, use, claim.port, claim.protocol))]
     if target.external:
-        asked.append(("to its external and load-balancer IPs",
-                      datapath.deliver(FROM_POD, EXTERNAL_IP, use, claim.port, claim.protocol)))
+        asked.append(("external-addresses", datapath.deliver(FROM_POD, EXTERNAL_IP, use, claim.port, claim.protocol)))
     answer = datapath.deliver(FROM_POD, CLUSTER_IP, use, claim.port, claim.protocol).focus(HOSTPORT)
     asked = [(label, other.focus(HOSTPORT)) for label, other in asked]
     if not answer.possible(HOSTPORT) and not any(other.possible(HOSTPORT) for _, other in asked):
         return  # the Service keeps its traffic whatever the unknown facts are
-    captured = answer.always(HOSTPORT) or any(other.always(HOSTPORT) for _, other in asked)
+    captured = any(one.always_but_for_history(HOSTPORT) for one in (answer, *(other for _, other in asked)))
     names = {HOSTPORT: f"{workload.ref} (container '{claim.container}')", SERVICE: target.label}
     words = {HOSTPORT: "this pod", SERVICE: "the Service", OTHERWISE: "otherwise the Service keeps it"}
     what = f" ({target.note})" if target.note else ""
-    verb = "takes" if captured else "may take"
-    message = (f"hostPort {claim.port}/{claim.protocol} {verb} the traffic of {target.label} port {target.port}"
-               f"{what}: pods{nodes} that connect to its ClusterIP:{target.port}: "
-               f"{traffic.explain(answer, words, asked)}. Use another hostPort, or none.")
+    message = phrases_rules.service_capture(claim.port, claim.protocol, captured, target.label, what, nodes, answer,
+                                            words, asked)
     variant = "captured" if captured else "possible"
-    data = traffic.data(answer, names, asked)
+    data = traffic_data(answer, names, asked)
     if target.service is None or not workload.live:
         related = () if target.service is None else (
             Related(target.service, f"{target.service_port.field_path}.port", f"port {target.port} of {target.label}"),)

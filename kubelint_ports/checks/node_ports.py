@@ -12,8 +12,17 @@ from typing import Any
 
 from kubelint_ports.checks import Hit, Related, register, traffic
 from kubelint_ports.model import Cluster, NodePortClaim, Service
-from kubelint_ports.model.datapath import FROM_POD, HOST_PROCESS, HOSTPORT, REJECTED, SERVICE, UNDEFINED, PortUse
-from kubelint_ports.model.selection import has_endpoints
+from kubelint_ports.model.datapath import (
+    FROM_OUTSIDE,
+    FROM_POD,
+    HOST_PROCESS,
+    HOSTPORT,
+    SERVICE,
+    PortUse,
+    phrases_rules,
+    traffic_data,
+)
+from kubelint_ports.model.datapath.service import service_use
 
 MAX_RELATED = 10
 
@@ -43,64 +52,41 @@ def _host_claims_on_node_ports(cluster: Cluster, via: str) -> Iterator[Hit]:
         hostport = via == "hostPort"
         noun = "hostPort" if hostport else "hostNetwork port"
         theirs = f"{node_port.label} {claim.port} of {service.ref}"
-        fix = FIXES[via].format(label=node_port.label)
+        fix = (phrases_rules.HOST_PORT_FIX if hostport else phrases_rules.HOST_NETWORK_FIX).format(label=node_port.label)
         related = tuple(node_port_related(s, np) for s, np in owners[:MAX_RELATED])
         if node_port.label == "healthCheckNodePort" and not hostport:
             # kube-proxy serves health checks from its own socket: two processes, one port, no packet rule.
-            yield Hit(workload, claim.field_path, (
-                f"{noun} {claim.port}/{claim.protocol}{found} is {theirs}{others}: kube-proxy answers the load balancer's "
-                f"health checks on it from its own listening socket, so on every node this pod runs on the process "
-                f"that binds it first keeps it and the other cannot bind (the pod's process fails, or kube-proxy "
-                f"logs the error and the node fails its health checks). {fix}"), related, port=claim.port)
+            yield Hit(workload, claim.field_path, phrases_rules.health_check_clash(
+                f"{noun} {claim.port}/{claim.protocol}{found}", theirs, others, fix), related, port=claim.port)
             continue
         if node_port.label == "healthCheckNodePort":
             use = PortUse(host_port_ip=claim.host_ip, host_process=True)
             words = {HOSTPORT: "this pod", HOST_PROCESS: "kube-proxy's health-check server"}
             names = {HOSTPORT: f"{workload.ref} (container '{claim.container}')",
                      HOST_PROCESS: f"kube-proxy's health-check server for {service.ref}"}
+            client = FROM_POD
         else:
-            use = PortUse(host_port_ip=claim.host_ip if hostport else None, host_process=not hostport,
-                          node_port=True, endpoints=has_endpoints(cluster, service))
+            use = service_use(cluster, service, PortUse(host_port_ip=claim.host_ip if hostport else None,
+                                                        host_process=not hostport, node_port=True))
             mine = HOSTPORT if hostport else HOST_PROCESS
             names = {mine: f"{workload.ref} (container '{claim.container}')", SERVICE: str(service.ref)}
             words = {mine: "this pod" if hostport else "the pod's process", SERVICE: "the Service"}
-        answer = datapath.deliver(FROM_POD, traffic.node_destination(claim.host_ip), use, claim.port, claim.protocol)
-        paths = traffic.node_paths(datapath, use, claim.port, claim.protocol, claim.host_ip)
-        if hostport:
-            message = _host_port_message(answer, noun, claim, theirs)
-        else:
-            message = _host_network_message(answer, noun, claim, theirs, found)
-        yield Hit(workload, claim.field_path, (
-            f"{message}{others}: on every node this pod runs on, {traffic.explain(answer, words, paths)}. {fix}"),
-            related, port=claim.port, traffic=traffic.data(answer, names, paths))
+            client = FROM_OUTSIDE  # whom a nodePort is for; pods and the node are the other paths
+        destination = traffic.node_destination(claim.host_ip)
+        answer = datapath.deliver(client, destination, use, claim.port, claim.protocol)
+        paths = traffic.node_paths(datapath, use, claim.port, claim.protocol, claim.host_ip, client)
+        headline = phrases_rules.node_port_headline(answer, f"{noun} {claim.port}/{claim.protocol}", theirs, hostport,
+                                                    found)
+        holds = not hostport and kube_proxy_may_hold_node_ports(datapath)
+        yield Hit(workload, claim.field_path, phrases_rules.node_port_collision(
+            headline, others, answer, words, paths, fix, not hostport, holds),
+            related, port=claim.port, traffic=traffic_data(answer, names, paths))
 
 
-FIXES = {
-    "hostPort": "The API server accepts both without a word: change the hostPort or the {label}.",
-    "hostNetwork": "Move the process to a port below the node-port range, or give the Service another {label}.",
-}
-
-
-def _host_port_message(answer, noun: str, claim, theirs: str) -> str:
-    port = f"{noun} {claim.port}/{claim.protocol}"
-    if answer.receiver == HOSTPORT:
-        return f"{port} takes the traffic of {theirs}"
-    if answer.receiver == HOST_PROCESS:
-        return f"{theirs} takes the traffic of {port}"
-    if answer.receiver == SERVICE:
-        return f"{theirs} takes the traffic of {port}"
-    if answer.receiver == UNDEFINED:
-        return f"{port} and {theirs} have no fixed winner"
-    return f"{port} collides with {theirs}"
-
-
-def _host_network_message(answer, noun: str, claim, theirs: str, found: str = "") -> str:
-    port = f"{noun} {claim.port}/{claim.protocol}{found}"
-    if answer.receiver == REJECTED:
-        return f"kube-proxy refuses {port}: {theirs} has no endpoints"
-    if not answer.possible(HOST_PROCESS):
-        return f"{theirs} takes the traffic of {port}"
-    return f"{theirs} may take the traffic of {port}"
+def kube_proxy_may_hold_node_ports(datapath) -> bool:
+    """kube-proxy held a listening socket on every nodePort until v1.23 (kubernetes#108496)."""
+    version = datapath.facts.kube_proxy_version
+    return version is None or version.value < (1, 24)
 
 
 @register("host-port-node-port-collision", cross_object=True)

@@ -15,23 +15,32 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from kubelint_ports.checks import Hit, Related, register
-from kubelint_ports.checks.traffic import data, explain, node_destination
+from kubelint_ports.checks.traffic import node_destination
 from kubelint_ports.findings import ObjectRef
 from kubelint_ports.loading.snapshot import Place
 from kubelint_ports.model.datapath import (
     CLUSTER_IP,
+    FROM_NODE,
+    FROM_OUTSIDE,
     FROM_POD,
     HOST_PROCESS,
     HOSTPORT,
+    KUBE_PROXY_FIRST,
+    LOCALHOST,
     NODE_IP,
     SERVICE,
     WILDCARD,
     Answer,
     Datapath,
+    Fact,
     PortUse,
+    explain,
     first_dnat,
     masquerade_gap,
+    phrases_node,
+    traffic_data,
 )
+from kubelint_ports.model.datapath.node import node_facts
 from kubelint_ports.model.node_state import (
     READY,
     ClusterIpRule,
@@ -39,7 +48,6 @@ from kubelint_ports.model.node_state import (
     NodePortRule,
     NodeSnapshots,
     NodeState,
-    datapath_facts,
     host_ports_text,
     same_family,
 )
@@ -76,9 +84,9 @@ def describe_entry(entry: HostPortEntry) -> str:
 
 # --- who receives the packet --------------------------------------------------------------------
 
-def ask(node: NodeState, destination: str, use: PortUse, port: int, protocol: str) -> Answer:
-    """The datapath model's answer for a packet from a pod or another machine to this node."""
-    return Datapath(datapath_facts(node)).deliver(FROM_POD, destination, use, port, protocol.upper())
+def ask(node: NodeState, destination: str, use: PortUse, port: int, protocol: str, client: str = FROM_POD) -> Answer:
+    """The datapath model's answer for a packet to this node, with the facts its dumps establish."""
+    return Datapath(node_facts(node)).deliver(client, destination, use, port, protocol.upper())
 
 
 def node_port_on(node: NodeState, protocol: str, port: int) -> bool:
@@ -93,7 +101,8 @@ def host_port_answer(node: NodeState, entry: HostPortEntry, receiver_name: str) 
     parties = {HOSTPORT: receiver_name}
     if use.node_port:
         parties[SERVICE] = f"nodePort {entry.port}"
-    return explain(answer, parties), data(answer, parties)
+    return explain(answer, parties), traffic_data(answer, parties)
+
 
 def one_chain(entries: list[HostPortEntry], entry: HostPortEntry) -> list[HostPortEntry]:
     """The entries `first_dnat` may order against `entry`: those of its own dump file and address
@@ -199,24 +208,21 @@ def stale_host_port_dnat(context: NodeSnapshots, params: Mapping[str, Any]) -> I
             sentence, traffic = host_port_answer(node, entry, f"{entry.pod_ip} (the stale entry, where nothing answers)")
             if victims:
                 victim = next(iter(victims.values()))
-                outcome = (f"For {entry.protocol}/{entry.port}: {sentence}. It comes first in its chain, so the live "
-                           f"{describe_entry(victim)} at line {victim.jump.line} receives none of {ports}.")
+                outcome = phrases_node.stale_outcome_shadowing(entry.protocol, entry.port, sentence,
+                                                               describe_entry(victim), victim.jump.line, ports,
+                                                               entry.backend)
                 evidence += [related(node, loser.jump, f"live entry shadowed: {describe_entry(loser)}")
                              for loser in victims.values()]
             elif len(winners) == len(entries):
-                outcome = (f"An earlier entry, {describe_entry(winners[0])} (line {winners[0].jump.line}), shadows it, "
-                           f"so it takes no traffic today: delete it before a restart reorders the rules.")
+                outcome = phrases_node.stale_outcome_shadowed(describe_entry(winners[0]), winners[0].jump.line,
+                                                              entry.backend)
             else:
-                outcome = f"For {entry.protocol}/{entry.port}: {sentence}."
-            hash_note = ""
-            if entry.chain_name_matches is False:
-                hash_note = (f" The chain name does not match sha512(\"{entry.network}\" + ID): portmap did not write "
-                             f"it as it stands.")
-            fix = (f"`iptables -t nat -D CNI-HOSTPORT-DNAT` this rule, then `iptables -t nat -F {entry.chain}` and "
-                   f"`-X {entry.chain}`" if entry.backend == "portmap-iptables" else f"delete this rule ({entry.backend})")
-            yield Hit(subject(node, jump), f"hostPort {ports} {entry.chain}", (
-                f"stale hostPort DNAT: {describe_entry(entry)} maps {ports}, but {'; '.join(reasons)}: the sandbox's "
-                f"teardown never ran (incident 001). {outcome}{hash_note} Fix: {fix}."),
+                outcome = phrases_node.stale_outcome(entry.protocol, entry.port, sentence)
+            hash_note = phrases_node.chain_name_mismatch(entry.network) if entry.chain_name_matches is False else ""
+            udp_ports = sorted({e.port for e in entries if e.protocol == "udp"})
+            fix = phrases_node.stale_fix(entry.backend, entry.chain, udp_ports)
+            yield Hit(subject(node, jump), f"hostPort {ports} {entry.chain}", phrases_node.stale_entry(
+                describe_entry(entry), ports, "; ".join(reasons), outcome, hash_note, fix),
                 tuple([related(node, entry.dnat, f"DNAT to {entry.pod_ip}:{entry.pod_port}")] + evidence),
                 port=entry.port, traffic=traffic)
 
@@ -240,24 +246,19 @@ def shadowed_host_port(context: NodeSnapshots, params: Mapping[str, Any]) -> Ite
             for winner_jump, lost in partial.items():
                 winner, entry = winners[winner_jump], lost[0]
                 sentence, traffic = host_port_answer(node, winner, describe_entry(winner))
-                yield Hit(subject(node, jump), f"hostPort {port_list(lost)} {entry.chain} on {winner.host_ip}", (
-                    f"hostPort {port_list(lost)} is DNATed twice on {node.name} for {winner.host_ip}: "
-                    f"{describe_entry(winner)} at line {winner_jump.line}, bound to {winner.host_ip}, comes first in "
-                    f"the chain, so {describe_entry(entry)} here receives nothing sent to {winner.host_ip}, only what "
-                    f"is sent to the node's other addresses. For {entry.protocol}/{entry.port} to {winner.host_ip}: "
-                    f"{sentence}. Two pods cannot hold one hostPort on a node (one bound to a hostIP conflicts with "
-                    f"one on every address): one of the two entries is left over from a pod that is gone."),
+                yield Hit(subject(node, jump), f"hostPort {port_list(lost)} {entry.chain} on {winner.host_ip}",
+                          phrases_node.shadowed_for_address(port_list(lost), node.name, winner.host_ip,
+                                                            describe_entry(winner), winner_jump.line,
+                                                            describe_entry(entry), entry.protocol, entry.port, sentence),
                     (related(node, winner_jump, f"winner for {winner.host_ip}: {describe_entry(winner)}"),),
                     port=entry.port, traffic=traffic)
             for winner_jump, lost in pairs.items():
                 winner, entry = winners[winner_jump], lost[0]
                 host = f" on {entry.host_ip}" if entry.host_ip else ""
                 sentence, traffic = host_port_answer(node, winner, describe_entry(winner))
-                yield Hit(subject(node, jump), f"hostPort {port_list(lost)} {entry.chain}", (
-                    f"hostPort {port_list(lost)}{host} is DNATed twice on {node.name}: {describe_entry(winner)} at "
-                    f"line {winner_jump.line} comes first in the chain, so {describe_entry(entry)} here receives "
-                    f"nothing. For {entry.protocol}/{entry.port}: {sentence}. Two pods cannot hold one hostPort on a "
-                    f"node: one of the two entries is left over from a pod that is gone."),
+                yield Hit(subject(node, jump), f"hostPort {port_list(lost)} {entry.chain}", phrases_node.shadowed(
+                    port_list(lost), host, node.name, describe_entry(winner), winner_jump.line, describe_entry(entry),
+                    entry.protocol, entry.port, sentence, winner.backend),
                     (related(node, winner_jump, f"winner: {describe_entry(winner)}"),), port=entry.port,
                     traffic=traffic)
 
@@ -314,18 +315,22 @@ def host_ports_ahead_of_kube_proxy(context: NodeSnapshots, params: Mapping[str, 
                 if captured:
                     label, answer = captured[0]
                     parties = {HOSTPORT: "the hostPort pod", SERVICE: label}
-                    outcome = (f"for {label}: {explain(answer, parties)}"
-                               + (f"; likewise {listed([name for name, _ in captured[1:]])}" if len(captured) > 1 else ""))
-                    traffic = data(answer, parties)
+                    outcome = phrases_node.ahead_captures(label, answer, parties, [name for name, _ in captured[1:]])
+                    traffic = traffic_data(answer, parties)
                 else:
-                    outcome = ("no Service port on this node equals a hostPort today, but a later NodePort (and in IPVS "
-                               "mode a ClusterIP port) that does will be taken")
-                yield Hit(subject(node, jump.place), f"nat {hook} {jump.chain}", (
-                    f"{hook} jumps to {jump.chain} (rule {jump.index + 1}) before kube-proxy's KUBE-SERVICES (rule "
-                    f"{proxy.index + 1}): hostPort DNATs see every local packet first (portmap before v0.7.5 wrote it so, "
-                    f"CVE-2019-9946; current portmap and CRI-O append). {outcome[:1].upper()}{outcome[1:]}. Upgrade the CNI plugins (portmap "
-                    f"appends its jump since v0.7.5) and flush the old jump."),
+                    outcome = phrases_node.AHEAD_NOTHING_YET
+                yield Hit(subject(node, jump.place), f"nat {hook} {jump.chain}", phrases_node.ahead_of_kube_proxy(
+                    hook, jump.chain, jump.index, proxy.index, outcome, node_ports_stay_taken(node)),
                     (related(node, proxy.place, "kube-proxy's jump, which comes later"),), traffic=traffic)
+
+
+def node_ports_stay_taken(node: NodeState) -> bool:
+    """After the repair (the hostPort jump behind kube-proxy's), does a hostPort still take a
+    nodePort with its number? (IPVS mode: kube-proxy only marks NodePort packets.)"""
+    facts = replace(node_facts(node), hostport_order=Fact(KUBE_PROXY_FIRST, "the repair"))
+    answer = Datapath(facts).deliver(FROM_OUTSIDE, NODE_IP, PortUse(host_port_ip=WILDCARD, node_port=True,
+                                                                   endpoints=True), 0)
+    return answer.possible(HOSTPORT)
 
 
 def cidr_of(text: str):
@@ -375,11 +380,8 @@ def kube_proxy_masquerade_rule(context: NodeSnapshots, params: Mapping[str, Any]
             # presence dates the node's kube-proxy for the datapath model.
             version = (1, 11) if rules else (1, 10) if mode == "ipvs" else None
             gap = " ".join(f"{g.text}." for g in masquerade_gap(mode, version))
-            yield Hit(subject(node, anchor), "nat KUBE-SERVICES masquerade", (
-                f"kube-proxy ({mode} mode) on {node.name} has no `! -s <clusterCIDR> ... -j KUBE-MARK-MASQ` rule "
-                f"for Service traffic: it runs without clusterCIDR (--cluster-cidr). Its rules say: {gap} Pod "
-                f"clients are not affected. Set clusterCIDR to the pod CIDR in kube-proxy's configuration."),
-                variant=mode)
+            yield Hit(subject(node, anchor), "nat KUBE-SERVICES masquerade",
+                      phrases_node.masquerade_rule_missing(mode, node.name, gap), variant=mode)
             continue
         service_space = [cidr for cidr in context.service_cidrs]
         by_range: dict[str, object] = {}
@@ -403,11 +405,8 @@ def kube_proxy_masquerade_rule(context: NodeSnapshots, params: Mapping[str, Any]
                 what = f"{rule.negated_source} does not contain {item} ({why})"
             else:
                 continue
-            yield Hit(subject(node, rule.place), "nat KUBE-SERVICES masquerade", (
-                f"kube-proxy's masquerade rule on {node.name} exempts `! -s {rule.negated_source}`, but {what}: "
-                f"clusterCIDR must be the pod CIDR. Pods outside it are masqueraded needlessly, and node or "
-                f"hostNetwork clients inside it keep a source address the endpoint cannot answer (incident 002's "
-                f"detour). Set clusterCIDR to the pod CIDR."), variant=mode)
+            yield Hit(subject(node, rule.place), "nat KUBE-SERVICES masquerade",
+                      phrases_node.masquerade_rule_wrong_range(node.name, rule.negated_source, what), variant=mode)
             break
 
 
@@ -441,38 +440,48 @@ def host_process_loses_port(context: NodeSnapshots, params: Mapping[str, Any]) -
                 entry = min(entries, key=lambda e: e.order)
                 use = PortUse(host_port_ip=entry.host_ip or WILDCARD, host_process=True,
                               node_port=node_port_on(node, listener.protocol, listener.port))
-                # A hostIP-bound entry sees only packets to its hostIP, which the listener covers:
-                # ask about that address (any other node address never meets the DNAT).
-                answer = ask(node, node_destination(use.host_port_ip), use, listener.port, listener.protocol)
+                # A hostIP-bound entry sees only packets to its hostIP, which the listener covers;
+                # a loopback listener only what the node sends to 127.0.0.1.
+                client, destination = listener_packet(listener.address, node_destination(use.host_port_ip))
+                answer = ask(node, destination, use, listener.port, listener.protocol, client)
                 if not answer.possible(HOSTPORT):
                     continue
                 parties = {HOSTPORT: f"the pod at {entry.pod_ip}:{entry.pod_port}", HOST_PROCESS: listener.process_text}
-                yield Hit(subject(node, listener.place), f"listener {listener.protocol}/{listener.port}", (
-                    f"{listener.process_text} listens on {shown}/{listener.protocol}, but "
-                    f"the hostPort DNAT {describe_entry(entry)} matches that port on {node.name}: "
-                    f"{explain(answer, parties)}. No socket of the pod shows in ss. Move the process or the hostPort."),
-                    (related(node, entry.jump, f"hostPort DNAT {describe_entry(entry)}"),), port=listener.port,
-                    traffic=data(answer, parties))
+                yield Hit(subject(node, listener.place), f"listener {listener.protocol}/{listener.port}",
+                          phrases_node.process_loses_to_host_port(listener.process_text, shown, listener.protocol,
+                                                                  describe_entry(entry), node.name, answer, parties),
+                          (related(node, entry.jump, f"hostPort DNAT {describe_entry(entry)}"),), port=listener.port,
+                          traffic=traffic_data(answer, parties))
                 continue
             rules = [rule for rule in node_ports.get(key, ()) if same_family(listener.family, rule.family)]
             if not rules:
                 continue
-            if node.proxy_mode == "nftables" and listener.address.startswith("127."):
-                continue  # kube-proxy's nftables NodePorts skip 127.0.0.0/8
             rule = next((r for r in rules if r.action == "reject"), rules[0])
             service = rule.service or (f"{services[key].ref.namespace}/{services[key].ref.name}" if key in services
                                        else "a Service")
             use = PortUse(host_process=True, node_port=True, endpoints=rule.action != "reject")
-            answer = ask(node, NODE_IP, use, listener.port, listener.protocol)
+            # Clients outside the node are what a nodePort is for; a loopback listener only meets the
+            # node's own packets to 127.0.0.1 (IPVS and nftables mode serve no NodePort there).
+            client, destination = listener_packet(listener.address, NODE_IP, FROM_OUTSIDE)
+            answer = ask(node, destination, use, listener.port, listener.protocol, client)
             if answer.always(HOST_PROCESS):
                 continue
             parties = {HOST_PROCESS: listener.process_text, SERVICE: service}
-            yield Hit(subject(node, listener.place), f"listener {listener.protocol}/{listener.port}", (
-                f"{listener.process_text} listens on {shown}/{listener.protocol}, which is "
-                f"nodePort {listener.port} of {service}: {explain(answer, parties)} (incident 003). "
-                f"Move the process below the node-port range, or give the Service another nodePort."),
-                (related(node, rule.place, f"nodePort {listener.port} of {service}"),), port=listener.port,
-                traffic=data(answer, parties))
+            paths = [] if destination == LOCALHOST else [
+                ("pods", ask(node, destination, use, listener.port, listener.protocol, FROM_POD))]
+            yield Hit(subject(node, listener.place), f"listener {listener.protocol}/{listener.port}",
+                      phrases_node.process_loses_to_node_port(listener.process_text, shown, listener.protocol,
+                                                              listener.port, service, answer, parties, paths),
+                      (related(node, rule.place, f"nodePort {listener.port} of {service}"),), port=listener.port,
+                      traffic=traffic_data(answer, parties, paths))
+
+
+def listener_packet(address: str, destination: str, client: str = FROM_POD) -> tuple[str, str]:
+    """The packet a listening socket on `address` would take: a loopback socket only gets what the
+    node itself sends to it, any other one the packets to the node's address."""
+    if address.startswith("127.") or address == "::1":
+        return FROM_NODE, LOCALHOST
+    return client, destination
 
 
 def fact_keys(node: NodeState, rules: dict | None = None) -> dict[tuple[str, ...], Place]:
@@ -510,7 +519,7 @@ def missing_rule_answer(node: NodeState, rule: NodePortRule | ClusterIpRule, lab
         parties[HOSTPORT] = "the hostPort pod"
     if use.host_process:
         parties[HOST_PROCESS] = "the process listening on the node"
-    return explain(answer, parties), data(answer, parties)
+    return explain(answer, parties), traffic_data(answer, parties)
 
 
 @register("node-drift", reads="node-snapshot")
@@ -527,19 +536,15 @@ def node_drift(context: NodeSnapshots, params: Mapping[str, Any]) -> Iterator[Hi
         lacking = [node for node in nodes if key not in keys[node.name]]
         if not lacking:
             continue
-        what = f"hostPort {key[1]}/{key[2]} DNAT" if key[0] == "host-port" else f"kube-proxy's rule for {key[1]}"
+        what = phrases_node.drift_what(key[0], key[1], key[2] if len(key) > 2 else "")
         if len(having) <= len(lacking):
             for node in having:
                 traffic = None
                 if key[0] == "host-port":
                     answer = ask(node, NODE_IP, PortUse(host_port_ip=WILDCARD), int(key[2]), key[1])
-                    traffic = data(answer, {HOSTPORT: "the hostPort pod"})
-                yield Hit(subject(node, keys[node.name][key]), f"drift {' '.join(key)}", (
-                    f"{what} exists on {node.name} but not on {listed([n.name for n in lacking])}: "
-                    + ("a hostPort pod runs here only; on this node that port goes to the pod, on the others to "
-                       "whatever listens (how incident 000 was found)." if key[0] == "host-port" else
-                       "kube-proxy programs every Service on every node, so one of them is out of date: packets to it "
-                       "are handled differently depending on the node they reach. Restart the lagging kube-proxy.")),
+                    traffic = traffic_data(answer, {HOSTPORT: "the hostPort pod"})
+                yield Hit(subject(node, keys[node.name][key]), f"drift {' '.join(key)}", phrases_node.drift_present(
+                    what, node.name, listed([n.name for n in lacking]), key[0] == "host-port"),
                     variant=key[0], traffic=traffic)
         elif key[0] == "service":
             for node in lacking:
@@ -549,9 +554,5 @@ def node_drift(context: NodeSnapshots, params: Mapping[str, Any]) -> Iterator[Hi
         if missing and node.services_anchor is not None:
             first = missing[0]
             said, traffic = missing_rule_answer(node, rules[("service", first)], first)
-            yield Hit(subject(node, node.services_anchor), "drift missing services", (
-                f"{node.name} lacks {len(missing)} kube-proxy rule{'s' if len(missing) > 1 else ''} that the other "
-                f"nodes have ({listed(missing)}): "
-                f"its kube-proxy is out of date or failing, so packets to those Services that reach this node are "
-                f"not forwarded; for {first} here, {said}. Check its kube-proxy logs and restart it."),
-                variant="service", traffic=traffic)
+            yield Hit(subject(node, node.services_anchor), "drift missing services", phrases_node.drift_missing(
+                node.name, len(missing), listed(missing), first, said), variant="service", traffic=traffic)

@@ -1,80 +1,50 @@
-"""What the node-traffic rules ask the datapath model, and how its answers read in a finding.
-
-The rules name the parties (which pod, which Service, which process); the model decides who
-receives the packet and why. Nothing here knows a packet's fate: it only phrases answers.
-"""
+"""What the node-traffic rules ask the datapath model: the cluster's `Datapath`, and which packets
+(client, destination) reach a port besides the one a rule is about. The answers' words are the
+model's (`model.datapath.phrases`); nothing here knows a packet's fate or says one."""
 
 from __future__ import annotations
-
-from collections.abc import Mapping, Sequence
-from typing import Any
 
 from kubelint_ports.model import Cluster
 from kubelint_ports.model.datapath import (
     FROM_NODE,
+    FROM_OUTSIDE,
     FROM_POD,
     HOST_IP,
     LOCALHOST,
     NODE_IP,
+    SECONDARY_IP,
     WILDCARD,
     Answer,
     Datapath,
     PortUse,
-    fact_sources,
-    summary,
-    who,
 )
+
 
 def datapath_of(cluster: Cluster) -> Datapath:
     return cluster.datapath if cluster.datapath is not None else Datapath()
 
 
 def node_destination(host_ip: str) -> str:
-    """Where a hostPort's traffic arrives: its hostIP when bound to one, else any node address."""
+    """Where a hostPort's traffic arrives: its hostIP when bound to one, else the node's address."""
     return NODE_IP if host_ip == WILDCARD else HOST_IP
 
 
-def node_paths(datapath: Datapath, use: PortUse, port: int, protocol: str, host_ip: str) -> list[tuple[str, Answer]]:
-    """The other ways into the same port: from the node itself, to 127.0.0.1 (kube-proxy treats it
-    apart: localhostNodePorts), and to the node's other addresses when a hostIP binds the hostPort."""
+def node_paths(datapath: Datapath, use: PortUse, port: int, protocol: str, host_ip: str,
+               main_client: str = FROM_POD) -> list[tuple[str, Answer]]:
+    """The other ways into the same port (path key, answer): from pods or from outside the node
+    (whichever is not the main question), from the node itself, to 127.0.0.1 (kube-proxy treats
+    it apart: localhostNodePorts), and to the node's other addresses (nodePortAddresses; for a
+    hostPort bound to a hostIP, the addresses it leaves alone)."""
     destination = node_destination(host_ip)
-    paths = [("from the node itself", datapath.deliver(FROM_NODE, destination, use, port, protocol)),
-             ("from the node to 127.0.0.1", datapath.deliver(FROM_NODE, LOCALHOST, use, port, protocol))]
+    paths = []
+    if use.node_port or use.external_local:
+        other = FROM_POD if main_client == FROM_OUTSIDE else FROM_OUTSIDE
+        paths.append(("pods" if other == FROM_POD else "outside", datapath.deliver(other, destination, use, port,
+                                                                                    protocol)))
+    paths += [("node", datapath.deliver(FROM_NODE, destination, use, port, protocol)),
+              ("localhost", datapath.deliver(FROM_NODE, LOCALHOST, use, port, protocol))]
     if destination == HOST_IP:
-        paths.append(("to the node's other addresses", datapath.deliver(FROM_POD, NODE_IP, use, port, protocol)))
+        paths.append(("other-addresses", datapath.deliver(FROM_POD, SECONDARY_IP, use, port, protocol)))
+    elif use.node_port:
+        paths.append(("secondary", datapath.deliver(FROM_POD, SECONDARY_IP, use, port, protocol)))
     return paths
-
-
-def explain(answer: Answer, parties: Mapping[str, str], others: Sequence[tuple[str, Answer]] = ()) -> str:
-    """The model's sentence, the facts it rests on, and any other path where the winner differs."""
-    text = summary(answer, parties) + fact_sources(answer, relevant_facts(answer))
-    for label, other in others:
-        if other.receiver != answer.receiver:
-            text += f"; {label}: {summary_short(other, parties)}"
-    return text
-
-
-def summary_short(answer: Answer, parties: Mapping[str, str]) -> str:
-    if answer.certain:
-        return f"{who(answer.receiver, parties)} gets it"
-    return summary(answer, parties)
-
-
-def fact_note(answer: Answer) -> str:
-    return fact_sources(answer, relevant_facts(answer))
-
-
-def relevant_facts(answer: Answer) -> list[str]:
-    """Known facts that decide this answer (unknown ones are named in the outcome clauses)."""
-    return answer.deciding_facts()
-
-
-def data(answer: Answer, parties: Mapping[str, str], others: Sequence[tuple[str, Answer]] = ()) -> dict[str, Any]:
-    """The finding's `traffic` property: the main answer, plus the other paths asked."""
-    result = answer.data(parties)
-    if others:
-        result["paths"] = [{"client": other.client, "destination": other.destination, "label": label,
-                            "receiver": other.receiver, "certain": other.certain,
-                            "possible": sorted({r for o in other.outcomes for r in o.route.receivers})}
-                           for label, other in others]
-    return result

@@ -581,6 +581,10 @@ def read_service(document: Document, ref: ObjectRef) -> Service:
         load_balancer_ips=lb_ips,
         invalid_ports=tuple(reader.invalid),
         labels=yt.to_plain(yt.get(yt.get(document.root, "metadata"), "labels")) or {},
+        # The API accepts externalTrafficPolicy only where there is external traffic (NodePort,
+        # LoadBalancer, externalIPs); kube-proxy applies it to nodePorts, external and LB IPs alike.
+        external_local=local_traffic,
+        internal_local=yt.as_str(yt.get(spec, "internalTrafficPolicy")) == "Local",
     )
     service.addresses = service_addresses(document.root, spec)
     return service

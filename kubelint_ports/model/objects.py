@@ -215,6 +215,10 @@ class Service:
     live: bool = False
     labels: Any = None  # metadata.labels as plain data (declarative policies read them)
     addresses: tuple[ServiceAddress, ...] = ()  # externalIPs and load-balancer IPs
+    # `externalTrafficPolicy: Local` / `internalTrafficPolicy: Local`: kube-proxy then sends that
+    # traffic to this node's endpoints only (model.datapath reads them)
+    external_local: bool = False
+    internal_local: bool = False
 
     @property
     def is_headless(self) -> bool:

@@ -6,8 +6,9 @@
         every socket is bound, then serves until killed.
 
     python3 agent.py probe TIMEOUT < probes.json
-        Reads a JSON list of [protocol, address, port] and prints a JSON list of answers in the
-        same order: the server's `NAME <address>` line, or `refused`, `timeout` or `error: ...`.
+        Reads a JSON list of [protocol, address, port] (or [protocol, address, port, source port]:
+        one UDP flow, the same 5-tuple each time) and prints a JSON list of answers in the same
+        order: the server's `NAME <address>` line, or `refused`, `timeout` or `error: ...`.
 
 Standard library only: it runs under whatever python3 the node has.
 """
@@ -71,10 +72,13 @@ def reply_udp(sock: socket.socket, name: str) -> None:
     sock.sendmsg([f"{name} {peer[0]}\n".encode()], replies, 0, peer)
 
 
-def probe_one(protocol: str, address: str, port: int, timeout: float) -> str:
+def probe_one(protocol: str, address: str, port: int, timeout: float, source_port: int = 0) -> str:
     kind = socket.SOCK_STREAM if protocol == "tcp" else socket.SOCK_DGRAM
     with socket.socket(socket.AF_INET, kind) as sock:
         sock.settimeout(timeout)
+        if source_port:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.bind(("0.0.0.0", source_port))
         try:
             sock.connect((address, port))
             if kind == socket.SOCK_DGRAM:
@@ -98,7 +102,8 @@ def probe_one(protocol: str, address: str, port: int, timeout: float) -> str:
 
 def probe(timeout: float) -> None:
     probes = json.load(sys.stdin)
-    print(json.dumps([probe_one(protocol, address, int(port), timeout) for protocol, address, port in probes]))
+    print(json.dumps([probe_one(probe[0], probe[1], int(probe[2]), timeout, *map(int, probe[3:]))
+                      for probe in probes]))
 
 
 if __name__ == "__main__":

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 
 import netlab
 import shapes
+import shapes_local
 from shapes import Endpoint, HostPortMapping, LabService
 
 from kubelint_ports.model import datapath as dp
@@ -49,6 +50,7 @@ class Scenario:
     proxy: str  # iptables | ipvs | ipvs-1.10 | nftables
     hostport: str  # portmap | portmap-0.7.4 | portmap-nft-1.7 | portmap-nft-1.9
     endpoints: bool = True
+    node_ports: str = "all"  # nftables mode: "all" (nodePortAddresses 0.0.0.0/0) or "primary" (its default)
 
     @property
     def mode(self) -> str:
@@ -60,8 +62,18 @@ class Scenario:
         return self.proxy == "nftables" or "nft" in self.hostport
 
     @property
+    def legacy(self) -> bool:
+        """portmap < v0.7.5 beside kube-proxy: both insert their jump at the top when it is absent."""
+        return self.hostport == "portmap-0.7.4" and self.mode != "nftables"
+
+    @property
+    def unordered(self) -> bool:
+        """Does no rule fix which handler runs first (tables at one priority, or insertion history)?"""
+        return self.cross_table or self.legacy
+
+    @property
     def orders(self) -> tuple[str | None, ...]:
-        return (KUBE_PROXY_FIRST, HOSTPORT_FIRST) if self.cross_table else (None,)
+        return (KUBE_PROXY_FIRST, HOSTPORT_FIRST) if self.unordered else (None,)
 
     def facts(self, order: str | None = None) -> dp.DatapathFacts:
         version = {"portmap": (1, 1, 1), "portmap-0.7.4": (0, 7, 4), "portmap-nft-1.7": (1, 7, 1),
@@ -72,6 +84,9 @@ class Scenario:
             hostport=dp.Fact("portmap", "lab"),
             hostport_backend=dp.Fact("nftables" if "nft" in self.hostport else "iptables", "lab"),
             cni_plugins_version=dp.Fact(version, "lab"),
+            # the shapes' nftables NodePort rule is the match-all one (`fib daddr type local`)
+            node_port_addresses=dp.Fact(("0.0.0.0/0",), "lab") if self.mode == "nftables" and self.node_ports == "all"
+            else None,
             hostport_order=dp.Fact(order, "lab") if order else None)
 
     def stated(self, order: str | None = None) -> tuple[tuple[str, str, str], ...]:
@@ -85,13 +100,14 @@ class Scenario:
 SCENARIOS = (
     Scenario("iptables, portmap v1.1.1", "iptables", "portmap"),
     Scenario("iptables, portmap v1.1.1, no endpoints", "iptables", "portmap", endpoints=False),
-    Scenario("iptables, portmap < v0.7.5 (jumps first)", "iptables", "portmap-0.7.4"),
+    Scenario("iptables, portmap < v0.7.5", "iptables", "portmap-0.7.4"),
     Scenario("ipvs, portmap v1.1.1", "ipvs", "portmap"),
     Scenario("ipvs, portmap v1.1.1, no endpoints", "ipvs", "portmap", endpoints=False),
     Scenario("ipvs, portmap < v0.7.5 (incident 000)", "ipvs", "portmap-0.7.4"),
     Scenario("ipvs (kube-proxy < v1.11), portmap v1.1.1", "ipvs-1.10", "portmap"),
     Scenario("nftables, portmap v1.1.1", "nftables", "portmap"),
     Scenario("nftables, portmap v1.1.1, no endpoints", "nftables", "portmap", endpoints=False),
+    Scenario("nftables (nodePortAddresses: primary), portmap v1.1.1", "nftables", "portmap", node_ports="primary"),
     Scenario("iptables, portmap nftables backend v1.6.1-v1.8", "iptables", "portmap-nft-1.7"),
     Scenario("iptables, portmap nftables backend v1.9", "iptables", "portmap-nft-1.9"),
     Scenario("ipvs, portmap nftables backend v1.9", "ipvs", "portmap-nft-1.9"),
@@ -139,7 +155,8 @@ def _cells() -> tuple[Cell, ...]:
     cells = []
     both = ("tcp", "udp")
     node_paths = [(dp.FROM_POD, dp.NODE_IP, netlab.NODE_IP), (dp.FROM_NODE, dp.NODE_IP, netlab.NODE_IP),
-                  (dp.FROM_NODE, dp.LOCALHOST, "127.0.0.1")]
+                  (dp.FROM_NODE, dp.LOCALHOST, "127.0.0.1"), (dp.FROM_OUTSIDE, dp.NODE_IP, netlab.NODE_IP),
+                  (dp.FROM_POD, dp.SECONDARY_IP, netlab.BRIDGE_IP)]
     for protocol in both:
         for client, destination, address in node_paths:
             cells.append(Cell("nodeport", client, destination, address, NODE_PORT, protocol, "KP201"))
@@ -148,12 +165,12 @@ def _cells() -> tuple[Cell, ...]:
         cells.append(Cell("externalip", dp.FROM_POD, dp.EXTERNAL_IP, EXTERNAL_IP, SERVICE_PORT, protocol, "KP304"))
         for client, destination, address in node_paths:
             cells.append(Cell("process-nodeport", client, destination, address, PROCESS_PORT, protocol, "KP202"))
-    for client, destination, address in node_paths:
+    for client, destination, address in node_paths[:3]:
         cells.append(Cell("hostport-process", client, destination, address, LISTENER_PORT, "tcp", "KP302"))
     for client, destination, address in [(dp.FROM_POD, dp.HOST_IP, netlab.NODE_IP),
                                          (dp.FROM_NODE, dp.HOST_IP, netlab.NODE_IP),
                                          (dp.FROM_NODE, dp.LOCALHOST, "127.0.0.1"),
-                                         (dp.FROM_POD, dp.NODE_IP, netlab.BRIDGE_IP)]:
+                                         (dp.FROM_POD, dp.SECONDARY_IP, netlab.BRIDGE_IP)]:
         cells.append(Cell("hostip", client, destination, address, BOUND_PORT, "tcp", "KP302"))
     for client in (dp.FROM_POD, dp.FROM_NODE):
         cells.append(Cell("externalip-node", client, dp.EXTERNAL_IP, netlab.NODE_IP, EXTERNAL_NODE_PORT, "tcp",
@@ -191,10 +208,12 @@ def observable(route: dp.Route, cell: Cell) -> frozenset[str]:
     it at local delivery" is seen as a local process answering (`local`)."""
     if route.alternatives:
         return frozenset(c for alternative in route.alternatives for c in observable(alternative, cell))
-    if any(step.startswith("IPVS") for step in route.steps):
+    if any(step.startswith("ipvs-") for step in route.steps):  # IPVS at local delivery
         return frozenset(("local",))
     if route.receiver == dp.NOTHING:
         return frozenset(("refused",) if cell.local else ("refused", "timeout"))
+    if route.receiver == dp.DROPPED:
+        return frozenset(("timeout",))
     return frozenset((route.receiver,))
 
 
@@ -274,13 +293,15 @@ def observe(scenario: Scenario, order: str | None, timeout: float = 1.0) -> Obse
             writers.reverse()
         for write in writers:
             write()
-        if scenario.hostport == "portmap-0.7.4":
-            shapes.legacy_order(node)
+        if scenario.legacy:  # the jump inserted last runs first
+            shapes_local.portmap_inserted_last(node)
+            if order == KUBE_PROXY_FIRST:
+                shapes_local.kube_proxy_inserted_last(node, scenario.mode)
         by_client: dict[str, list[Cell]] = {}
         for cell in CELLS:
             by_client.setdefault(cell.client, []).append(cell)
         for client_side, cells in by_client.items():
-            namespace = node.namespace if client_side == dp.FROM_NODE else client.namespace
+            namespace = {dp.FROM_NODE: node.namespace, dp.FROM_OUTSIDE: node.outside}.get(client_side, client.namespace)
             answers = node.probe(namespace, [[c.protocol, c.address, c.port] for c in cells], timeout)
             observation.answers.update({cell.key: answer for cell, answer in zip(cells, answers)})
         observation.dump = node.dump()
@@ -302,7 +323,7 @@ def write_kube_proxy(node: netlab.Node, scenario: Scenario, services: list[LabSe
         node.serve(node.namespace, "ipvs-stand-in", [f"tcp:0.0.0.0:{SERVICE_PORT}", f"udp:0.0.0.0:{SERVICE_PORT}",
                                                      f"tcp:0.0.0.0:{EXTERNAL_NODE_PORT}"])
     else:
-        node.nft(shapes.nftables_mode(services))
+        node.nft(shapes.nftables_mode(services) if scenario.node_ports == "all" else shapes_local.nftables_primary(services))
         return
     for jump in shapes.iptables_jumps(scenario.mode):
         node.iptables(*jump)

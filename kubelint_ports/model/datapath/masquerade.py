@@ -1,0 +1,58 @@
+"""kube-proxy's masquerade of Service traffic (KP401-KP403, KP804): which clients it masquerades,
+per mode, version and clusterCIDR setting. The lab checks it (`tests/lab/test_lab_masquerade.py`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kubelint_ports.model.datapath.phrases_rules import masquerade_gap_text, version_class_text
+
+
+def masqueraded(mode: str, client: str, *, cluster_cidr: str | None, version: tuple[int, ...] | None = None,
+                masquerade_all: bool = False) -> bool:
+    """Does kube-proxy masquerade a client's traffic to a ClusterIP?
+
+    `client`: "pod" (its address is a pod address), "node" (a node process or hostNetwork pod:
+    in IPVS mode it sends from the ClusterIP itself, bound to kube-ipvs0, elsewhere from the node's
+    address), "off-cluster" (a machine that routes the Service CIDR to a node). `cluster_cidr`:
+    None when kube-proxy has none, else "pods" (the pod CIDR), "services" (it holds the Service
+    CIDR: KP402) or "elsewhere" (it misses this client's address: KP403).
+    """
+    if masquerade_all:
+        return True
+    if cluster_cidr is None:
+        # IPVS writes `-m set --match-set KUBE-CLUSTER-IP src,dst -j KUBE-MARK-MASQ` since v1.11
+        # (kubernetes#63319); nothing else masquerades without a local-traffic detector.
+        return mode == "ipvs" and client == "node" and (version is None or version >= (1, 11))
+    source_in_cidr = {"pod": cluster_cidr == "pods",
+                      "node": mode == "ipvs" and cluster_cidr == "services",
+                      "off-cluster": False}[client]
+    return not source_in_cidr  # `! -s <clusterCIDR> ... -j KUBE-MARK-MASQ`
+
+
+@dataclass(frozen=True, slots=True)
+class MasqueradeGap:
+    """Which clients' Service traffic kube-proxy leaves unmasqueraded, for one version."""
+
+    versions: str  # "kube-proxy < v1.11"
+    node_clients_broken: bool
+    text: str
+
+
+def masquerade_gap(mode: str, version: tuple[int, ...] | None) -> tuple[MasqueradeGap, ...]:
+    """kube-proxy without clusterCIDR (detectLocalMode ClusterCIDR, masqueradeAll off): what breaks,
+    one entry per plausible version class (`masqueraded` decides)."""
+    classes = [(None, version_class_text(mode, None))]
+    if mode == "ipvs":
+        classes = [((1, 10), version_class_text(mode, "< v1.11")), ((1, 11), version_class_text(mode, ">= v1.11"))]
+        if version is not None:
+            classes = [classes[0] if version < (1, 11) else classes[1]]
+    gaps = []
+    for sample, label in classes:
+        if masqueraded(mode, "node", cluster_cidr=None, version=sample):
+            gaps.append(MasqueradeGap(label, False, masquerade_gap_text("vip-masqueraded")))
+        elif mode == "ipvs":
+            gaps.append(MasqueradeGap(label, True, masquerade_gap_text("node-clients-broken")))
+        else:
+            gaps.append(MasqueradeGap(label, False, masquerade_gap_text("node-address")))
+    return tuple(gaps)

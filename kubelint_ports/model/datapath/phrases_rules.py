@@ -1,0 +1,253 @@
+"""The manifest rules' stories (KP1xx-KP4xx): what each finding says about traffic, built from the
+model's answers (`phrases.explain`) and the names the rule passes in. A check chooses which
+question to ask and which objects are involved; every word about a packet's fate is written here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
+
+from kubelint_ports.model.datapath.facts import (
+    DROPPED,
+    HOST_PROCESS,
+    HOSTPORT,
+    REJECTED,
+    SERVICE,
+    UNDEFINED,
+)
+from kubelint_ports.model.datapath.phrases import explain, fact_note, summary_short
+
+if TYPE_CHECKING:
+    from kubelint_ports.model.datapath.answer import Answer
+
+Paths = Sequence[tuple[str, "Answer"]]
+QUOTA_REMEDY = ("In namespaces that must not open nodePorts, a ResourceQuota with `services.nodeports: 0` keeps "
+                "them from allocating one.")
+
+
+# --- KP101, KP104, KP105, KP205 --------------------------------------------------------------------
+
+def host_port(head: str, port: int, host_ip: str, wildcard: bool, node: "Answer", localhost: "Answer | None",
+              other_addresses: "Answer | None", paths: Paths, words: Mapping[str, str]) -> str:
+    """KP101: where the hostPort rule sends the port, asked of the model for 127.0.0.1 and for
+    the node's other addresses."""
+    if not node.possible(HOSTPORT):
+        return (f"{head}, but nothing forwards it: {explain(node, words)}. Remove the hostPort, or chain the portmap "
+                f"plugin in the CNI configuration.")
+    extra = ""
+    if wildcard:
+        where = "every address of its node"
+        if localhost is not None and localhost.always(HOSTPORT):
+            where += " (127.0.0.1 included)"
+        elif localhost is not None:
+            extra += f" From the node to 127.0.0.1: {summary_short(localhost, words)}."
+    else:
+        where = f"{host_ip} of its node"
+        if other_addresses is not None and not other_addresses.possible(HOSTPORT):
+            where += " (only there)"
+    for key, answer in paths:
+        if key == "any-cluster-ip" and answer.possible(HOSTPORT):
+            extra += f" Pods connecting to any ClusterIP on that port: {summary_short(answer, words)}."
+    return (f"{head}: the hostPort rule sends port {port} on {where} to this pod{fact_note(node)}. No listening socket "
+            f"shows it to netstat or ss, and only one such pod fits per node.{extra} Expose it through a Service "
+            f"instead, or keep the hostPort and document which traffic it takes.")
+
+
+def init_container_host_port(host_port: int, protocol: str, kind: str, container: str, scheduler: str) -> str:
+    """KP104: the kubelet maps only regular containers' ports, so no rule forwards this one."""
+    return (f"hostPort {host_port}/{protocol} on {kind} '{container}' is never mapped: the kubelet hands only regular "
+            f"containers' ports to the CNI portmap plugin, so nothing DNATs it; {scheduler}. Namespaces enforcing Pod "
+            f"Security 'baseline' reject the pod outright. Move the port to a regular container, or drop the hostPort.")
+
+
+def ephemeral_host_port(port: int, protocol: str, container: str, origin: str, low: int) -> str:
+    """KP105: replies to node processes whose source port is the hostPort's number."""
+    return (f"hostPort {port}/{protocol} (container '{container}') is in the ephemeral range: node processes get "
+            f"source ports from {origin}, so packets answering a node's outgoing connection from port {port} arrive on "
+            f"the hostPort's number. With the CNI portmap plugin conntrack keeps those replies out of the DNAT; "
+            f"datapaths that match them without conntrack (eBPF hostPort implementations) can hand them to the pod. "
+            f"Prefer a port below {low}, or reserve it in net.ipv4.ip_local_reserved_ports.")
+
+
+def ephemeral_node_port_range(first: int, last: int, overlap: str, label: str, origin: str, low: int) -> str:
+    """KP205: a node-port range reaching into the ephemeral range."""
+    return (f"node-port range {first}-{last} overlaps the ephemeral range in {overlap}: {label} sets it, nodes hand "
+            f"ports {origin} to outgoing connections, and kube-proxy's rules for a nodePort in {overlap} can take the "
+            f"replies of node processes whose source port it is (connections from the node time out, "
+            f"kubernetes#111682). Keep the node-port range below {low} (the default is 30000-32767), or reserve it "
+            f"in the nodes' net.ipv4.ip_local_reserved_ports.")
+
+
+def ephemeral_node_port(label: str, port: int, origin: str, low: int) -> str:
+    """KP205: one nodePort inside the ephemeral range."""
+    return (f"{label} {port} is in the nodes' ephemeral range: the kernel hands ports {origin} to outgoing "
+            f"connections of node processes, and kube-proxy's rule for {port} can take the replies of one that got "
+            f"{port} as its source port (its connection times out, kubernetes#111682). Pick a nodePort below {low}.")
+
+
+# --- KP201, KP202 --------------------------------------------------------------------------------------
+
+def node_port_headline(answer: "Answer", port: str, theirs: str, host_port: bool, found: str = "") -> str:
+    """`hostPort 31123/TCP takes the traffic of nodePort 31123 of web/Service/nginx`, by the answer
+    for clients outside the node (the ones a nodePort is for)."""
+    if host_port:
+        if answer.receiver == HOSTPORT:
+            return f"{port} takes the traffic of {theirs}"
+        if answer.receiver in (SERVICE, HOST_PROCESS):
+            return f"{theirs} takes the traffic of {port}"
+        if answer.receiver == UNDEFINED:
+            return f"{port} and {theirs} have no fixed winner"
+        return f"{port} collides with {theirs}"
+    port = f"{port}{found}"
+    if answer.receiver == REJECTED:
+        return f"kube-proxy refuses {port}: {theirs} has no endpoints"
+    if answer.receiver == DROPPED:
+        return f"kube-proxy drops {port}: {theirs} has no endpoint on the node"
+    if not answer.possible(HOST_PROCESS):
+        return f"{theirs} takes the traffic of {port}"
+    return f"{theirs} may take the traffic of {port}"
+
+
+def node_port_collision(headline: str, others: str, answer: "Answer", words: Mapping[str, str], paths: Paths,
+                        fix: str, host_network: bool, kube_proxy_holds_ports: bool) -> str:
+    """KP201/KP202: the model's answer for every path into the port, and the remedies. A host
+    process also met kube-proxy's own socket on every nodePort until v1.23 (kubernetes#108496)."""
+    text = f"{headline}{others}: on every node this pod runs on, {explain(answer, words, paths)}. {fix}"
+    if host_network:
+        if kube_proxy_holds_ports:
+            text += (" kube-proxy up to v1.23 also held every nodePort open, so whichever of the two started second "
+                     "failed to bind it ('address already in use').")
+        text += " " + QUOTA_REMEDY
+    return text
+
+
+HOST_PORT_FIX = "The API server accepts both without a word: change the hostPort or the {label}."
+HOST_NETWORK_FIX = "Move the process to a port below the node-port range, or give the Service another {label}."
+
+
+def health_check_clash(noun_port: str, theirs: str, others: str, fix: str) -> str:
+    """KP202 on a healthCheckNodePort: two sockets, one port, no packet rule involved."""
+    return (f"{noun_port} is {theirs}{others}: kube-proxy answers the load balancer's health checks on it from its "
+            f"own listening socket, so on every node this pod runs on the process that binds it first keeps it and "
+            f"the other cannot bind (the pod's process fails, or kube-proxy logs the error and the node fails its "
+            f"health checks). {fix}")
+
+
+# --- KP302, KP303, KP304 --------------------------------------------------------------------------------
+
+def host_network_capture(port: str, captured: bool, silent_port: int, host: str, more: str, running: str,
+                         source: str, where: str, answer: "Answer", words: Mapping[str, str], paths: Paths,
+                         host_name: str) -> str:
+    """KP302: a hostPort against a port a hostNetwork pod listens on without declaring it."""
+    verb = "takes" if captured else "may take"
+    return (f"{port} {verb} port {silent_port} from {host}{more}: that hostNetwork pod{running} listens on it "
+            f"({source}) without declaring it, so the scheduler cannot keep the two apart; wherever both run{where}, "
+            f"{explain(answer, words, paths)}. Declare containerPort {silent_port} on {host_name} (then the scheduler "
+            f"keeps them apart), or use another hostPort.")
+
+
+def reserved_port(port: str, container_note: str, daemon: str, answer: "Answer | None",
+                  words: Mapping[str, str]) -> str:
+    """KP303: a node daemon's port taken by a hostPort's DNAT, or fought over by bind()."""
+    if answer is not None:
+        effect = f"on every node this pod runs on, {explain(answer, words)}"
+    else:
+        effect = f"the pod cannot bind it on nodes where {daemon} runs, or {daemon} cannot"
+    return f"{port} ({container_note}) is {daemon}'s port: {effect}. Pick a port no node daemon uses."
+
+
+def service_capture(port: int, protocol: str, captured: bool, label: str, what: str, nodes: str, answer: "Answer",
+                    words: Mapping[str, str], paths: Paths) -> str:
+    """KP304: a hostPort on every address against a Service port, from pods that connect to it."""
+    verb = "takes" if captured else "may take"
+    return (f"hostPort {port}/{protocol} {verb} the traffic of {label} port {port}{what}: pods{nodes} that connect to "
+            f"its ClusterIP:{port}: {explain(answer, words, paths)}. Use another hostPort, or none.")
+
+
+# --- KP305, KP306 ----------------------------------------------------------------------------------------
+
+def external_ip_collision(head: str, address: str, port: int, answer: "Answer", words: Mapping[str, str],
+                          paths: Paths) -> str:
+    """KP305: a Service exposed on a node's own address, where a hostPort or a process uses the port."""
+    return (f"{head}; for connections to {address}:{port}, {explain(answer, words, paths)}. Expose the Service on an "
+            f"address no node owns, or move one of the two ports.")
+
+
+def host_ip_not_on_node(host_ip: str, elsewhere: str, port: int, protocol: str, nodes: str, answer: "Answer",
+                        words: Mapping[str, str]) -> str:
+    """KP306: a hostIP none of the pod's nodes has; the model answers for the node's own addresses."""
+    return (f"hostIP {host_ip} is on none of the nodes this pod may run on: {elsewhere}, and the hostPort rule for "
+            f"{port}/{protocol} matches only packets sent to {host_ip}: on {nodes}, for packets to the node's own "
+            f"addresses, {explain(answer, words)}. Use an address those nodes have, or leave hostIP out; if it is a "
+            f"floating address the inventory does not list (a keepalived VIP), accept this finding with an "
+            f"annotation.")
+
+
+# --- KP401-KP405 -----------------------------------------------------------------------------------------
+
+MASQUERADE_GAP_WORDS = {
+    "vip-masqueraded": "node processes still work (the `KUBE-CLUSTER-IP src,dst` rule masquerades what the node "
+                       "sends from a VIP), but {off_cluster}",
+    "node-clients-broken": "node processes and hostNetwork pods reach no Service: the node sends to a ClusterIP "
+                           "(bound to kube-ipvs0) from that ClusterIP, no rule masquerades it, and the backend's reply "
+                           "goes back to the VIP on its own node (incident 002)",
+    "node-address": "node processes still work (they send from the node's address, which replies find), but "
+                    "{off_cluster}",
+}
+OFF_CLUSTER = ("clients outside the cluster that route the Service CIDR to a node are not masqueraded, so a backend on "
+               "another node answers them directly and the reply never matches their connection")
+
+
+def masquerade_gap_text(kind: str) -> str:
+    return MASQUERADE_GAP_WORDS[kind].format(off_cluster=OFF_CLUSTER)
+
+
+def version_class_text(mode: str, versions: str | None) -> str:
+    return f"kube-proxy {versions}" if versions else f"kube-proxy ({mode} mode)"
+
+
+def masquerade_harm(mode: str, gaps, known_version: str) -> str:
+    """KP401: what breaks without clusterCIDR, per plausible kube-proxy version."""
+    if len(gaps) == 1:
+        return f"in {mode} mode{known_version} {gaps[0].text}"
+    return (f"in {mode} mode, what breaks depends on kube-proxy's version (unknown: pass facts.kube-proxy-version "
+            f"or lint the kube-proxy DaemonSet): " + "; ".join(f"with {gap.versions} {gap.text}" for gap in gaps))
+
+
+CLUSTER_CIDR_HARMS = {
+    "node-clients-unanswered": "node processes and hostNetwork pods send to a ClusterIP from that ClusterIP, which "
+                               "lies in this range, so kube-proxy does not masquerade them and the reply goes back to "
+                               "the VIP on the backend's own node: no Service answers them, whatever kube-proxy's "
+                               "version (the detour of incident 002)",
+    "pods-masqueraded": "kube-proxy takes real pods for outside clients, so their Service traffic is masqueraded: "
+                        "backends and NetworkPolicies see the node's address instead of the pod's",
+}
+
+
+def cluster_cidr_harm(kind: str) -> str:
+    """KP402: what a clusterCIDR holding the Service CIDR does."""
+    return CLUSTER_CIDR_HARMS[kind]
+
+
+def pods_outside_cluster_cidr(problem: str, masqueraded_too: bool, advice: str) -> str:
+    """KP403: pods kube-proxy takes for outside clients."""
+    masquerade = ("their Service traffic is masqueraded (backends and NetworkPolicies see the node's address) and "
+                  if masqueraded_too else "")
+    return (f"{problem}: kube-proxy takes those pods for outside clients, so {masquerade}their traffic to "
+            f"LoadBalancer IPs of `externalTrafficPolicy: Local` Services is dropped on nodes without a local endpoint "
+            f"[INFERRED from kube-proxy's source]. {advice}.")
+
+
+def service_cidr_overlap(text: str, more: str) -> str:
+    """KP404: a pod address that is also a Service address."""
+    return (f"{text}{more}: a pod that gets an address a Service also uses is unreachable wherever kube-proxy handles "
+            f"that address (on every node in ipvs mode, where ClusterIPs are local), and routes to the two ranges "
+            f"conflict. Choose ranges that do not overlap.")
+
+
+def kube_proxy_configs_disagree(label: str, setting: str, other_label: str, other_setting: str, more: str) -> str:
+    """KP405: kube-proxy configurations that differ between node pools."""
+    return (f"kube-proxy configurations disagree: {label} runs {setting}, but {other_label} runs {other_setting}{more}. "
+            f"Service traffic then behaves differently depending on the node a client is on (host-network clients "
+            f"may reach Services on some nodes only); make them agree, unless the node pools are meant to differ.")
