@@ -280,10 +280,27 @@ def host_port_service_port_capture(cluster: Cluster, params: Mapping[str, Any]) 
         # portmap adds `-d hostIP` to the DNAT rule of a hostPort with a hostIP: no Service IP matches.
         if claim.via != "hostPort" or claim.host_ip != "0.0.0.0":
             continue
-        for target in by_port.get((claim.protocol, claim.port), ()):
-            if target.service is not None and selects_itself(target.service, target.service_port, workload, claim):
-                continue
-            yield from service_capture_hits(cluster, workload, claim, target, allocation)
+        hits = [hit for target in by_port.get((claim.protocol, claim.port), ())
+                if target.service is None or not selects_itself(target.service, target.service_port, workload, claim)
+                for hit in service_capture_hits(cluster, workload, claim, target, allocation)]
+        yield from one_per_host_port(workload, claim, hits)
+
+
+def one_per_host_port(workload: Workload, claim: HostClaim, hits: list[Hit]) -> Iterator[Hit]:
+    """One finding per hostPort, naming every Service whose port it may take (one nginx hostPort
+    on 443 against eight Services on 443 was eight findings); hits about a running pod (subject:
+    the Service) stay one per Service. The strongest case speaks for the rest."""
+    own = [hit for hit in hits if hit.subject is workload]
+    yield from (hit for hit in hits if hit.subject is not workload)
+    if len(own) <= 1:
+        yield from own
+        return
+    strongest = next((hit for hit in own if hit.variant == "captured"), own[0])
+    labels = [related.message.removeprefix(f"port {claim.port} of ") for hit in own for related in hit.related]
+    message = phrases_rules.service_capture_many(claim.port, claim.protocol, strongest.variant == "captured",
+                                                 labels, strongest.message)
+    yield Hit(workload, claim.field_path, message, tuple(r for hit in own for r in hit.related),
+              variant=strongest.variant, port=claim.port, traffic=strongest.traffic)
 
 
 def selects_itself(service: Service, service_port, workload: Workload, claim: HostClaim) -> bool:

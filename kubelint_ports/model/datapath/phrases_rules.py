@@ -157,12 +157,29 @@ def reserved_port(port: str, container_note: str, daemon: str, answer: "Answer |
     return f"{port} ({container_note}) is {daemon}'s port: {effect}. Pick a port no node daemon uses."
 
 
+STATE_THE_FACTS = ("Whether it does depends on facts the inputs do not state: state kube-proxy's mode and the CNI "
+                   "plugins' version (`proxy-mode: ...` and `facts: {cni-plugins-version: ...}` in "
+                   ".kubelint-ports.yaml, or --proxy-mode and --cni-plugins-version), or lint with the kube-proxy "
+                   "ConfigMap and the CNI configuration, to make this an error or make it go away.")
+
+
 def service_capture(port: int, protocol: str, captured: bool, label: str, what: str, nodes: str, answer: "Answer",
                     words: Mapping[str, str], paths: Paths) -> str:
     """KP304: a hostPort on every address against a Service port, from pods that connect to it."""
     verb = "takes" if captured else "may take"
     return (f"hostPort {port}/{protocol} {verb} the traffic of {label} port {port}{what}: pods{nodes} that connect to "
-            f"its ClusterIP:{port}: {explain(answer, words, paths)}. Use another hostPort, or none.")
+            f"its ClusterIP:{port}: {explain(answer, words, paths)}. Use another hostPort, or none."
+            + ("" if captured else " " + STATE_THE_FACTS))
+
+
+def service_capture_many(port: int, protocol: str, captured: bool, labels: Sequence[str], strongest: str) -> str:
+    """KP304, one hostPort against several Services' port: the Services named once, the strongest
+    case's story told for them all."""
+    verb = "takes" if captured else "may take"
+    shown = ", ".join(labels[:5]) + (f" and {len(labels) - 5} more" if len(labels) > 5 else "")
+    story = (strongest.split(": ", 1)[1] if ": " in strongest else strongest).replace(
+        "that connect to its ClusterIP", "that connect to their ClusterIPs", 1)
+    return f"hostPort {port}/{protocol} {verb} the traffic of {len(labels)} Services' port {port} ({shown}): {story}"
 
 
 # --- KP305, KP306 ----------------------------------------------------------------------------------------
