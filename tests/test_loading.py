@@ -432,3 +432,26 @@ def test_node_modules_is_never_walked(tmp_path):
     write(tmp_path, "app.yaml", DEPLOYMENT)
     result = load([str(tmp_path)])
     assert result.files == 1 and result.diagnostics == []
+
+
+def test_what_git_ignores_and_virtualenvs_are_not_walked_unless_named(tmp_path, monkeypatch):
+    """Issue 24: `paths: []` walked into venv/. As ruff: skip what .gitignore (and git's other
+    excludes) ignore and directories that are virtualenvs; a path named explicitly is linted."""
+    import shutil
+    import subprocess
+
+    from kubelint_ports.loading import discover
+
+    if shutil.which("git") is None:
+        pytest.skip("git is not installed")
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    for name in ("k8s/app.yaml", "build/out.yaml", "k8s/app.generated.yaml", "venv/lib/site/data.yaml",
+                 "tools/env/nested.yaml"):
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(DEPLOYMENT)
+    (tmp_path / "venv" / "pyvenv.cfg").write_text("home = /usr/bin\n")
+    (tmp_path / ".gitignore").write_text("build/\n*.generated.yaml\n")
+    monkeypatch.chdir(tmp_path)
+    assert sorted(discover(["."])) == ["./k8s/app.yaml", "./tools/env/nested.yaml"]
+    assert sorted(discover(["build", "venv", "k8s/app.generated.yaml"])) == [
+        "build/out.yaml", "k8s/app.generated.yaml", "venv/lib/site/data.yaml"]

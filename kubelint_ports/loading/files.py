@@ -176,6 +176,49 @@ def walk_tree(top: str, max_depth: int) -> Iterator[tuple[str, list[str], list[o
             stack.append((os.path.join(directory, name), depth + 1))
 
 
+def is_virtualenv(directory: str) -> bool:
+    """A Python virtualenv (`pyvenv.cfg` at its top): packages' test data, never the project's
+    manifests. Walked only when named."""
+    return os.path.isfile(os.path.join(directory, "pyvenv.cfg"))
+
+
+def git_ignored(top: str):
+    """`ignored(path, is_dir)`: whether git ignores a path below `top` (.gitignore, the repository's
+    exclude file and the user's excludes, as `git status` does; ruff skips the same). Everything
+    is kept where `top` is in no git work tree or git cannot be run. One `git ls-files` per walked
+    directory, bounded in time and output."""
+    def nothing(path: str, is_dir: bool) -> bool:
+        return False
+
+    probe = os.path.abspath(top)
+    while not os.path.exists(os.path.join(probe, ".git")):
+        parent = os.path.dirname(probe)
+        if parent == probe:
+            return nothing
+        probe = parent
+    import subprocess
+
+    try:
+        done = subprocess.run(["git", "-C", top, "ls-files", "-z", "--others", "--ignored", "--exclude-standard",
+                               "--directory"],
+                              capture_output=True, timeout=10, stdin=subprocess.DEVNULL,
+                              env={**os.environ, "GIT_OPTIONAL_LOCKS": "0"})
+    except (OSError, subprocess.SubprocessError):
+        return nothing
+    if done.returncode != 0 or len(done.stdout) > 64 * 2**20:
+        return nothing
+    base = os.path.abspath(top)
+    listed = [os.fsdecode(name) for name in done.stdout.split(b"\0") if name]
+    directories = {os.path.normpath(os.path.join(base, name)) for name in listed if name.endswith("/")}
+    plain = {os.path.normpath(os.path.join(base, name)) for name in listed if not name.endswith("/")}
+
+    def ignored(path: str, is_dir: bool) -> bool:
+        absolute = os.path.normpath(os.path.abspath(path))
+        return absolute in directories if is_dir else absolute in plain
+
+    return ignored
+
+
 def entry_problem(entry: os.DirEntry, root: str) -> str | None:
     """Why a directory entry is not read as a file: not regular, or a symlink leaving `root`."""
     try:
