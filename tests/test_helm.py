@@ -190,6 +190,31 @@ def test_non_yaml_outputs_are_skipped(tmp_path):
 
 
 @needs_engine
+def test_a_separator_glued_to_a_comment_splits_documents_as_helm_does(tmp_path):
+    """cert-manager's templates chomp the line break after `---` and render `---# comment`: Helm
+    splits there (releaseutil), YAML alone would call it a syntax error (issue 24's corpus)."""
+    chart = tmp_path / "glued"
+    (chart / "templates").mkdir(parents=True)
+    (chart / "Chart.yaml").write_text("apiVersion: v2\nname: glued\nversion: 0.1.0\n")
+    (chart / "templates" / "two.yaml").write_text(textwrap.dedent("""\
+        apiVersion: v1
+        kind: ServiceAccount
+        metadata: {name: a}
+        ---
+        {{- /* chomped */}}# the pod
+        apiVersion: v1
+        kind: Pod
+        metadata: {name: p}
+        spec:
+          containers: [{name: c, ports: [{containerPort: 80, hostPort: 8080}]}]
+        """))
+    report = lint(str(chart))
+    assert report.diagnostics == [] and report.objects == 2
+    [finding] = findings_of(report, "KP101")
+    assert finding.location.path.endswith("glued/templates/two.yaml") and finding.location.line == 10
+
+
+@needs_engine
 def test_port_name_and_routing_findings_land_on_template_lines(tmp_path):
     chart = tmp_path / "shop"
     (chart / "templates").mkdir(parents=True)

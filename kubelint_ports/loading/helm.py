@@ -16,6 +16,7 @@ Importing this module imports neither the SDK nor `subprocess`: only linting a c
 from __future__ import annotations
 
 import os
+import re
 import stat
 import zlib
 from collections.abc import Sequence
@@ -123,6 +124,18 @@ def load_chart(chart_dir: str, options: HelmOptions | None, result: LoadResult,
     add_rendered(manifests, chart_dir, options, result, reader, roots)
 
 
+# Helm splits rendered text into documents at `---` followed by anything (releaseutil's
+# `(?:^|\s*\n)---\s*`), so a template that chomps the line break after `---` and writes
+# `---# comment` (cert-manager's) is two documents to Helm and a syntax error to YAML.
+_GLUED_SEPARATOR = re.compile(r"(?m)^---(?=[^\s-])")
+
+
+def helm_separators(text: str) -> str:
+    """Rendered text with each `---` that Helm splits at written as YAML reads it: a space after
+    it (lines do not move, so template positions hold)."""
+    return _GLUED_SEPARATOR.sub("--- ", text)
+
+
 def add_rendered(manifests: dict[str, str], chart_dir: str, options: HelmOptions, result: LoadResult,
                  reader: DocumentReader | None = None, roots: Sequence[str] = ()) -> None:
     for origin in sorted(manifests):
@@ -131,7 +144,7 @@ def add_rendered(manifests: dict[str, str], chart_dir: str, options: HelmOptions
             continue
         source = template_source(chart_dir, origin, options, roots)
         rendered = LoadResult()
-        data = text.encode("utf-8")
+        data = helm_separators(text).encode("utf-8")
         wrap = TemplateWrapper(source, origin, options)
         # The rendered text is kept: positions compose it again when findings need them.
         load_bytes(data, source.path, rendered, reader=reader, source=SourceText(data=data, digest=zlib.crc32(data)),
