@@ -445,6 +445,8 @@ def read_workload(document: Document, ref: ObjectRef,
                         {str(k): str(v) for k, v in labels.items()}, scheduling, tuple(reader.invalid),
                         container_ports=tuple(declared), silent_ports=undeclared(silent, declared))
     add_port_details(workload, pod_spec)
+    hook = yt.get(yt.at(root, "metadata.annotations"), "helm.sh/hook")
+    workload.helm_hook = hook is not None and isinstance(hook, yt.ScalarNode) and bool(hook.value.strip())
     return workload
 
 

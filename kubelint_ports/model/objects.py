@@ -160,6 +160,9 @@ class Workload:
     scheduling: Scheduling
     invalid_ports: tuple[InvalidPort, ...] = ()
     live: bool = False  # read from --cluster: already running, never the subject of a finding
+    # A Helm hook (`helm.sh/hook`: a pre-install Job): its pods run for a moment around a release,
+    # so no Service counts on them (model.selection leaves them out)
+    helm_hook: bool = False
     container_ports: tuple[ContainerPort, ...] = ()
     silent_ports: tuple[SilentPort, ...] = ()  # hostNetwork pods only
     declared_ports: tuple[DeclaredPort, ...] = ()  # every container's, plain init containers included

@@ -69,6 +69,8 @@ def selection(cluster: Cluster) -> Selection:
     if cluster.selection is None:
         by_label: dict[tuple[str, str, str], list[Workload]] = defaultdict(list)
         for workload in cluster.workloads:
+            if workload.helm_hook:
+                continue
             for key, value in workload.pod_labels.items():
                 by_label[(workload.ref.namespace, key, value)].append(workload)
         cluster.selection = Selection(dict(by_label))
