@@ -152,7 +152,7 @@ def test_output_names_the_unit(chdir):
                   "staging/three.yaml": SERVICE.format(name="three")})
     (chdir / ".kubelint-ports.yaml").write_text("units:\n  prod: [prod]\n  staging: [staging]\n")
     text = CliRunner().invoke(app, ["lint"]).output
-    assert "KP203  nodePort 30080 is also claimed by shop/Service/two [prod]" in text
+    assert "prod/one.yaml:4:43: error   KP203 nodePort 30080 is also claimed by shop/Service/two [prod]\n" in text
     assert "in unit prod" in CliRunner().invoke(app, ["lint", "-v"]).output
     sarif = json.loads(CliRunner().invoke(app, ["lint", "--format", "sarif"]).stdout)
     assert {tuple(r["properties"]["units"]) for r in sarif["runs"][0]["results"]} == {("prod",)}
