@@ -1,13 +1,19 @@
 """The fuzzer: hostile inputs made from the project's own examples and fixtures, and generated
-Kubernetes-shaped documents with type confusion, tags, anchors, merge keys and odd encodings.
+Kubernetes-shaped documents with type confusion, tags, anchors, merge keys and odd encodings; node
+dumps of every format the `node` command reads, Kustomize directories and user policies with
+generated JSON Schemas (their generators: `tests/fuzzing_generators.py`).
 
 One engine, two drivers:
 - `tests/test_fuzz.py` runs a short, seeded, deterministic campaign in the normal test suite
   (hypothesis chooses the mutations through the `random.Random` it controls, and shrinks);
-- `python tests/fuzzing.py --count 100000 --seed 1` is the long campaign (README, "Fuzzing").
+- `python tests/fuzzing.py --count 100000 --seed 1` is the long campaign (docs/safety.md, "Fuzzing").
 
-The oracle: `lint_paths` returns (no exception escapes), reports no internal error, and every
-formatter writes the report; through the CLI, the exit code is 0, 1 or 2, never 3 or a signal.
+The oracle: `lint_paths` / `lint_snapshots` return (no exception escapes), report no internal
+error, and every formatter writes the report; through the CLI, the exit code is 0, 1 or 2, never 3
+or a signal. A user policy or a configuration may instead be refused with a clear error. For node
+dumps also: the clean node next to the fuzzed one keeps its finding, no message quotes a file
+reached through a symlink, and none is longer than a few sentences. An input that runs past the
+watchdog is a hang: the campaign says which and stops.
 """
 
 from __future__ import annotations
@@ -16,10 +22,16 @@ import argparse
 import io
 import os
 import random
+import re
+import shutil
 import subprocess
 import sys
+import threading
 import time
+from contextlib import contextmanager
 from pathlib import Path
+
+import fuzzing_generators as generators  # tests/ is on sys.path: pytest's rootdir, or the script's own
 
 ROOT = Path(__file__).resolve().parents[1]
 FORMATS = ("text", "json", "sarif", "github", "markdown")
@@ -243,6 +255,44 @@ def _indent(data, rng, corpus):
 MUTATIONS = [_flip, _insert_bytes, _delete_range, _duplicate_lines, _splice, _append_document, _replace_scalar,
              _replace_scalar, _wrap_value, _aliases, _encoding, _indent]
 
+_TOKEN = re.compile(rb"[0-9a-fA-F]*[0-9][0-9a-fA-F.:/]*")  # a port, an address, a prefix, a range
+
+
+def _hostile_token(data, rng, corpus):
+    """A number or address of a dump replaced by a hostile one (a port past 65535, `999.0.0.1`)."""
+    tokens = [match.span() for _, match in zip(range(5000), _TOKEN.finditer(data))]
+    if not tokens:
+        return data
+    start, end = rng.choice(tokens)
+    value = rng.choice(generators.HOSTILE_PORTS + generators.HOSTILE_ADDRESSES)
+    return data[:start] + value.encode("utf-8", "surrogatepass") + data[end:]
+
+
+def _cut_line(data, rng, corpus):
+    """A dump cut at a line, as a full disk or a dropped ssh session leaves it."""
+    lines = data.split(b"\n")
+    return b"\n".join(lines[:rng.randrange(len(lines))]) if len(lines) > 1 else data[:len(data) // 2]
+
+
+DUMP_MUTATIONS = [_flip, _insert_bytes, _delete_range, _duplicate_lines, _splice, _encoding, _indent, _cut_line,
+                  _hostile_token, _hostile_token, _hostile_token]
+
+
+def node_input(rng: random.Random, node_corpus: list[tuple[str, bytes]]) -> dict[str, bytes]:
+    """One to four dump files for a node: generated (every format) or shipped, most of them mutated."""
+    corpus = [data for _, data in node_corpus]
+    files = {}
+    for index in range(rng.randint(1, 4)):
+        if rng.random() < 0.5:
+            name = rng.choice(sorted(generators.NODE_DUMPS))
+            data = generators.NODE_DUMPS[name](rng).encode("utf-8", "surrogatepass")
+        else:
+            name, data = rng.choice(node_corpus)
+        for _ in range(rng.randint(1, 3) if rng.random() < 0.7 else 0):
+            data = rng.choice(DUMP_MUTATIONS)(data, rng, corpus)
+        files[f"{index}-{name}"] = data
+    return files
+
 
 def make_input(rng: random.Random, corpus: list[bytes]) -> bytes:
     if rng.random() < 0.25:
@@ -259,26 +309,130 @@ class Bug(AssertionError):
     pass
 
 
-def check_in_process(data: bytes, nodes: Path | None = None) -> None:
+def check_in_process(data: bytes, nodes: Path | None = None, policies=None) -> None:
     """Lint `data` as standard input (and, with `nodes`, as a node inventory too); every failure
     of the tool itself raises Bug with the input's size, to save it for a reproducer."""
     from kubelint_ports.engine import LintOptions, lint_paths
-    from kubelint_ports.formatters import FormatOptions, get_formatter
     from kubelint_ports.policies import builtin_policies
 
     options = LintOptions(node_files=(str(nodes),) if nodes else ())
+    check_report(lambda: lint_paths(["-"], options, stdin=io.BytesIO(data),
+                                    policies=builtin_policies() if policies is None else policies), "lint_paths")
+
+
+def check_report(run, what: str) -> tuple[object, list[str]]:
+    """Run `run()` (a report), then every formatter on its report: (report, their outputs). An
+    exception, an internal error or a formatter's failure raises Bug."""
+    from kubelint_ports.formatters import FormatOptions, get_formatter
+
     try:
-        report = lint_paths(["-"], options, stdin=io.BytesIO(data), policies=builtin_policies())
+        report = run()
     except Exception as error:  # noqa: BLE001 (that is the finding)
-        raise Bug(f"lint_paths raised {type(error).__name__}: {error}") from error
+        raise Bug(f"{what} raised {type(error).__name__}: {error}") from error
     internal = [d for d in report.diagnostics if d.internal]
     if internal:
         raise Bug(f"internal error: {internal[0].message}")
+    outputs = []
     for name in FORMATS:
+        stream = io.StringIO()
         try:
-            get_formatter(name)(report, io.StringIO(), FormatOptions(show_suppressed=True))
+            get_formatter(name)(report, stream, FormatOptions(show_suppressed=True))
         except Exception as error:  # noqa: BLE001
             raise Bug(f"formatter {name} raised {type(error).__name__}: {error}") from error
+        outputs.append(stream.getvalue())
+    return report, outputs
+
+
+GOOD_NODE = ROOT / "tests" / "policies" / "KP805" / "fail-incident-003" / "node-5"  # one KP805 finding
+SECRET = "FUZZ-SECRET-" + "c2VjcmV0" * 4  # the content of a file outside the snapshot
+MAX_MESSAGE = 1500  # characters: a message about a dump is a few sentences, never the dump
+
+
+def check_node(files: dict[str, bytes], scratch: Path, rng: random.Random | None = None) -> None:
+    """`files` as one node's snapshot, next to a clean node, through the `node` pipeline in-process.
+    With `rng`, the snapshot sometimes also holds a subdirectory and symlinks in and out of it."""
+    from kubelint_ports.engine import lint_snapshots
+    from kubelint_ports.policies import builtin_policies
+
+    node, good = scratch / "node-fuzzed", scratch / "node-good"
+    shutil.rmtree(node, ignore_errors=True)
+    node.mkdir(parents=True)
+    if not good.exists():
+        shutil.copytree(GOOD_NODE, good)
+        (scratch / "outside.txt").write_text(f"{SECRET}\n")
+    for name, data in files.items():
+        (node / name).write_bytes(data)
+    if rng is not None and rng.random() < 0.1:
+        (node / "subdirectory").mkdir()
+        (node / "subdirectory" / "iptables-save").write_bytes(next(iter(files.values())))
+        (node / "out").symlink_to(scratch / "outside.txt")
+        (node / "in").symlink_to(node / next(iter(files)))
+        (node / "up").symlink_to(scratch, target_is_directory=True)
+    report, outputs = check_report(lambda: lint_snapshots([str(node), str(good)], policies=builtin_policies()),
+                                   "lint_snapshots")
+    if not any(f.rule_id == "KP805" and "node-good" in f.location.path for f in report.findings):
+        raise Bug("the clean node lost its KP805 finding next to the fuzzed one")
+    if any(SECRET[:16] in output for output in outputs):
+        raise Bug("a report quotes a file reached through a symlink out of the snapshot")
+    long = [d.message for d in report.diagnostics if len(d.message) > MAX_MESSAGE]
+    if long:
+        raise Bug(f"a message of {len(long[0]):,} characters: {long[0][:200]!r}")
+
+
+def check_kustomize(rng: random.Random, scratch: Path, documents: list[str]) -> None:
+    """A generated Kustomize directory linted in-process (kubectl or kustomize builds it)."""
+    from kubelint_ports.engine import LintOptions, lint_paths
+    from kubelint_ports.policies import builtin_policies
+
+    top = scratch / "kustomize"
+    shutil.rmtree(top, ignore_errors=True)
+    generators.kustomize_directory(rng, top / "app", documents, scalar)
+    (top / "outside.yaml").write_text(f"# {SECRET}\n" + rng.choice(documents))
+    check_report(lambda: lint_paths([str(top / "app")], LintOptions(), policies=builtin_policies()),
+                 "lint_paths (Kustomize)")
+
+
+def check_policy(data: bytes, manifest: bytes, scratch: Path) -> str:
+    """`data` as a user policy: refused with a clear error ("refused"), or loaded and run over
+    `manifest` like the built-in ones ("ran"). Anything else raises Bug."""
+    from kubelint_ports.config import ConfigError
+    from kubelint_ports.policies import PolicyError
+    from kubelint_ports.settings import CommandLine, resolve
+    from kubelint_ports.suppressions import BaselineError
+
+    directory = scratch / "user-policies"
+    shutil.rmtree(directory, ignore_errors=True)
+    directory.mkdir(parents=True)
+    (directory / "KP950-fuzzed-ports.yaml").write_bytes(data)
+    (scratch / "empty.yaml").write_text("")
+    try:
+        settings = resolve(CommandLine(config=str(scratch / "empty.yaml"), policies=(str(directory),)))
+    except (ConfigError, PolicyError, BaselineError, ValueError):
+        return "refused"
+    except Exception as error:  # noqa: BLE001
+        raise Bug(f"loading the policy raised {type(error).__name__}: {error}") from error
+    check_in_process(manifest, policies=settings.policies)
+    return "ran"
+
+
+HANG_SECONDS = 300.0  # one input; kubectl and a 2 s regex deadline per pattern fit well inside
+
+
+@contextmanager
+def watchdog(seconds: float, what: str):
+    """Past `seconds` the input is stuck (a C loop Python cannot interrupt): say which, and end
+    the campaign with exit 3, since the process cannot go on."""
+    def hung():
+        print(f"HANG: {what} ran past {seconds:g} s", file=sys.stderr, flush=True)
+        os._exit(3)
+
+    timer = threading.Timer(seconds, hung)
+    timer.daemon = True
+    timer.start()
+    try:
+        yield
+    finally:
+        timer.cancel()
 
 
 def check_settings(data: bytes, scratch: Path) -> None:
@@ -314,41 +468,86 @@ def check_cli(data: bytes, output_format: str, timeout: float = 120) -> int:
     return done.returncode
 
 
-def campaign(count: int, seed: int, cli_every: int, save: Path | None, progress: bool = True) -> dict:
+def campaign(count: int, seed: int, cli_every: int, save: Path | None, progress: bool = True, *,
+             node_every: int = 4, policy_every: int = 20, kustomize_every: int = 500) -> dict:
     import tempfile
 
-    rng = random.Random(seed)
+    rng = random.Random(seed)  # the manifests: the stream of earlier releases, so a seed replays them
+    other = random.Random(f"{seed}:nodes-policies-kustomize")  # a stream of its own (str seeds: sha512)
     corpus = seed_corpus()
-    failures: list[tuple[int, str]] = []
-    counts = {"inputs": 0, "cli": 0, "as-nodes": 0, "as-settings": 0}
+    node_corpus = generators.node_seed_corpus()
+    failures: list[tuple[int, str, str]] = []
+    counts = {"inputs": 0, "cli": 0, "as-nodes": 0, "as-settings": 0, "node-dumps": 0, "policies": 0,
+              "policies-refused": 0, "kustomize": 0}
     started = time.monotonic()
+
+    def failed(index: int, kind: str, error: BaseException, keep) -> None:
+        failures.append((index, kind, str(error)[:300]))
+        if save is not None:
+            keep(save / f"failure-{seed}-{index}-{kind}")
+
+    def keep_bytes(data: bytes, suffix: str):
+        def keep(path: Path) -> None:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.with_name(path.name + suffix).write_bytes(data)
+        return keep
+
+    def keep_tree(tree: Path):
+        return lambda path: shutil.copytree(tree, path, symlinks=True, dirs_exist_ok=True)
+
     with tempfile.TemporaryDirectory(prefix="kp-fuzz-") as scratch:
         nodes_file = Path(scratch) / "nodes.yaml"
         for index in range(count):
             data = make_input(rng, corpus)
             as_nodes = rng.random() < 0.05
             as_settings = rng.random() < 0.03
-            try:
-                if as_settings:
-                    check_settings(data, Path(scratch))
-                    counts["as-settings"] += 1
-                if as_nodes:
-                    nodes_file.write_bytes(data)
-                    counts["as-nodes"] += 1
-                check_in_process(data, nodes_file if as_nodes else None)
-                if cli_every and index % cli_every == 0:
-                    check_cli(data, FORMATS[index // cli_every % len(FORMATS)])
-                    counts["cli"] += 1
-            except (Bug, subprocess.TimeoutExpired) as error:
-                failures.append((index, str(error)[:300]))
-                if save is not None:
-                    save.mkdir(parents=True, exist_ok=True)
-                    (save / f"failure-{seed}-{index}.yaml").write_bytes(data)
+            with watchdog(HANG_SECONDS, f"input {index} of seed {seed} (files in {scratch})"):
+                try:
+                    if as_settings:
+                        check_settings(data, Path(scratch))
+                        counts["as-settings"] += 1
+                    if as_nodes:
+                        nodes_file.write_bytes(data)
+                        counts["as-nodes"] += 1
+                    check_in_process(data, nodes_file if as_nodes else None)
+                    if cli_every and index % cli_every == 0:
+                        check_cli(data, FORMATS[index // cli_every % len(FORMATS)])
+                        counts["cli"] += 1
+                except (Bug, subprocess.TimeoutExpired) as error:
+                    failed(index, "settings" if as_settings and "settings raised" in str(error) else "lint", error,
+                           keep_bytes(data, ".yaml"))
+                if node_every and index % node_every == 0:
+                    files = node_input(other, node_corpus)
+                    try:
+                        check_node(files, Path(scratch), other)
+                    except Bug as error:
+                        failed(index, "node", error, keep_tree(Path(scratch) / "node-fuzzed"))
+                    counts["node-dumps"] += 1
+                if policy_every and index % policy_every == 0:
+                    policy = generators.policy_file(other).encode()
+                    if other.random() < 0.2:
+                        policy = mutate(policy, other, corpus)
+                    try:
+                        if check_policy(policy, other.choice(corpus), Path(scratch)) == "refused":
+                            counts["policies-refused"] += 1
+                    except Bug as error:
+                        failed(index, "policy", error, keep_bytes(policy, ".yaml"))
+                    counts["policies"] += 1
+                if kustomize_every and index % kustomize_every == kustomize_every - 1:
+                    documents = [(make_input(other, corpus) if other.random() < 0.3 else other.choice(corpus))
+                                 .decode("utf-8", "replace") for _ in range(3)]
+                    try:
+                        check_kustomize(other, Path(scratch), documents)
+                    except Bug as error:
+                        failed(index, "kustomize", error, keep_tree(Path(scratch) / "kustomize"))
+                    counts["kustomize"] += 1
             counts["inputs"] += 1
-            if progress and (index + 1) % 5000 == 0:
+            if progress and (index + 1) % 1000 == 0:
                 print(f"{index + 1:,} inputs, {len(failures)} failures, {time.monotonic() - started:.0f} s",
                       file=sys.stderr, flush=True)
     counts["failures"] = len(failures)
+    kinds = [kind for _, kind, _ in failures]
+    counts["by-class"] = {kind: kinds.count(kind) for kind in sorted(set(kinds))}
     counts["seconds"] = round(time.monotonic() - started)
     counts["examples"] = failures[:20]
     return counts
@@ -361,10 +560,16 @@ def main() -> None:
     parser.add_argument("--cli-every", type=int, default=200,
                         help="also run every Nth input through the CLI in a subprocess (signals, exit codes)")
     parser.add_argument("--save", type=Path, default=None, help="directory for inputs that found a bug")
+    parser.add_argument("--node-every", type=int, default=4, help="also fuzz a node's dumps every Nth input")
+    parser.add_argument("--policy-every", type=int, default=20, help="also fuzz a user policy every Nth input")
+    parser.add_argument("--kustomize-every", type=int, default=500,
+                        help="also fuzz a Kustomize directory every Nth input (kubectl is slow)")
     arguments = parser.parse_args()
     sys.path.insert(0, str(ROOT))
     os.environ.setdefault("PYTHONHASHSEED", "0")
-    result = campaign(arguments.count, arguments.seed, arguments.cli_every, arguments.save)
+    result = campaign(arguments.count, arguments.seed, arguments.cli_every, arguments.save,
+                      node_every=arguments.node_every, policy_every=arguments.policy_every,
+                      kustomize_every=arguments.kustomize_every)
     print(result)
     sys.exit(1 if result["failures"] else 0)
 

@@ -12,8 +12,10 @@ from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 import fuzzing  # noqa: E402 (tests/ is on sys.path under pytest)
+import fuzzing_generators as generators  # noqa: E402
 
 CORPUS = fuzzing.seed_corpus()
+NODE_CORPUS = generators.node_seed_corpus()
 SHORT = settings(max_examples=300, derandomize=True, database=None, deadline=None,
                  suppress_health_check=list(HealthCheck))
 
@@ -49,6 +51,42 @@ def test_fuzzed_configuration_files_and_policies_are_clear_errors(tmp_path_facto
     fuzzing.check_settings(fuzzing.make_input(rng, CORPUS), tmp_path_factory.mktemp("settings"))
 
 
+def test_the_node_seed_corpus_covers_every_dump_format():
+    from kubelint_ports.loading.snapshot import KINDS, detect
+
+    kinds = {detect(data.decode("utf-8", "replace"))[0] for _, data in NODE_CORPUS}
+    generated = {detect(make(random.Random(seed)))[0] for make in generators.NODE_DUMPS.values() for seed in range(5)}
+    assert generated - {None} == set(KINDS), generated
+    assert {"iptables-save", "nft", "nft-json", "crictl-pods", "ss", "ipvsadm"} <= kinds, kinds
+
+
+@settings(max_examples=150, derandomize=True, database=None, deadline=None, suppress_health_check=list(HealthCheck))
+@given(st.randoms(use_true_random=False))
+def test_fuzzed_node_dumps_never_break_the_node_command(tmp_path_factory, rng):
+    """Generated and shipped dumps of every format, mutated, as one node's snapshot next to a clean
+    node: no exception, no internal error, every formatter writes, the clean node keeps its finding."""
+    fuzzing.check_node(fuzzing.node_input(rng, NODE_CORPUS), tmp_path_factory.mktemp("node"), rng)
+
+
+@settings(max_examples=60, derandomize=True, database=None, deadline=None, suppress_health_check=list(HealthCheck))
+@given(st.randoms(use_true_random=False))
+def test_fuzzed_port_schema_policies_are_refused_clearly_or_run(tmp_path_factory, rng):
+    policy = generators.policy_file(rng).encode()
+    fuzzing.check_policy(policy, rng.choice(CORPUS), tmp_path_factory.mktemp("policy"))
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_a_fuzzed_kustomize_directory_never_breaks_the_linter(tmp_path, seed):
+    """A few only: each builds with kubectl or kustomize, which takes a while."""
+    import shutil
+
+    if not (shutil.which("kubectl") or shutil.which("kustomize")):
+        pytest.skip("neither kubectl nor kustomize is on PATH")
+    rng = random.Random(seed)
+    documents = [rng.choice(CORPUS).decode("utf-8", "replace") for _ in range(3)]
+    fuzzing.check_kustomize(rng, tmp_path, documents)
+
+
 @pytest.mark.parametrize("seed", range(10))
 def test_the_cli_exits_0_1_or_2_on_fuzzed_input(seed):
     """Through the command line in its own process: never exit 3, never a signal."""
@@ -57,5 +95,6 @@ def test_the_cli_exits_0_1_or_2_on_fuzzed_input(seed):
 
 
 def test_a_short_campaign_of_the_long_runner_finds_nothing():
-    result = fuzzing.campaign(300, seed=20240, cli_every=0, save=None, progress=False)
+    result = fuzzing.campaign(300, seed=20240, cli_every=0, save=None, progress=False, kustomize_every=0)
     assert result["failures"] == 0, result["examples"]
+    assert result["node-dumps"] == 75 and result["policies"] == 15, result

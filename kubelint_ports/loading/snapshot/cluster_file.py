@@ -50,7 +50,7 @@ def read_cluster_file(path: str) -> ClusterFile:
     if b"\0" in data[:65536]:
         return ClusterFile(shown, PROBLEM, problem="binary data, not `kubectl get pods` output")
     data = KUBECTL_WARNING.sub(b"", data)
-    text = data.decode("utf-8", "replace")
+    text = data.decode("utf-8", "replace").removeprefix("\ufeff")  # a BOM would hide the header's first word
     if not text.strip():
         what = "a pipe that nobody wrote to" if is_pipe(path) else "the file is empty"
         return ClusterFile(shown, PROBLEM, problem=f"nothing to read: {what}; expected `kubectl get pods -A -o wide` "

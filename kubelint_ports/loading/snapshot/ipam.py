@@ -13,6 +13,7 @@ import re
 
 from kubelint_ports.findings import Diagnostic, Location
 from kubelint_ports.loading.snapshot.records import Lease
+from kubelint_ports.loading.snapshot.text import excerpt
 
 _CONTAINER_ID = re.compile(r"[0-9a-zA-Z_.-]+")
 
@@ -27,7 +28,7 @@ def read_ipam(text: str, path: str) -> tuple[list[Lease], list[Diagnostic]]:
         parsed = split_line(line)
         if parsed is None:
             return leases, [Diagnostic(Location(path, number, 1), (
-                f"not a line of `grep -r . /var/lib/cni/networks/`: {line[:80]!r} (expected "
+                f"not a line of `grep -r . /var/lib/cni/networks/`: {excerpt(line)} (expected "
                 f"/var/lib/cni/networks/NETWORK/ADDRESS:CONTAINER-ID)"))]
         network, name, content = parsed
         if name.startswith("last_reserved_ip") or name == "lock":
@@ -36,14 +37,14 @@ def read_ipam(text: str, path: str) -> tuple[list[Lease], list[Diagnostic]]:
             address = str(ipaddress.ip_address(name))
         except ValueError:  # host-local keeps nothing else there: a renamed or foreign file
             return leases, [Diagnostic(Location(path, number, len(directory_of(line)) + 1), (
-                f"{name[:80]!r} is not an IP address: host-local names each lease file after its address "
+                f"{excerpt(name)} is not an IP address: host-local names each lease file after its address "
                 f"(besides last_reserved_ip.N and lock)"))]
         if (network, address) in seen:
             continue  # the lease file's second line: the interface name
         seen.add((network, address))
         if not _CONTAINER_ID.fullmatch(content):
             return leases, [Diagnostic(Location(path, number, len(line) - len(content) + 1),
-                                       f"{content[:80]!r} is not a container ID")]
+                                       f"{excerpt(content)} is not a container ID")]
         leases.append(Lease(number, len(line) + 1, network, address, content))
     return leases, []
 

@@ -12,6 +12,7 @@ import ipaddress
 from kubelint_ports.findings import Diagnostic, Location
 from kubelint_ports.loading.snapshot.records import VirtualServer
 from kubelint_ports.loading.snapshot.ss import split_host_port
+from kubelint_ports.loading.snapshot.text import excerpt, lines
 
 PROTOCOL_FLAGS = {"-t": "tcp", "--tcp-service": "tcp", "-u": "udp", "--udp-service": "udp", "--sctp-service": "sctp"}
 
@@ -19,29 +20,30 @@ PROTOCOL_FLAGS = {"-t": "tcp", "--tcp-service": "tcp", "-u": "udp", "--udp-servi
 def read_ipvsadm(text: str, path: str) -> tuple[list[VirtualServer], list[Diagnostic]]:
     services: dict[tuple[str, str], VirtualServer] = {}
     real: dict[tuple[str, str], list[str]] = {}
-    for number, line in enumerate(text.splitlines(), start=1):
+    for number, line in enumerate(lines(text), start=1):
         fields = line.split()
         if not fields:
             continue
         if fields[0] not in ("-A", "-a") or len(fields) < 3:
-            return [], [Diagnostic(Location(path, number, 1), f"not a line of `ipvsadm -Sn`: {line[:80]!r}")]
+            return [], [Diagnostic(Location(path, number, 1), f"not a line of `ipvsadm -Sn`: {excerpt(line)}")]
         if fields[1] == "-f" or fields[1] == "--fwmark-service":
             continue
         protocol = PROTOCOL_FLAGS.get(fields[1])
         address, port = split_host_port(fields[2])
         if protocol is None or port is None:
             return [], [Diagnostic(Location(path, number, 4), (
-                f"{' '.join(fields[1:3])!r} is not PROTOCOL ADDRESS:PORT (was ipvsadm run with -n?)"))]
+                f"{excerpt(' '.join(fields[1:3]))} is not PROTOCOL ADDRESS:PORT (was ipvsadm run with -n?)"))]
         if port > 65535 or not valid_address(address):
             return [], [Diagnostic(Location(path, number, line.find(fields[2]) + 1), (
-                f"{fields[2]!r} is not an IP address and a port in 1-65535"))]
+                f"{excerpt(fields[2])} is not an IP address and a port in 1-65535"))]
         key = (protocol, fields[2])
         if fields[0] == "-A":
             services[key] = VirtualServer(number, len(line) + 1, protocol, address, port)
             real[key] = []
         else:
             if key not in services:
-                return [], [Diagnostic(Location(path, number, 1), f"real server for {fields[2]}, which no `-A` line "
+                return [], [Diagnostic(Location(path, number, 1), f"real server for {excerpt(fields[2])}, which no "
+                                                                  f"`-A` line "
                                                                   f"declares before it")]
             if "-r" in fields:
                 real[key].append(fields[fields.index("-r") + 1])

@@ -4,19 +4,20 @@ Each nft rule is reduced to the facts an iptables rule carries (`records.Rule`):
 destination ports, `fib daddr type local`, destination address, the verdict (`jump X`, `goto X`,
 `dnat`, `reject`, `accept`, a `vmap`), the DNAT address and the comment. Sets and maps keep their
 elements as written (`tcp . 30081 : goto external-...`), each at its line. Table names are
-`FAMILY NAME` (`ip kube-proxy`, `ip cni_hostport`).
+`FAMILY NAME` (`ip kube-proxy`, `ip cni_hostport`). `nft -j` output is read by `nft_json.py`.
 
-`nft -j` prints the whole ruleset on one line, so its places are line 1 and the column where the
-rule's object starts.
+Values nft would never print are input errors at their line: a port past 65535 or a range written
+high-low (nft prints `30000-32767`), an address such as `999.0.0.1`.
 """
 
 from __future__ import annotations
 
-import json
 import re
 
 from kubelint_ports.findings import Diagnostic, Location
 from kubelint_ports.loading.snapshot.records import Chain, NamedSet, Rule, Ruleset, Table
+from kubelint_ports.loading.snapshot.text import (destination_problem, excerpt, is_address, lines, port_range,
+                                                  quoted_name)
 
 FAMILIES = frozenset(("ip", "ip6", "inet", "arp", "bridge", "netdev"))
 PRIORITY_NAMES = {"raw": -300, "mangle": -150, "dstnat": -100, "filter": 0, "security": 50, "srcnat": 100,
@@ -56,7 +57,7 @@ def _read_text(text: str, ruleset: Ruleset) -> None:
     named: NamedSet | None = None
     in_elements = False
     number = 0
-    for number, raw in enumerate(text.splitlines(), start=1):
+    for number, raw in enumerate(lines(text), start=1):
         line = raw.strip()
         if not line or line.startswith("#"):
             continue
@@ -67,11 +68,11 @@ def _read_text(text: str, ruleset: Ruleset) -> None:
         if table is None:
             match = _TABLE.match(line)
             if match is None or match.group(1) not in FAMILIES:
-                raise NftProblem(number, 1, f"not a line of `nft list ruleset`: {line[:80]!r} (expected `table FAMILY "
-                                            f"NAME {{`)")
+                raise NftProblem(number, 1, f"not a line of `nft list ruleset`: {excerpt(line)} (expected `table "
+                                            f"FAMILY NAME {{`)")
             name = f"{match.group(1)} {match.group(2)}"
             if name in ruleset.tables:
-                raise NftProblem(number, 1, f"table {name} appears twice: two rulesets in one file?")
+                raise NftProblem(number, 1, f"table {quoted_name(name)} appears twice: two rulesets in one file?")
             table = ruleset.tables[name] = Table(name, number)
         elif chain is None and named is None:
             if line == "}":
@@ -87,7 +88,7 @@ def _read_text(text: str, ruleset: Ruleset) -> None:
                 continue
             if line.startswith(("comment ", "flags ")):
                 continue
-            raise NftProblem(number, 1, f"unexpected line in table {table.name}: {line[:80]!r}")
+            raise NftProblem(number, 1, f"unexpected line in table {quoted_name(table.name)}: {excerpt(line)}")
         elif named is not None:
             if line == "}":
                 named = None
@@ -102,14 +103,15 @@ def _read_text(text: str, ruleset: Ruleset) -> None:
             base = _BASE.match(line)
             if base is not None:
                 chain.hook = base.group(2)
-                chain.priority = _priority(base.group(3))
+                chain.priority = _priority(base.group(3), number)
                 continue
             if line.startswith(("policy ", "comment ", "devices ")):
                 continue
             chain.rules.append(rule_from_text(line, number, chain.name, len(raw) + 1, raw.find(line) + 1))
     if table is not None:
         raise NftProblem(max(number, 1), 1, (
-            f"the ruleset ends inside table {table.name} (line {table.line}): it is truncated; save it again"))
+            f"the ruleset ends inside table {quoted_name(table.name)} (line {table.line}): it is truncated; save it "
+            f"again"))
 
 
 def _add_elements(named: NamedSet, text: str, number: int) -> None:
@@ -117,20 +119,39 @@ def _add_elements(named: NamedSet, text: str, number: int) -> None:
     for element in text.split(","):
         element = element.strip()
         if element:
+            problem = element_problem(element)
+            if problem:
+                raise NftProblem(number, 1, f"set {quoted_name(named.name)}: {problem}")
             named.members.append((element, number))
 
 
-def _priority(text: str) -> int:
+# `tcp . 30081 : goto ...` in kube-proxy's service-nodeports map: the port the model reads
+_ELEMENT_PORT = re.compile(r"\b(?:tcp|udp|sctp) \. (\d+)")
+
+
+def element_problem(element: str) -> str:
+    """Why a set or map element is not what nft prints (a protocol's port past 65535); "" if fine."""
+    for match in _ELEMENT_PORT.finditer(element):
+        if port_range(match.group(1)) is None:
+            return f"{excerpt(match.group(1))} in element {excerpt(element)} is not a port in 0-65535"
+    return ""
+
+
+def _priority(text: str, number: int) -> int:
+    """`dstnat`, `-100`, `filter + 10`: a 32-bit number as nft keeps it (a named one's offset too)."""
     parts = text.split()
     value = PRIORITY_NAMES.get(parts[0])
-    if value is None:
-        try:
-            return int(parts[0])
-        except ValueError:
-            return 0
+    if value is None:  # a name of another family's table (bridge, netdev): no order this reader needs
+        value = 0 if parts[0][:1].isalpha() else _int32(parts[0], number)
     if len(parts) == 3:
-        value += int(parts[2]) * (1 if parts[1] == "+" else -1)
+        value += _int32(parts[2], number) * (1 if parts[1] == "+" else -1)
     return value
+
+
+def _int32(text: str, number: int) -> int:
+    if not re.fullmatch(r"[+-]?[0-9]{1,10}", text) or not -2**31 <= int(text) < 2**31:
+        raise NftProblem(number, 1, f"chain priority {excerpt(text)} is not a 32-bit number nor a priority name")
+    return int(text)
 
 
 def rule_from_text(line: str, number: int, chain: str, end_column: int, column: int = 1) -> Rule:
@@ -145,18 +166,19 @@ def rule_from_text(line: str, number: int, chain: str, end_column: int, column: 
         dport = None
     if dport:
         rule.protocol = dport.group(1) if dport.group(1) != "th" else (protocol.group(1) if protocol else "")
-        rule.dports = tuple(_port_range(part) for part in dport.group(2).strip("{} ").split(",") if part.strip())
+        rule.dports = tuple(_port_range(part, number, column + dport.start(2))
+                            for part in dport.group(2).strip("{} ").split(",") if part.strip())
     elif protocol:
         rule.protocol = protocol.group(1)
     rule.dst_local = "fib daddr type local" in line
     daddr = _DADDR.search(line)
     if daddr:
-        rule.destination = daddr.group(2)
+        rule.destination = _address(daddr.group(2), number, column + daddr.start(2))
         if daddr.group(1):
             rule.negated = frozenset(("-d",))
     saddr = _SADDR.search(line)
     if saddr:
-        rule.source = saddr.group(2)
+        rule.source = _address(saddr.group(2), number, column + saddr.start(2))
         if saddr.group(1):
             rule.negated = rule.negated | {"-s"}
     dnat = _DNAT.search(line)
@@ -164,6 +186,9 @@ def rule_from_text(line: str, number: int, chain: str, end_column: int, column: 
     if dnat:
         rule.target = "DNAT"
         rule.to_destination = dnat.group(1).replace(" . ", ":")
+        problem = destination_problem(rule.to_destination)
+        if problem:
+            raise NftProblem(number, column + dnat.start(1), problem)
     elif " vmap " in f" {line} ":
         rule.target = "vmap"
     elif verdict:
@@ -181,160 +206,17 @@ def rule_from_text(line: str, number: int, chain: str, end_column: int, column: 
     return rule
 
 
-def _port_range(text: str) -> tuple[int, int]:
-    low, _, high = text.strip().partition("-")
-    try:
-        first = int(low)
-        return first, int(high) if high else first
-    except ValueError:
+def _port_range(text: str, number: int, column: int) -> tuple[int, int]:
+    text = text.strip()
+    if not text[:1].isdigit():
         return 0, 65535  # a named service or a set reference: any port, as far as this reader knows
+    ports = port_range(text)
+    if ports is None:
+        raise NftProblem(number, column, f"{excerpt(text)} is not a port or a port range in 0-65535 (low-high)")
+    return ports
 
 
-# --- nft -j --------------------------------------------------------------------------------------
-
-def read_nft_json(text: str, path: str) -> tuple[Ruleset, list[Diagnostic]]:
-    ruleset = Ruleset(path=path, tool="nft -j", backend="nf_tables")
-    try:
-        data = json.loads(text)
-    except ValueError as error:
-        return ruleset, [Diagnostic(Location(path, getattr(error, "lineno", 1), getattr(error, "colno", 1)),
-                                    f"invalid JSON from `nft -j list ruleset`: {getattr(error, 'msg', error)} "
-                                    f"(truncated?)")]
-    objects = data.get("nftables") if isinstance(data, dict) else None
-    if not isinstance(objects, list):
-        return ruleset, [Diagnostic(Location(path, 1, 1), "`nft -j` output has no `nftables` list")]
-    places = _object_places(text)
-    for index, entry in enumerate(objects):
-        if not isinstance(entry, dict) or len(entry) != 1:
-            continue
-        kind, body = next(iter(entry.items()))
-        line, column = places[index] if index < len(places) else (1, 1)
-        if not isinstance(body, dict):
-            continue
-        table_name = f"{body.get('family')} {body.get('table') if kind != 'table' else body.get('name')}"
-        if kind == "table":
-            ruleset.tables[table_name] = Table(table_name, line)
-            continue
-        table = ruleset.tables.get(table_name)
-        if table is None and kind in ("chain", "rule", "set", "map"):
-            return ruleset, [Diagnostic(Location(path, line, column), f"{kind} of table {table_name}, which the output "
-                                                                      f"does not declare before it")]
-        if kind == "chain":
-            table.chains[body["name"]] = Chain(body["name"], line, body.get("policy", ""), hook=body.get("hook", ""),
-                                               priority=body.get("prio"))
-        elif kind in ("set", "map"):
-            named = table.sets[body["name"]] = NamedSet(body["name"], line, kind)
-            for element in body.get("elem", []):
-                named.members.append((_element_text(element), line))
-        elif kind == "rule":
-            chain = table.chains.get(body.get("chain"))
-            if chain is None:
-                return ruleset, [Diagnostic(Location(path, line, column),
-                                            f"rule of chain {body.get('chain')}, which table {table_name} does not "
-                                            f"declare before it")]
-            chain.rules.append(_rule_from_json(body, line, column))
-    return ruleset, []
-
-
-def _object_places(text: str) -> list[tuple[int, int]]:
-    """(line, column) of each object in the `nftables` list, in order, by raw-decoding the text."""
-    decoder = json.JSONDecoder()
-    start = text.find("[", text.find('"nftables"'))
-    places = []
-    position = start + 1
-    while position > 0:
-        while position < len(text) and text[position] in " \t\r\n,":
-            position += 1
-        if position >= len(text) or text[position] == "]":
-            break
-        line = text.count("\n", 0, position) + 1
-        column = position - text.rfind("\n", 0, position)
-        places.append((line, column))
-        _, position = decoder.raw_decode(text, position)
-    return places
-
-
-def _element_text(element) -> str:
-    if isinstance(element, list) and len(element) == 2:
-        return f"{_element_text(element[0])} : {_element_text(element[1])}"
-    if isinstance(element, dict):
-        if "concat" in element:
-            return " . ".join(_element_text(part) for part in element["concat"])
-        if "elem" in element:
-            return _element_text(element["elem"].get("val"))
-        for verdict in ("goto", "jump"):
-            if verdict in element:
-                return f"{verdict} {element[verdict].get('target')}"
-        if "prefix" in element:
-            return f"{element['prefix'].get('addr')}/{element['prefix'].get('len')}"
-        if "range" in element:
-            return "-".join(str(part) for part in element["range"])
-        return json.dumps(element, sort_keys=True)
-    return str(element)
-
-
-def _rule_from_json(body: dict, line: int, column: int) -> Rule:
-    rule = Rule(line, body.get("chain", ""), column + 1, column=column)
-    rule.comment = body.get("comment", "") or ""
-    for expression in body.get("expr", []):
-        if not isinstance(expression, dict):
-            continue
-        if "match" in expression:
-            _json_match(rule, expression["match"])
-        elif "dnat" in expression:
-            dnat = expression["dnat"] or {}
-            rule.target = "DNAT"
-            rule.to_destination = f"{dnat.get('addr', '')}" + (f":{dnat['port']}" if "port" in dnat else "")
-        elif "jump" in expression or "goto" in expression:
-            verdict = "jump" if "jump" in expression else "goto"
-            rule.target, rule.goto = expression[verdict].get("target", ""), verdict == "goto"
-        elif "vmap" in expression:
-            rule.target = "vmap"
-        elif "xt" in expression and (expression["xt"] or {}).get("type") == "target":
-            rule.target = expression["xt"].get("name", "")  # an iptables-nft target (DNAT, MARK, ...)
-        elif "reject" in expression:
-            rule.target = "REJECT"
-        elif "masquerade" in expression:
-            rule.target = "MASQUERADE"
-        elif "accept" in expression:
-            rule.target = "ACCEPT"
-        elif "drop" in expression:
-            rule.target = "DROP"
-    return rule
-
-
-def _json_match(rule: Rule, match: dict) -> None:
-    left, right, operator = match.get("left"), match.get("right"), match.get("op", "==")
-    if not isinstance(left, dict):
-        return
-    if "payload" in left:
-        payload = left["payload"]
-        field = payload.get("field")
-        if field == "dport":
-            if payload.get("protocol") in ("tcp", "udp", "sctp"):
-                rule.protocol = payload["protocol"]
-            rule.dports = _json_ports(right)
-        elif field in ("daddr", "saddr") and isinstance(right, str) and not right.startswith("@"):
-            if field == "daddr":
-                rule.destination = right
-            else:
-                rule.source = right
-            if operator == "!=":
-                rule.negated = rule.negated | {"-d" if field == "daddr" else "-s"}
-        elif field == "protocol" and isinstance(right, str):
-            rule.protocol = right
-    elif "meta" in left and left["meta"].get("key") == "l4proto" and isinstance(right, str):
-        rule.protocol = right
-    elif "fib" in left and right == "local" and operator == "==":
-        rule.dst_local = True
-
-
-def _json_ports(value) -> tuple[tuple[int, int], ...]:
-    if isinstance(value, int):
-        return ((value, value),)
-    if isinstance(value, dict) and "set" in value:
-        return tuple(port for item in value["set"] for port in _json_ports(item))
-    if isinstance(value, dict) and "range" in value:
-        low, high = value["range"]
-        return ((int(low), int(high)),)
-    return ((0, 65535),)
+def _address(text: str, number: int, column: int) -> str:
+    if not is_address(text, prefix=True):
+        raise NftProblem(number, column, f"{excerpt(text)} is not an IP address or prefix")
+    return text

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from kubelint_ports.findings import Diagnostic, Location
+from kubelint_ports.loading.snapshot.text import excerpt
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,7 +41,8 @@ def read_pods_wide(text: str, path: str, default_namespace: str = "default") -> 
         if not fields:
             continue
         if len(fields) < 7:
-            return rows, [Diagnostic(Location(path, number, 1), f"not a row of `kubectl get pods -o wide`: {line[:80]!r}")]
+            return rows, [Diagnostic(Location(path, number, 1),
+                                     f"not a row of `kubectl get pods -o wide`: {excerpt(line)}")]
         namespace = fields[0] if has_namespace else default_namespace
         name = fields[1] if has_namespace else fields[0]
         status = fields[3] if has_namespace else fields[2]

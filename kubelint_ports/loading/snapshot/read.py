@@ -3,6 +3,11 @@
 A file with any problem (truncated, the wrong tool, an unknown chain or match module) is left out
 whole, with a diagnostic at its line: a half-read ruleset would make rules look missing. The
 other files of the snapshot are still read.
+
+Only regular files directly in the directory are dumps. Subdirectories, FIFOs and devices are
+passed over with a note (a snapshot is one node's files; a FIFO would block the read forever),
+and so is a symlink whose target leaves the snapshot directory: a committed `ss -> ~/.ssh/id_rsa`
+is never read, let alone quoted in a report (`files.entry_problem`, as the lint command walks).
 """
 
 from __future__ import annotations
@@ -11,9 +16,11 @@ import os
 from dataclasses import dataclass, field
 
 from kubelint_ports.findings import COMMAND_LINE, Diagnostic, Location
-from kubelint_ports.loading import budgets, display_path, files
+from kubelint_ports.loading import budgets, display_path
+from kubelint_ports.loading import files as input_files
 from kubelint_ports.loading.snapshot.detect import KINDS, detect
 from kubelint_ports.loading.snapshot.records import SnapshotFile
+from kubelint_ports.loading.snapshot.text import UTF16_BOMS, decode, lines
 
 
 @dataclass(slots=True)
@@ -23,6 +30,7 @@ class Snapshot:
     node: str
     path: str
     files: list[SnapshotFile] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # entries passed over on purpose (subdirectories, outside links)
 
 
 def load_snapshot(path: str, node: str | None = None) -> tuple[Snapshot, list[Diagnostic]]:
@@ -34,13 +42,21 @@ def load_snapshot(path: str, node: str | None = None) -> tuple[Snapshot, list[Di
     if not os.path.exists(path):
         return snapshot, [Diagnostic(Location(COMMAND_LINE, 0, 0), f"no such snapshot {display_path(path)!r}")]
     if os.path.isdir(path):
-        names = sorted(entry for entry in os.listdir(path)
-                       if not entry.startswith(".") and os.path.isfile(os.path.join(path, entry)))
-        files = [os.path.join(path, entry) for entry in names]
+        try:
+            files, subdirectories = snapshot_entries(path, snapshot.notes)
+        except OSError as error:
+            return snapshot, [Diagnostic(Location(display_path(path), 0, 0),
+                                         f"cannot read the snapshot directory: {error.strerror or error}")]
         if not files:
-            diagnostics.append(Diagnostic(Location(display_path(path), 0, 0),
-                                          "the snapshot directory holds no files (see `kubelint-ports node --help`)"))
+            diagnostics.append(Diagnostic(Location(display_path(path), 0, 0), (
+                "the snapshot directory holds no dump files, only directories: give each node's directory as a "
+                "snapshot (`snapshots/*`)" if subdirectories else
+                "the snapshot directory holds no files (see `kubelint-ports node --help`)")))
     else:
+        escape = input_files.symlink_escape(path)
+        if escape:  # as for a manifest named directly: a link out of here is not followed
+            return snapshot, [Diagnostic(Location(display_path(path), 0, 0),
+                                         "not read: a symlink to a file outside the current directory and its own")]
         files = [path]
     for file_path in files:
         read, problems = read_file(file_path)
@@ -49,6 +65,31 @@ def load_snapshot(path: str, node: str | None = None) -> tuple[Snapshot, list[Di
             snapshot.files.append(read)
     diagnostics += missing_backend(snapshot)
     return snapshot, diagnostics
+
+
+def snapshot_entries(directory: str, notes: list[str]) -> tuple[list[str], int]:
+    """The dump files of a snapshot directory (sorted, hidden ones skipped) and how many
+    subdirectories it holds; what is passed over, and why, goes to `notes`. A symlink is read only
+    when its target is inside the directory. OSError when the directory cannot be listed."""
+    with os.scandir(directory) as listing:
+        entries = sorted((entry for entry in listing if not entry.name.startswith(".")), key=lambda e: e.name)
+    found = []
+    subdirectories = 0
+    for entry in entries:
+        problem = input_files.entry_problem(entry, directory)
+        if problem is None:
+            found.append(entry.path)
+        elif problem.startswith("a symlink to "):  # the target's path stays out of the report too
+            notes.append(f"{display_path(entry.path)}: skipped, a symlink leaving the snapshot directory "
+                         f"{display_path(directory)}: not followed")
+        elif problem == "a directory":
+            subdirectories += 1
+            through = " (a symlink)" if entry.is_symlink() else ""
+            notes.append(f"{display_path(entry.path)}: skipped, a directory{through}: a snapshot is one node's dump "
+                         "files; give each node's directory as a snapshot of its own")
+        else:
+            notes.append(f"{display_path(entry.path)}: skipped, {problem}")
+    return found, subdirectories
 
 
 def missing_backend(snapshot: Snapshot) -> list[Diagnostic]:
@@ -67,17 +108,18 @@ def read_file(path: str) -> tuple[SnapshotFile | None, list[Diagnostic]]:
     shown = display_path(path)
     limit = budgets.current().max_file_bytes
     try:
-        data = files.read_file(path, limit)
+        data = input_files.read_file(path, limit)
     except OSError as error:
         return None, [Diagnostic(Location(shown, 0, 0), f"cannot read: {error.strerror or error}")]
     if len(data) > limit:
         return None, [Diagnostic(Location(shown, 0, 0),
                                  f"file is over the {limit // 2**20} MiB limit (limit max-file-mib); not read")]
+    if data.startswith(UTF16_BOMS):  # PowerShell 5's `>` writes UTF-16
+        return None, [Diagnostic(Location(shown, 1, 1), "UTF-16 text: save the dump as UTF-8 (PowerShell: "
+                                                        "`| Out-File -Encoding utf8`, or copy it with scp)")]
     if b"\0" in data[:65536]:
         return None, [Diagnostic(Location(shown, 1, 1), "binary data, not the text output of a tool")]
-    # A dump copied through Windows has CRLF line ends; no tool prints a carriage return of its
-    # own at a line's end, so dropping them keeps every line (and its number) as printed.
-    text = data.decode("utf-8", "replace").replace("\r\n", "\n")
+    text = decode(data)
     kind, why = detect(text)
     if kind is None:
         if why == "the file is empty":
@@ -90,7 +132,7 @@ def read_file(path: str) -> tuple[SnapshotFile | None, list[Diagnostic]]:
 READERS = {
     "iptables-save": ("iptables_save", "read_iptables_save", "ruleset"),
     "nft": ("nft", "read_nft", "ruleset"),
-    "nft-json": ("nft", "read_nft_json", "ruleset"),
+    "nft-json": ("nft_json", "read_nft_json", "ruleset"),
     "ipvsadm": ("ipvsadm", "read_ipvsadm", "virtual_servers"),
     "ipset": ("ipset", "read_ipset", "sets"),
     "ss": ("ss", "read_ss", "listeners"),
@@ -114,7 +156,7 @@ def parse(kind: str, text: str, shown: str) -> tuple[SnapshotFile, list[Diagnost
 
 
 def first_line(text: str) -> int:
-    for number, line in enumerate(text.splitlines(), start=1):
+    for number, line in enumerate(lines(text), start=1):
         if line.strip():
             return number
     return 1
