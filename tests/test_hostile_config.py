@@ -250,6 +250,8 @@ LOOPS = [
     ({"$defs": {"a": {"$ref": "#/$defs/b"}, "b": {"$ref": "#/$defs/a"}}, "$ref": "#/$defs/a"}, "$ref: '#/$defs/a'"),
     ({"$dynamicAnchor": "port", "$dynamicRef": "#port"}, "$dynamicRef"),
     ({"properties": {"labels": {"additionalProperties": {"$ref": "#"}}}}, "$ref"),
+    # not a loop, but the same class (found by the fuzzer): a $ref that lands on a keyword's value
+    ({"$ref": "#/$defs/port/minimum", "$defs": {"port": {"type": "integer", "minimum": 1}}}, "$ref"),
 ]
 
 

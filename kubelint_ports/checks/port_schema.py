@@ -132,6 +132,8 @@ def references_problem(schema: dict) -> tuple[list, str] | None:
             target = resolve_fragment(reference, resource_of(keys, nodes), nodes, named)
             if target is None:
                 return [*keys, "$ref"], f"refers to {reference}, which is not in the schema"
+            if not isinstance(nodes.get(target), (dict, bool)):  # a keyword's value, not a schema
+                return [*keys, "$ref"], f"refers to {reference}, which is not a schema (an object or true/false)"
             edges[keys].append(target)
     # Iterative depth-first search: a node met again while on the path is a loop; sizes of the
     # schema with every reference inlined are summed bottom-up.
