@@ -215,6 +215,39 @@ def test_a_separator_glued_to_a_comment_splits_documents_as_helm_does(tmp_path):
 
 
 @needs_engine
+def test_items_written_by_a_range_land_on_the_range_not_on_a_literal_neighbour(tmp_path):
+    """ingress-nginx's controller: `range` writes http and https, a literal `- name: metrics`
+    follows. hostPort 443 (the range's second item) landed on the metrics item (issue 24 corpus)."""
+    chart = tmp_path / "ranged"
+    (chart / "templates").mkdir(parents=True)
+    (chart / "Chart.yaml").write_text("apiVersion: v2\nname: ranged\nversion: 0.1.0\n")
+    (chart / "values.yaml").write_text("ports: {http: 80, https: 443}\nmetrics: true\n")
+    (chart / "templates" / "ds.yaml").write_text(textwrap.dedent("""\
+        apiVersion: apps/v1
+        kind: DaemonSet
+        metadata: {name: controller}
+        spec:
+          template:
+            spec:
+              containers:
+                - name: controller
+                  ports:
+                  {{- range $key, $value := .Values.ports }}
+                    - name: {{ $key }}
+                      containerPort: {{ $value }}
+                      hostPort: {{ $value }}
+                  {{- end }}
+                  {{- if .Values.metrics }}
+                    - name: metrics
+                      containerPort: 10254
+                  {{- end }}
+        """))
+    report = lint(str(chart))
+    lines = sorted({f.location.line for f in findings_of(report, "KP101")})
+    assert lines == [13], [(f.message, f.location) for f in report.findings]
+
+
+@needs_engine
 def test_port_name_and_routing_findings_land_on_template_lines(tmp_path):
     chart = tmp_path / "shop"
     (chart / "templates").mkdir(parents=True)

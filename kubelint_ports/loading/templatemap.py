@@ -341,6 +341,14 @@ def choose_item(items: list[Entry], rendered: yt.Node | None, index: int) -> Ent
                     if (child := candidate.key_child(id_key)) is not None and _literal(child.value) == value.value]
             if len(same) == 1:
                 return same[0]
+            # An item whose literal name is another one did not write this item: a `range` body
+            # (`name: {{ $key }}`) beside a literal `- name: metrics` wrote all but that one.
+            possible = [candidate for candidate in items
+                        if (child := candidate.key_child(id_key)) is None or _literal(child.value) is None]
+            if possible and not same:
+                if len(possible) == 1:
+                    return possible[0]
+                items = possible
     count = len(rendered.value) if isinstance(rendered, yt.SequenceNode) else 0
     if count == len(items) or index < len(items):
         return items[min(index, len(items) - 1)]
