@@ -455,3 +455,25 @@ def test_what_git_ignores_and_virtualenvs_are_not_walked_unless_named(tmp_path, 
     assert sorted(discover(["."])) == ["./k8s/app.yaml", "./tools/env/nested.yaml"]
     assert sorted(discover(["build", "venv", "k8s/app.generated.yaml"])) == [
         "build/out.yaml", "k8s/app.generated.yaml", "venv/lib/site/data.yaml"]
+
+
+def test_a_packaged_chart_named_directly_says_how_to_lint_it(tmp_path):
+    """A `.tgz` was read as YAML ("control characters are not allowed"): say what it is, and a
+    command that works (issue 24 corpus)."""
+    import io
+    import subprocess
+    import tarfile
+
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:gz") as archive:
+        data = b"apiVersion: v2\nname: web\nversion: 0.1.0\n"
+        info = tarfile.TarInfo("web/Chart.yaml")
+        info.size = len(data)
+        archive.addfile(info, io.BytesIO(data))
+    (tmp_path / "web-0.1.0.tgz").write_bytes(buffer.getvalue())
+    result = load([str(tmp_path / "web-0.1.0.tgz")])
+    [diagnostic] = result.diagnostics
+    assert "a packaged Helm chart" in diagnostic.message and "tar -xzf" in diagnostic.message
+    command = diagnostic.message.split("`")[1]
+    subprocess.run(command.split(), cwd=tmp_path, check=True)
+    assert (tmp_path / "web" / "Chart.yaml").is_file()

@@ -70,6 +70,11 @@ def load_file(path: str, result: LoadResult, *, stdin=None, helm: HelmOptions | 
     if path == STDIN and not data.strip():
         result.diagnostics.append(Diagnostic(Location(shown, 0, 0), EMPTY_STDIN))
         return
+    if data[:2] == b"\x1f\x8b":  # gzip: a packaged chart (`helm package`), not YAML
+        result.diagnostics.append(Diagnostic(Location(shown, 0, 0), (
+            "a packaged Helm chart (gzip), which kubelint-ports does not render: unpack it "
+            f"(`tar -xzf {shown}`) and lint the chart's directory, where findings point at template lines")))
+        return
     source = SourceText(file=None if path == STDIN else path, data=data if path == STDIN else None,
                         digest=zlib.crc32(data))
     mapper = None
