@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from kubelint_ports.findings import ObjectRef, Severity
+from kubelint_ports.policies import error_keys, find_policy, refused_params
 
 CONFIG_NAME = ".kubelint-ports.yaml"
 PYPROJECT = "pyproject.toml"
@@ -70,15 +71,10 @@ class Config:
     def repository(self) -> str:
         """Where the paths this file names must stay: the git work tree holding it (the nearest
         directory above it with a `.git`), else the file's own directory. Resolved."""
+        from kubelint_ports.sourceroot import git_work_tree
+
         directory = os.path.realpath(self.base_dir)
-        candidate = directory
-        while True:
-            if os.path.exists(os.path.join(candidate, ".git")):
-                return candidate
-            parent = os.path.dirname(candidate)
-            if parent == candidate:
-                return directory
-            candidate = parent
+        return git_work_tree(directory) or directory
 
     def inside(self, keys: list, path: str, option: str) -> str:
         """`path` from the file, resolved; a ConfigError at `keys` when it leads out of the
@@ -253,24 +249,10 @@ def validate(data: dict[str, Any], shown: str, locate) -> None:
         raise ConfigError(shown, locate(keys), f"{where}: {message}")
 
 
-def error_keys(error) -> list:
-    """The path of a schema error, down to the offending key for an unknown one."""
-    keys = list(error.absolute_path)
-    if "propertyNames" in list(error.absolute_schema_path)[-2:-1]:
-        keys.append(error.instance)  # the key itself is wrong: point at it
-    if error.validator == "additionalProperties" and isinstance(error.instance, dict):
-        known = set(error.schema.get("properties", {}))
-        unknown = sorted(key for key in error.instance if key not in known)
-        if unknown:
-            keys.append(unknown[0])
-    return keys
-
-
 def apply_rules(policies, config: Config) -> list:
     """Policies with the config's per-rule settings: off or on, severity, params (validated). Policies
     that are off by default run only when the config names them."""
     from kubelint_ports.checks import CHECKS
-    from kubelint_ports.policies import find_policy, params_problem
 
     settings = config.get("rules") or {}
     changed = {policy.id: policy for policy in policies}
@@ -296,15 +278,10 @@ def apply_rules(policies, config: Config) -> list:
             continue
         updated = changed[policy.id]
         if params:
-            import jsonschema  # only when the file sets params: it costs 60 ms to import
-
             merged = {**updated.params, **params}
-            errors = list(jsonschema.Draft202012Validator(CHECKS[updated.check].params_schema).iter_errors(merged))
-            if errors:
-                raise config.error(["rules", reference, *errors[0].absolute_path], errors[0].message)
-            found = params_problem(CHECKS[updated.check], merged)  # what a policy file's params are refused for
-            if found:
-                raise config.error(["rules", reference, *found[0]], found[1])
+            refused = refused_params(CHECKS[updated.check], merged)  # as a policy file's params are
+            if refused is not None:
+                raise config.error(["rules", reference, *(refused.keys or ())], refused.message)
             updated = dataclasses.replace(updated, params=merged)
         if severity:
             updated = dataclasses.replace(updated, severity=Severity.parse(severity), variants={})

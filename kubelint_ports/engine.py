@@ -1,4 +1,10 @@
-"""The pipeline: load -> model -> checks -> findings, with ids and severities stamped from policies."""
+"""The pipeline: load -> model -> checks -> report, with ids and severities stamped from policies.
+
+One pipeline for every input: `lint_paths` (lint, ports) reads manifests, `--cluster` and
+`--nodes` files; `lint_snapshots` (node) reads node dumps (loading.snapshot) and models them
+(model.node_context) beside the same cluster model. Reading is loading's, meaning the model's;
+here they are only put in order. The report carries the port map, a view of the model and the
+findings made after the checks (`portmap`), for the formatters to write."""
 
 from __future__ import annotations
 
@@ -15,6 +21,7 @@ from kubelint_ports.model import Cluster, ClusterFacts
 from kubelint_ports.model.build import INVENTORY, LINTED, LIVE, ModelReader, assemble, custom_workload_kinds, split_by_unit
 from kubelint_ports.model.units import UnitRules
 from kubelint_ports.policies import Policy, builtin_policies, enabled_by_default
+from kubelint_ports.portmap import make_port_map
 from kubelint_ports.suppressions import annotation_reason, apply_exemptions, unknown_rule_notes
 
 if TYPE_CHECKING:  # not imported at run time: plain manifests never load the Helm module
@@ -59,6 +66,7 @@ def lint_paths(paths: Sequence[str], options: LintOptions = LintOptions(), *, st
         skipped=loaded.skipped,
         cluster=cluster,
         notes=loaded.notes + unknown_rule_notes(loaded.documents, known_policies(policies)),
+        make_port_map=make_port_map,  # the map: a view of the model and the findings, made when asked
     )
 
 
@@ -227,98 +235,30 @@ def lint_snapshots(snapshots: Sequence[str], paths: Sequence[str] = (), options:
 
 
 def load_snapshots(snapshots: Sequence[str], paths: Sequence[str], options: LintOptions, node: str | None):
-    """(NodeSnapshots, files read, diagnostics): every snapshot read and modelled, with the
-    Services, pods and CIDRs the manifests and `--cluster`/`--nodes` files give."""
-    from kubelint_ports.loading.snapshot import load_snapshot
-    from kubelint_ports.model.node_state import NodeSnapshots, build_node_state, unmatched_nodes
+    """(NodeSnapshots, files read, diagnostics): the node command's load -> model. Every snapshot
+    read (loading.snapshot) and modelled (model.node_context), with the pods the `--cluster` files
+    say run, and the Services and CIDRs of the manifests and `--cluster`/`--nodes` files."""
+    from kubelint_ports.loading.snapshot.inputs import SnapshotsRead, read_running, read_snapshots
+    from kubelint_ports.model.node_context import node_snapshots, node_states, running_pods_of_document
+    from kubelint_ports.model.node_state import running_pods_from_rows
 
-    diagnostics: list[Diagnostic] = []
-    states = []
-    files = 0
-    for path in snapshots:
-        snapshot, problems = load_snapshot(path, node)
-        diagnostics += problems
-        files += len(snapshot.files) + len({d.location.path for d in problems})
-        states.append(build_node_state(snapshot))
-    names = [state.name for state in states]
-    for name in sorted({n for n in names if names.count(n) > 1}):
-        diagnostics.append(Diagnostic(Location(display_path(snapshots[names.index(name)]), 0, 0),
-                                      f"two snapshots are both named {name!r} (from their directory names)"))
+    read = SnapshotsRead()
+    states, diagnostics = node_states(read_snapshots(snapshots, node, read))
+    diagnostics += read.diagnostics
+    files = read.files
     live = ModelReader(LIVE) if options.cluster_files else None
     with budgets.applied(options.limits):
-        pods, problems = read_running(options.cluster_files, live)
+        pods, problems = read_running(options.cluster_files, live, running_pods_from_rows, running_pods_of_document)
     diagnostics += problems
     cluster = None
     if paths or live is not None or options.node_files:
         cluster, loaded, problems = load_cluster(paths, options, live=live)
         diagnostics += problems
         files += loaded.files
-    context = NodeSnapshots(states, pods)
-    diagnostics += unmatched_nodes(context, display_path(options.cluster_files[0]) if options.cluster_files else "")
-    if cluster is not None:
-        context.services = [service for service in cluster.services]
-        network = cluster.network
-        context.service_cidrs = tuple(n for source in network.service_ranges for n in source.networks)
-        context.pod_cidrs = tuple(n for source in network.pod_ranges if source.cluster_wide for n in source.networks)
-        context.node_pod_cidrs = {n.name: n.pod_cidrs for n in cluster.nodes or ()}
-    else:
-        from kubelint_ports.model.network import parse_cidrs
-
-        facts = options.facts
-        context.service_cidrs = parse_cidrs(facts.service_cidr)[0] if facts.service_cidr else ()
-        context.pod_cidrs = parse_cidrs(facts.pod_cidr)[0] if facts.pod_cidr else ()
+    shown = display_path(options.cluster_files[0]) if options.cluster_files else ""
+    context, problems = node_snapshots(states, pods, cluster, options.facts, shown)
+    diagnostics += problems
     return context, files, sorted(set(diagnostics))
-
-
-def read_running(paths: Sequence[str], live) -> tuple[list | None, list[Diagnostic]]:
-    """The pods the `--cluster` files say run (None: unknown), and their problems. Each file is
-    read once (`cluster_file`); Kubernetes objects go through `live` (Services too). A file that
-    cannot be read, is empty or has an error makes the pods unknown: a pod missing from a
-    half-read list would look gone, and KP801 would tell the user to delete a live pod's rules."""
-    from kubelint_ports.loading import load_bytes, read_guarded
-    from kubelint_ports.loading import yamltree as yt
-    from kubelint_ports.loading.snapshot import cluster_file
-    from kubelint_ports.loading.snapshot.pods_wide import read_pods_wide
-    from kubelint_ports.model.node_state import running_pods_from_documents, running_pods_from_rows
-
-    if not paths:
-        return None, []  # no --cluster: which pods run is unknown
-    pods: list = []
-    diagnostics: list[Diagnostic] = []
-    known = True
-    for path in paths:
-        read = cluster_file.read_cluster_file(path)
-        if read.kind == cluster_file.PROBLEM:
-            diagnostics.append(Diagnostic(Location(read.shown, 0, 0), f"{read.problem}; the pods running are unknown"))
-            known = False
-            continue
-        if read.kind == cluster_file.NOTHING:
-            continue  # kubectl found no pods: the file lists none (`unmatched_nodes` says what that means)
-        if read.kind == cluster_file.PODS_WIDE:
-            rows, problems = read_pods_wide(read.text, read.shown)
-            found = running_pods_from_rows(rows)
-        else:
-            result = LoadResult()
-            found = []
-
-            def take(document, found=found, result=result):
-                live(document)
-                try:
-                    found.extend(running_pods_from_documents((document,)))
-                except yt.FieldTypeError as error:  # a pod's field of the wrong type: this file has an error
-                    result.diagnostics.append(Diagnostic(document.node_location(error.node), str(error)))
-
-            read_guarded(path, result, lambda: load_bytes(read.data, read.shown, result, reader=take))
-            problems = result.diagnostics
-            if not problems and not result.documents and result.skipped:
-                problems = [Diagnostic(Location(read.shown, cluster_file.first_content_line(read.text), 1), (
-                    "neither `kubectl get pods -A -o wide` text nor Kubernetes objects in YAML or JSON"))]
-        if problems:
-            diagnostics += [Diagnostic(d.location, f"{d.message} (--cluster: the pods running are unknown)", d.internal)
-                            for d in problems]
-            known = False
-        pods += found
-    return (pods if known else None), diagnostics
 
 
 def value_locations(document, field_path: str) -> tuple[Location, ...]:

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import yaml
 
@@ -38,6 +39,9 @@ class Policy:
     path: str = ""
     enabled: bool = True  # False: an organisation policy, off until the configuration turns it on
     peers: tuple[dict[str, str], ...] = ()  # the checks of other tools it covers (tool, check, setting)
+    # What its findings make of the port they land on in the port map: conflict, capture or
+    # reserved (its params list the node daemons); "": listed on the port, its state left alone.
+    port_map: str = ""
 
     def severity_for(self, variant: str) -> Severity:
         return self.variants.get(variant, self.severity) if variant else self.severity
@@ -70,6 +74,7 @@ def policy_from_data(data: dict[str, Any], path: str) -> Policy:
         path=path,
         enabled=data.get("enabled", True),
         peers=tuple(data.get("peers") or ()),
+        port_map=data.get("port-map", ""),
     )
 
 
@@ -109,8 +114,6 @@ def validate_policy(data: dict[str, Any], path: Path) -> None:
 
     errors = sorted(jsonschema.Draft202012Validator(policy_schema()).iter_errors(data), key=lambda e: e.path)
     if errors:
-        from kubelint_ports.config import error_keys
-
         keys = error_keys(errors[0])
         where = ".".join(str(part) for part in keys) or "(top level)"
         raise PolicyError(str(path), line_of_key(path, keys), f"{where}: {errors[0].message}")
@@ -120,13 +123,51 @@ def validate_policy(data: dict[str, Any], path: Path) -> None:
     if check is None:
         raise PolicyError(str(path), line_of_key(path, ["check"]), f"unknown check {data['check']!r} "
                                                                     f"(known: {', '.join(sorted(CHECKS))})")
-    params_errors = list(jsonschema.Draft202012Validator(check.params_schema).iter_errors(data.get("params") or {}))
-    if params_errors:
-        raise PolicyError(str(path), line_of_key(path, ["params", *params_errors[0].absolute_path]),
-                          f"params: {params_errors[0].message}")
-    found = params_problem(check, data.get("params") or {})
-    if found:
-        raise PolicyError(str(path), line_of_key(path, ["params", *found[0]]), found[1])
+    refused = refused_params(check, data.get("params") or {})
+    if refused is not None:
+        line = 1 if refused.keys is None else line_of_key(path, ["params", *refused.keys])
+        raise PolicyError(str(path), line, f"params: {refused.message}" if refused.by_schema else refused.message)
+
+
+def error_keys(error) -> list:
+    """The path of a schema error, down to the offending key for an unknown one (policy files and
+    the configuration file both point at it)."""
+    keys = list(error.absolute_path)
+    if "propertyNames" in list(error.absolute_schema_path)[-2:-1]:
+        keys.append(error.instance)  # the key itself is wrong: point at it
+    if error.validator == "additionalProperties" and isinstance(error.instance, dict):
+        known = set(error.schema.get("properties", {}))
+        unknown = sorted(key for key in error.instance if key not in known)
+        if unknown:
+            keys.append(unknown[0])
+    return keys
+
+
+TOO_DEEP = "nested too deeply to validate (limit max-depth)"
+
+
+class Refusal(NamedTuple):
+    """Why a check refuses params: where (the keys below `params`; None: no one place) and why."""
+
+    keys: list | None
+    message: str
+    by_schema: bool = False  # the check's params schema said so (a policy file prefixes "params: ")
+
+
+def refused_params(check, params: dict[str, Any]) -> Refusal | None:
+    """The one validator of a rule's params: a policy file's, and the configuration's `rules:`
+    params merged over its policy's. The check's params schema, then what that schema cannot say
+    (`params_problem`); a schema too deeply nested for the validators' recursion is refused too."""
+    import jsonschema  # heavy: only paid when params need validating
+
+    try:
+        errors = list(jsonschema.Draft202012Validator(check.params_schema).iter_errors(params))
+        if errors:
+            return Refusal(list(errors[0].absolute_path), errors[0].message, by_schema=True)
+        found = params_problem(check, params)
+    except RecursionError:  # jsonschema recurses per level of a schema the params hold
+        return Refusal(None, TOO_DEEP)
+    return Refusal(*found) if found else None
 
 
 def params_problem(check, params: dict[str, Any]) -> tuple[list, str] | None:
@@ -178,7 +219,7 @@ def load_policies(directory: Path | None = None, *, validate: bool = False) -> l
             try:
                 validate_policy(data, path)
             except RecursionError:  # jsonschema recurses per level of the policy
-                raise PolicyError(str(path), 1, "nested too deeply to validate (limit max-depth)") from None
+                raise PolicyError(str(path), 1, TOO_DEEP) from None
         try:
             policies.append(policy_from_data(data, str(path)))
         except (KeyError, TypeError, ValueError) as error:
@@ -227,6 +268,7 @@ def policies_with(extra_directories) -> list[Policy]:
     """Built-in policies plus the user's own (validated); an id or name used twice is an error."""
     policies = list(builtin_policies())
     seen = {p.id: p for p in policies} | {p.name: p for p in policies}
+    port_map_of_check = {p.check: p.port_map for p in policies if p.port_map}
     for directory in extra_directories:
         path = Path(directory)
         if not path.is_dir():
@@ -237,5 +279,8 @@ def policies_with(extra_directories) -> list[Policy]:
                     raise PolicyError(policy.path, line_of_key(Path(policy.path), ["id" if key == policy.id else "name"]),
                                       f"{key} is already used by {seen[key].path or 'a built-in policy'}")
                 seen[key] = policy
+            if not policy.port_map and policy.check in port_map_of_check:
+                # A policy of its own over a built-in check marks the map as the built-in rule does.
+                policy = dataclasses.replace(policy, port_map=port_map_of_check[policy.check])
             policies.append(policy)
     return policies

@@ -5,15 +5,18 @@ shared allocation (the nodes each workload may use, exactly as the rules see the
 comes from a finding of the same run, placed on the claim the finding points at (and on the
 running objects and listeners it names as related) on the nodes the rule names (`Finding.nodes`).
 So the map cannot call something a conflict that `lint` does not report.
+
+The engine makes it after the checks, for the report (`Report.port_map`); formatters only write
+it (`formatters.port_map`, `formatters.html`). What a finding makes of the port it lands on is its
+policy's `port-map` (conflict, capture, reserved), data like the rest of the rule.
 """
 
 from __future__ import annotations
 
-import json
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, TextIO
+from typing import Any
 
 from kubelint_ports.findings import Finding, Location, ObjectRef, Report
 from kubelint_ports.loading import held
@@ -21,25 +24,18 @@ from kubelint_ports.model import Cluster, Workload
 from kubelint_ports.model.allocation import allocate, unconstrained_daemonset
 from kubelint_ports.model.objects import WILDCARD_HOST_IP
 from kubelint_ports.model.placement import pinned_node
+from kubelint_ports.model.port_holders import datapath_of, is_the_daemon, node_destination, reserved_ports
 from kubelint_ports.model.selection import has_endpoints
 
 ANY_NODE = "(any node)"  # without an inventory: a pod that may run on any node
 EVERY_NODE = "(every node)"  # nodePorts: kube-proxy opens them on every node
 RUNS, MAY_RUN = "runs", "may run"
 
-# What a finding makes of the port it lands on, by the check behind its rule. Findings of other
-# checks (a plain hostPort warning, a range warning) are listed on the port but leave its state.
-STATE_OF_CHECK = {
-    "host-port-conflict": "conflict",
-    "node-port-collision": "conflict",
-    "host-port-node-port-collision": "capture",
-    "host-network-node-port-collision": "capture",
-    "host-port-host-network-capture": "capture",
-    "host-port-service-port-capture": "capture",
-    "node-reserved-port": "reserved",
-}
+# A finding's state on its port: its policy's `port-map` (policies/*.yaml). Findings of the other
+# rules (a plain hostPort warning, a range warning) are listed on the port but leave its state.
+CONFLICT, CAPTURE, RESERVED = "conflict", "capture", "reserved"
 # Strongest first: a port both in conflict and captured shows as a conflict.
-STATES = ("conflict", "capture", "reserved", RUNS, MAY_RUN)
+STATES = (CONFLICT, CAPTURE, RESERVED, RUNS, MAY_RUN)
 KIND_ORDER = {"hostPort": 0, "hostNetwork": 1, "sidecarHostPort": 2, "nodePort": 3, "healthCheckNodePort": 4,
               "node daemon": 5}
 
@@ -144,8 +140,21 @@ def receiver_key(protocol: str, port: int, holders: list[Holder]) -> tuple[str, 
 
 
 def port_map_of(report: Report) -> PortMap:
-    """The map of a lint run: its model, its findings, the policies that ran."""
+    """The report's map: the one the engine made (`Report.port_map`), else made now."""
+    return report.port_map if report.port_map is not None else make_port_map(report)
+
+
+def make_port_map(report: Report) -> PortMap:
+    """The map of a lint run: its model, its findings, the policies that ran. The engine hands
+    this to the report (`Report.make_port_map`); a report without a model has an empty map."""
+    if report.cluster is None:
+        return empty_port_map(report.findings)
     return build_port_map(report.cluster, report.findings, report.rules)
+
+
+def empty_port_map(findings: Sequence[Finding] = ()) -> PortMap:
+    """The map of a run without manifests (the node command's): no node, no holder."""
+    return PortMap([], [], list(findings), False)
 
 
 def build_port_map(cluster: Cluster, findings: Sequence[Finding] = (), policies: Iterable = ()) -> PortMap:
@@ -184,7 +193,7 @@ def build_port_map(cluster: Cluster, findings: Sequence[Finding] = (), policies:
     for index, holder in enumerate(holders):
         holder.index = index
     port_map = PortMap(node_order(cluster, holders), holders, list(findings), cluster.nodes is not None)
-    place_findings(port_map, {policy.id: policy.check for policy in policies})
+    place_findings(port_map, {policy.id: policy.port_map for policy in policies})
     answer_receivers(port_map, cluster)
     return port_map
 
@@ -202,12 +211,11 @@ def placements(allocation, workload: Workload) -> tuple[tuple[str, ...], str]:
 
 
 def daemon_holders(cluster: Cluster, holders: list[Holder], policies: Iterable) -> list[Holder]:
-    """Node daemons (the node-reserved-port rule's lists) on the ports pods claim beside them."""
-    from kubelint_ports.checks.node_model import is_the_daemon, reserved_ports
-
+    """Node daemons (the lists of the rules whose ports are reserved: node-reserved-port) on the
+    ports pods claim beside them."""
     reserved: dict[tuple[str, int], str] = {}
     for policy in policies:
-        if policy.check == "node-reserved-port":
+        if policy.port_map == RESERVED:
             reserved.update(reserved_ports(policy.params))
     if not reserved:
         return []
@@ -256,7 +264,7 @@ def node_order(cluster: Cluster, holders: list[Holder]) -> list[str]:
     return names
 
 
-def place_findings(port_map: PortMap, check_of: dict[str, str]) -> None:
+def place_findings(port_map: PortMap, state_of: dict[str, str]) -> None:
     """Each finding lands on the holder it points at, on the nodes its rule names; a conflict or
     capture also lands on the holders it names as related that have no finding of their own (a
     running pod, an undeclared listener, the nodePort that loses its traffic)."""
@@ -269,7 +277,7 @@ def place_findings(port_map: PortMap, check_of: dict[str, str]) -> None:
     own_rules: dict[int, set[str]] = defaultdict(set)
     marked: list[tuple[Finding, str]] = []
     for finding in port_map.findings:
-        state = STATE_OF_CHECK.get(check_of.get(finding.rule_id, ""), "")
+        state = state_of.get(finding.rule_id, "")
         targets = [h for h in by_subject.get((finding.subject, finding.field_path, finding.location.path), ())
                    if finding.port in (None, h.port)]
         placed = False
@@ -282,7 +290,7 @@ def place_findings(port_map: PortMap, check_of: dict[str, str]) -> None:
             if not placed:
                 port_map.unplaced.append(finding)
     for finding, state in marked:
-        if state == "reserved":
+        if state == RESERVED:
             continue
         for related in finding.related:
             for holder in by_location.get((related.path, related.line, related.column), ()):
@@ -303,9 +311,7 @@ def mark(holder: Holder, finding: Finding, state: str) -> bool:
 
 def answer_receivers(port_map: PortMap, cluster: Cluster) -> None:
     """Ask the datapath model, once per way of holding a port, who receives its packets."""
-    from kubelint_ports.checks import traffic
-
-    datapath = traffic.datapath_of(cluster)
+    datapath = datapath_of(cluster)
     port_map.datapath_facts = datapath.facts.shown()
     node_ports: dict[tuple[str, int], list[Holder]] = defaultdict(list)
     for holder in port_map.holders:
@@ -325,7 +331,6 @@ def receiver(datapath, cluster: Cluster, protocol: str, port: int, holders: list
              endpoints: dict[int, bool | None]) -> Receiver:
     """Who gets a packet from a pod or another machine to the node's address (the hostIP, for a
     hostPort bound to one), with everything that holds the port there."""
-    from kubelint_ports.checks import traffic
     from kubelint_ports.model.datapath import FROM_POD, HOST_PROCESS, HOSTPORT, SERVICE, PortUse, summary, who
 
     host_ports = [h for h in holders if h.kind == "hostPort"]
@@ -340,93 +345,6 @@ def receiver(datapath, cluster: Cluster, protocol: str, port: int, holders: list
                   node_port=bool(services), endpoints=known.pop() if len(known) == 1 else None)
     parties = {role: " or ".join(dict.fromkeys(h.owner for h in group))
                for role, group in ((HOSTPORT, host_ports), (SERVICE, services), (HOST_PROCESS, processes)) if group}
-    answer = datapath.deliver(FROM_POD, traffic.node_destination(host_ip), use, port, protocol)
+    answer = datapath.deliver(FROM_POD, node_destination(host_ip), use, port, protocol)
     winner = who(answer.receiver, parties) if answer.certain else "depends"
     return Receiver(winner, answer.receiver, answer.certain, summary(answer, parties))
-
-
-# --- text and JSON ---------------------------------------------------------------------------------
-
-def flagged(holder: Holder, node: str) -> str:
-    """`CONFLICT KP301`, `CAPTURE KP201, KP302`: the standing marks of the holder's state."""
-    state = holder.state_on(node)
-    if state in (RUNS, MAY_RUN):
-        return ""
-    rules = sorted({m.finding.rule_id for m in holder.marks_on(node) if m.state == state and not m.finding.suppressed})
-    return f"{state.upper()} {', '.join(rules)}"
-
-
-def summary(port_map: PortMap) -> str:
-    """`3 nodes, (every node): 22 holders, 8 in conflict, 7 captured, 0 on node-daemon ports`."""
-    counts: dict[str, int] = defaultdict(int)
-    for node, holders in port_map.by_node().items():
-        for holder in holders:
-            counts[holder.state_on(node)] += 1
-    real = [node for node in port_map.nodes if node not in (ANY_NODE, EVERY_NODE)]
-    groups = "".join(f", {node}" for node in port_map.nodes if node in (ANY_NODE, EVERY_NODE))
-    return (f"{len(real)} node{'s' if len(real) != 1 else ''}{groups}: {sum(counts.values())} holders, "
-            f"{counts['conflict']} in conflict, {counts['capture']} captured, {counts['reserved']} on node-daemon "
-            f"ports")
-
-
-def write_text(port_map: PortMap, out: TextIO, color: bool = False) -> None:
-    from kubelint_ports.formatters import printable  # names and paths come from the inputs
-
-    paint = {"conflict": "\033[31m", "capture": "\033[33m", "reserved": "\033[35m"}
-    reset = "\033[0m"
-    for node, ports in port_map.ports_by_node().items():
-        out.write(f"{printable(node)}\n")
-        if not ports:
-            out.write("  (no host ports)\n")
-        for (protocol, port), holders in ports.items():
-            for h in holders:
-                state = h.state_on(node)
-                flag = flagged(h, node)
-                if flag and color:
-                    flag = f"{paint[state]}{flag}{reset}"
-                owner = h.owner + (f" ({h.pods})" if h.pods else "") + (f" [{h.note}]" if h.note else "")
-                where = str(h.location) if h.location else "-"
-                out.write(printable(f"  {h.port:>5}/{h.protocol:<4} {h.host_ip:<15} {h.kind:<11} {h.placement:<7} "
-                                    f"{owner}  {where}") + f"{'  ' + flag if flag else ''}\n")
-            answer = port_map.receiver_at(protocol, port, holders)
-            if answer is not None:
-                out.write(printable(f"             receives: {answer.winner if answer.certain else answer.text}") + "\n")
-    if port_map.datapath_facts:
-        out.write(f"receivers decided with {facts_text(port_map.datapath_facts)}\n")
-    out.write(summary(port_map) + "\n")
-
-
-def facts_text(facts: dict[str, dict[str, Any]]) -> str:
-    """`proxy mode ipvs (from --proxy-mode); hostport portmap (from ...)`."""
-    from kubelint_ports.model.datapath import fact_text
-
-    return "; ".join(f"{fact_text(name, fact['value'])} (from {fact['source']})" for name, fact in facts.items())
-
-
-def mark_data(mark: Mark) -> dict:
-    finding = mark.finding
-    return {"rule": finding.rule_id, "name": finding.rule_name, "severity": str(finding.severity),
-            "state": mark.state or None, "location": str(finding.location), "suppressed": finding.suppressed or None}
-
-
-def receiver_data(answer: Receiver | None) -> dict | None:
-    if answer is None:
-        return None
-    return {"winner": answer.winner, "receiver": answer.role, "certain": answer.certain, "text": answer.text}
-
-
-def write_json(port_map: PortMap, out: TextIO) -> None:
-    nodes = []
-    for node, ports in port_map.ports_by_node().items():
-        claims = []
-        for (protocol, port), holders in ports.items():
-            receiver = receiver_data(port_map.receiver_at(protocol, port, holders))
-            claims += [{"port": h.port, "protocol": h.protocol, "hostIP": h.host_ip, "kind": h.kind, "owner": h.owner,
-                        "pods": h.pods, "placement": h.placement, "note": h.note or None,
-                        "location": str(h.location) if h.location else None, "state": h.state_on(node),
-                        "findings": [mark_data(m) for m in h.marks_on(node)], "receiver": receiver}
-                       for h in holders]
-        nodes.append({"name": node, "claims": claims})
-    json.dump({"version": 2, "inventory": port_map.with_inventory, "datapathFacts": port_map.datapath_facts,
-               "nodes": nodes}, out, indent=2, sort_keys=True)
-    out.write("\n")

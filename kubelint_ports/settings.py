@@ -10,7 +10,9 @@ from typing import Any
 from kubelint_ports.config import Config, apply_rules, load_config
 from kubelint_ports.engine import LintOptions
 from kubelint_ports.loading import budgets
+from kubelint_ports.loading.workload_kinds import ONE_PER_NODE
 from kubelint_ports.model import ClusterFacts
+from kubelint_ports.model.build import custom_workload_kinds
 from kubelint_ports.model.objects import DEFAULT_EPHEMERAL_PORT_RANGE
 from kubelint_ports.model.objects import PodTemplateKind
 from kubelint_ports.policies import Policy, policies_with
@@ -253,8 +255,6 @@ def pod_templates(config: Config) -> tuple[PodTemplateKind, ...]:
 
 def effective_pod_templates(configured: tuple[PodTemplateKind, ...]) -> dict[str, dict[str, Any]]:
     """Every custom kind read as a workload, the known ones and the config's, as the config writes them."""
-    from kubelint_ports.model.build import ONE_PER_NODE, custom_workload_kinds
-
     shown = {}
     for (group, kind), (pod_spec_path, replicas) in sorted(custom_workload_kinds(configured).items()):
         shown[f"{group}/{kind}"] = {"template": pod_spec_path.removesuffix(".spec"),

@@ -10,18 +10,27 @@ import os
 from kubelint_ports.findings import NOT_FILES
 
 
-def find_source_root(config_path: str = "", start: str | None = None) -> str:
-    """The git top level (the nearest directory holding `.git`, a directory or, in worktrees and
-    submodules, a file), else the configuration file's directory, else the current directory.
-    Absolute. No `git` process: walking up costs microseconds and needs no git installed."""
-    directory = os.path.abspath(start or os.getcwd())
+def git_work_tree(path: str) -> str | None:
+    """The git work tree holding `path`: the nearest directory at or above it that holds `.git`
+    (a directory or, in worktrees and submodules, a file); None outside one. No `git` process:
+    walking up costs microseconds and needs no git installed. `path` is taken as given (callers
+    that must not be fooled by symlinks pass a resolved path)."""
+    directory = os.path.abspath(path)
     while True:
         if os.path.exists(os.path.join(directory, ".git")):
             return directory
         parent = os.path.dirname(directory)
         if parent == directory:
-            break
+            return None
         directory = parent
+
+
+def find_source_root(config_path: str = "", start: str | None = None) -> str:
+    """The git top level, else the configuration file's directory, else the current directory.
+    Absolute."""
+    top = git_work_tree(start or os.getcwd())
+    if top is not None:
+        return top
     if config_path:
         return os.path.dirname(os.path.abspath(config_path))
     return os.path.abspath(start or os.getcwd())

@@ -186,6 +186,30 @@ def test_bad_rule_settings_are_errors(tmp_path, rules, line, words):
     assert raised.value.line == line and words in str(raised.value)
 
 
+@pytest.mark.parametrize("schema, line, words", [
+    # Deeper than jsonschema's recursion can check (was an internal error, exit 3).
+    ("{not: " * 190 + "{}" + "}" * 190, 3, "rules.KP901: nested too deeply to validate (limit max-depth)"),
+    ("{properties: {name: {minimum: a}}}", 4, "rules.KP901.schema.properties.name.minimum: params.schema is not a "
+                                              "valid JSON Schema"),
+    ('{$ref: "#"}', 4, "refers back to itself"),
+])
+def test_bad_schema_param_of_a_port_schema_rule_is_a_config_error(tmp_path, schema, line, words):
+    """The config's `rules:` params pass the policy files' validator (`policies.refused_params`):
+    a bad `schema:` exits 2 at the config file's line, never 3."""
+    import shutil
+    import subprocess
+    import sys
+
+    shutil.copytree(ROOT / "examples" / "policies", tmp_path / "policies")
+    (tmp_path / ".kubelint-ports.yaml").write_text(f"policies: [policies]\nrules:\n  KP901:\n    schema: {schema}\n")
+    write(tmp_path / "m.yaml", HOSTPORT.replace("ANNOTATIONS", "{}"))
+    done = subprocess.run([sys.executable, "-m", "kubelint_ports", "lint", "m.yaml"], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.startswith(f"kubelint-ports: error: .kubelint-ports.yaml:{line}: "), done.stderr
+    assert words in done.stderr and "internal error" not in done.stderr
+
+
 def test_exclude_globs(tmp_path):
     path = write(tmp_path / ".kubelint-ports.yaml", "exclude: ['testdata', '*.generated.yaml']\n")
     config = load_config(str(path))

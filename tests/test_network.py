@@ -317,6 +317,31 @@ def test_kube_proxy_flag_forms(words, key, image, network_of):
     assert proxy.cluster_cidrs == (ipaddress.ip_network("10.244.0.0/16"),)
 
 
+KUBE_PROXY_CONTAINER = """
+      containers:
+      - name: kube-proxy
+        image: registry.k8s.io/kube-proxy:v1.30.4
+        command: [kube-proxy, --proxy-mode=ipvs]
+"""
+
+
+@pytest.mark.parametrize("head, template, read", [
+    ("apiVersion: v1\nkind: ReplicationController\nmetadata: {name: kp}\nspec:\n  template:\n", "    spec:", True),
+    ("apiVersion: apps/v1\nkind: DaemonSet\nmetadata: {name: kp}\nspec:\n  template:\n", "    spec:", True),
+    ("apiVersion: batch/v1\nkind: Job\nmetadata: {name: kp}\nspec:\n  template:\n", "    spec:", False),
+    ("apiVersion: batch/v1\nkind: CronJob\nmetadata: {name: kp}\nspec:\n  schedule: '@daily'\n"
+     "  jobTemplate:\n    spec:\n      template:\n", "        spec:", False),
+], ids=["ReplicationController", "DaemonSet", "Job", "CronJob"])
+def test_components_are_read_from_the_workload_kinds_that_keep_running(head, template, read, network_of):
+    """One kind table (loading.workload_kinds): a kube-proxy in any long-running workload counts,
+    one in a Job or CronJob (`kube-proxy --cleanup`) says nothing of the running cluster."""
+    indent = " " * (len(template) - len(template.lstrip()) - 4)
+    containers = "".join(indent + line + "\n" for line in KUBE_PROXY_CONTAINER.strip("\n").splitlines())
+    network, _ = network_of(head + template + "\n" + containers)
+    assert [proxy.mode for proxy in network.proxies] == (["ipvs"] if read else [])
+    assert bool(network.kube_proxy_versions) is read
+
+
 def test_go_runner_log_file_is_not_taken_for_kube_proxy(network_of):
     network, _ = network_of(static_pod("logger", "/go-runner", "--log-file=/var/log/kube-proxy", "--", "sleep"))
     assert network.proxies == []

@@ -20,7 +20,7 @@ from kubelint_ports.cli import app
 from kubelint_ports.engine import LintOptions, lint_paths
 from kubelint_ports.formatters.html import script_safe
 from kubelint_ports.policies import builtin_policies
-from kubelint_ports.portmap import EVERY_NODE, STATE_OF_CHECK, port_map_of
+from kubelint_ports.portmap import EVERY_NODE, port_map_of
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples"
@@ -150,6 +150,42 @@ def test_rules_turned_off_leave_no_mark(tmp_path, monkeypatch):
     assert {c["state"] for c in claims_at(data, "n1", 8080)} == {"may run"}
 
 
+def test_a_rules_mark_is_its_policys_port_map(tmp_path, monkeypatch):
+    """The state a finding gives its port is data on the policy (`port-map:`); a policy of one's
+    own over a built-in check takes the built-in rule's unless it says otherwise."""
+    from kubelint_ports.policies import policies_with
+
+    assert {p.id: p.port_map for p in builtin_policies() if p.port_map} == {
+        "KP201": "capture", "KP202": "capture", "KP203": "conflict", "KP301": "conflict", "KP302": "capture",
+        "KP303": "reserved", "KP304": "capture"}
+    [gpu] = [p for p in policies_with([EXAMPLES / "policies"]) if p.id == "KP902"]
+    assert gpu.check == "node-reserved-port" and gpu.port_map == "reserved"
+    monkeypatch.chdir(tmp_path)
+    Path("m.yaml").write_text(deployment("a", 8080, replicas=3))
+    Path("nodes.yaml").write_text(TWO_FREE_NODES)
+    policies = Path("policies")
+    policies.mkdir()
+    text = (ROOT / "policies" / "KP301-host-port-conflict.yaml").read_text()
+    (policies / "KP990-mine.yaml").write_text(
+        text.replace("id: KP301", "id: KP990").replace("name: host-port-conflict", "name: mine")
+        .replace("port-map: conflict", "port-map: capture"))
+    data = ports_json("m.yaml", "--nodes", "nodes.yaml", "--policies", "policies", "--select", "KP990")
+    assert {c["state"] for c in claims_at(data, "n1", 8080)} == {"capture"}
+
+
+def test_the_port_map_is_a_view_that_reads_no_check_and_writes_nothing():
+    """portmap reads the model and the findings; formatters write it (`Report.port_map`)."""
+    import ast
+
+    tree = ast.parse((ROOT / "kubelint_ports" / "portmap.py").read_text())
+    imported = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)} | {
+        alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
+    assert not [name for name in imported if name.startswith(("kubelint_ports.checks", "kubelint_ports.formatters",
+                                                              "kubelint_ports.engine"))], imported
+    report = lint_paths([str(EXAMPLES / "clean.yaml")])
+    assert report.port_map is report.port_map  # made once, when first asked
+
+
 # --- lint and ports agree on every example and fixture set ----------------------------------------
 
 def fixture_sets() -> list:
@@ -178,7 +214,7 @@ def test_map_marks_exactly_what_lint_reports(folder, files, flags, monkeypatch):
     report = lint_report(folder, files, flags)
     monkeypatch.chdir(folder)
     data = ports_json(*flags, *files)
-    check_of = {policy.id: policy.check for policy in builtin_policies()}
+    state_of = {policy.id: policy.port_map for policy in builtin_policies()}  # the policies' `port-map`
     at = {}  # (node, port, location of the claim) -> claim
     for node in data["nodes"]:
         for claim in node["claims"]:
@@ -187,7 +223,7 @@ def test_map_marks_exactly_what_lint_reports(folder, files, flags, monkeypatch):
     for node, _, location in at:
         nodes_of.setdefault(location, set()).add(node)
 
-    marked = [f for f in report.findings if check_of[f.rule_id] in STATE_OF_CHECK and not f.suppressed]
+    marked = [f for f in report.findings if state_of[f.rule_id] and not f.suppressed]
     for finding in marked:
         # On the claim it points at, on each node the rule names (else wherever that claim is).
         location = str(finding.location)

@@ -26,6 +26,7 @@ from kubelint_ports.model.datapath import (
 )
 from kubelint_ports.model.datapath.service import service_use
 from kubelint_ports.model.objects import HostClaim, SilentPort
+from kubelint_ports.model.port_holders import is_the_daemon, reserved_ports
 
 MAX_RELATED = 10
 SCHEDULER_MESSAGE = "node(s) didn't have free ports for the requested pod ports"
@@ -213,20 +214,6 @@ def node_reserved_port(cluster: Cluster, params: Mapping[str, Any]) -> Iterator[
         yield Hit(workload, claim.field_path, phrases_rules.reserved_port(
             port_text(claim), f"container '{claim.container}'{how}", daemon, answer, words),
             port=claim.port, traffic=data)
-
-
-def reserved_ports(params: Mapping[str, Any]) -> dict[tuple[str, int], str]:
-    """(protocol, port) -> the node daemon that uses it, from a node-reserved-port policy's params."""
-    reserved: dict[tuple[str, int], str] = {}
-    for entry in [*params.get("ports", ()), *params.get("extra_ports", ())]:
-        reserved[(entry.get("protocol", "TCP"), entry["port"])] = entry["daemon"]
-    return reserved
-
-
-def is_the_daemon(workload: Workload, claim: HostClaim, daemon: str) -> bool:
-    """node-exporter's own DaemonSet may use 9100: recognised by workload or container name."""
-    name = daemon.lower()
-    return name in workload.ref.name.lower() or name in claim.container.lower()
 
 
 # --- host-port-service-port-capture -----------------------------------------------------------------

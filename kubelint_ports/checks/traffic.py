@@ -4,29 +4,18 @@ model's (`model.datapath.phrases`); nothing here knows a packet's fate or says o
 
 from __future__ import annotations
 
-from kubelint_ports.model import Cluster
 from kubelint_ports.model.datapath import (
     FROM_NODE,
     FROM_OUTSIDE,
     FROM_POD,
     HOST_IP,
     LOCALHOST,
-    NODE_IP,
     SECONDARY_IP,
-    WILDCARD,
     Answer,
     Datapath,
     PortUse,
 )
-
-
-def datapath_of(cluster: Cluster) -> Datapath:
-    return cluster.datapath if cluster.datapath is not None else Datapath()
-
-
-def node_destination(host_ip: str) -> str:
-    """Where a hostPort's traffic arrives: its hostIP when bound to one, else the node's address."""
-    return NODE_IP if host_ip == WILDCARD else HOST_IP
+from kubelint_ports.model.port_holders import datapath_of, node_destination  # noqa: F401  (the checks' names)
 
 
 def node_paths(datapath: Datapath, use: PortUse, port: int, protocol: str, host_ip: str,

@@ -26,8 +26,9 @@ from typing import TextIO
 from kubelint_ports import __version__
 from kubelint_ports.findings import Finding, Report
 from kubelint_ports.formatters import FormatOptions, printable
+from kubelint_ports.formatters.port_map import facts_text, summary
 from kubelint_ports.formatters.text import summary_line
-from kubelint_ports.portmap import ANY_NODE, EVERY_NODE, PortMap, build_port_map, facts_text, port_map_of, summary
+from kubelint_ports.portmap import ANY_NODE, EVERY_NODE, PortMap, empty_port_map
 
 PAGE_DIR = Path(__file__).resolve().parent / "page"
 # The page's own style and script exactly as they stand between their tags: the CSP hashes these
@@ -44,13 +45,10 @@ LEGEND = (
 
 
 def format_report(report: Report, out: TextIO, options: FormatOptions) -> None:
-    """`lint --format html`: the findings first, then the map of the same run."""
-    if report.cluster is None:  # a report not made by `lint_paths`: nothing to map
-        from kubelint_ports.model import Cluster
-
-        port_map = build_port_map(Cluster(), report.findings, report.rules)
-    else:
-        port_map = port_map_of(report)
+    """`lint --format html`: the findings first, then the map the engine made of the same run."""
+    port_map = report.port_map
+    if port_map is None:  # a report of no lint run (the node command's): nothing to map
+        port_map = empty_port_map(report.findings)
     write_page(report, port_map, out, findings_first=True)
 
 

@@ -190,12 +190,10 @@ def git_ignored(top: str):
     def nothing(path: str, is_dir: bool) -> bool:
         return False
 
-    probe = os.path.abspath(top)
-    while not os.path.exists(os.path.join(probe, ".git")):
-        parent = os.path.dirname(probe)
-        if parent == probe:
-            return nothing
-        probe = parent
+    from kubelint_ports.sourceroot import git_work_tree
+
+    if git_work_tree(top) is None:
+        return nothing
     import subprocess
 
     try:

@@ -22,6 +22,7 @@ import stat
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from kubelint_ports.sourceroot import git_work_tree
 from kubelint_ports.loading import budgets, display_path, files
 from kubelint_ports.loading.helm_chart import RenderError
 from kubelint_ports.loading.helm_worker import SCHEMA_FILE, outside_reference
@@ -43,14 +44,7 @@ class ChartFiles:
 
 def repository_root(path: str) -> str | None:
     """The git work tree holding `path` (the nearest directory above with a `.git`), if any."""
-    directory = os.path.abspath(path)
-    while True:
-        if os.path.lexists(os.path.join(directory, ".git")):
-            return directory
-        parent = os.path.dirname(directory)
-        if parent == directory:
-            return None
-        directory = parent
+    return git_work_tree(path)
 
 
 def allowed_roots(chart_dir: str, named: Sequence[str] = ()) -> tuple[str, ...]:

@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 
 import yaml
 
+from kubelint_ports.sourceroot import git_work_tree
 from kubelint_ports.findings import Location
 from kubelint_ports.loading import ManifestLoader, budgets, display_path, files as input_files
 from kubelint_ports.loading import yamltree as yt
@@ -86,14 +87,9 @@ def allowed_root(directory: str) -> str:
     """The real directory a build may read below: its repository, else the current directory when
     it holds the directory, else the directory."""
     real = os.path.realpath(directory)
-    current = real
-    while True:
-        if os.path.exists(os.path.join(current, ".git")):
-            return current
-        parent = os.path.dirname(current)
-        if parent == current:
-            break
-        current = parent
+    top = git_work_tree(real)
+    if top is not None:
+        return top
     working = os.path.realpath(os.curdir)
     return working if input_files.inside(working, real) else real
 

@@ -27,7 +27,7 @@ class ClusterFacts:
     ephemeral_port_range: tuple[int, int] | None = None  # the nodes' net.ipv4.ip_local_port_range
     cni_plugins_version: str | None = None
     # Datapath facts the user states (config `facts:`, --cni-plugins-version, --proxy-mode):
-    # (name, value, where it is stated); model.network.datapath_facts reads them.
+    # (name, value, where it is stated); model.network_facts.datapath_facts reads them.
     stated: tuple[tuple[str, Any, str], ...] = ()
     pod_templates: tuple["PodTemplateKind", ...] = ()  # custom resources that embed a pod template
 
