@@ -12,6 +12,29 @@ from typing import List, Optional
 import typer
 
 from kubelint_ports import __version__
+from kubelint_ports.cli_options import (
+    CLUSTER,
+    CLUSTER_OPTION,
+    CNI_PLUGINS_VERSION_OPTION,
+    NODES_OPTION,
+    POD_CIDR_OPTION,
+    POLICY,
+    PROXY_MODE_OPTION,
+    SARIF_CATEGORY_OPTION,
+    SERVICE_CIDR_OPTION,
+    BudgetArgs,
+    ConfigArgs,
+    FactArgs,
+    FixArgs,
+    HelmArgs,
+    OutputFormat,
+    ProxyMode,
+    ReportArgs,
+    RuleChoice,
+    Scope,
+    command_line,
+    with_option_groups,
+)
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 3
 
@@ -22,36 +45,6 @@ app = typer.Typer(
     no_args_is_help=True,
     pretty_exceptions_enable=False,
 )
-
-
-class OutputFormat(str, enum.Enum):
-    text = "text"
-    concise = "concise"
-    json = "json"
-    sarif = "sarif"
-    github = "github"
-    markdown = "markdown"
-    junit = "junit"
-    gitlab = "gitlab"
-    html = "html"
-
-
-class ProxyMode(str, enum.Enum):
-    ipvs = "ipvs"
-    iptables = "iptables"
-    nftables = "nftables"
-
-
-class Scope(str, enum.Enum):
-    all = "all"
-    object = "object"
-
-
-class FailOn(str, enum.Enum):
-    error = "error"
-    warning = "warning"
-    note = "note"
-    never = "never"
 
 
 def version_callback(value: bool) -> None:
@@ -116,175 +109,71 @@ def color_wanted(flag: bool | None, stream) -> bool:
     return stream.isatty()
 
 
-def parse_report(text: str) -> tuple[str, str]:
-    kind, colon, path = text.partition(":")
-    if not colon or not path or kind not in {f.value for f in OutputFormat}:
-        raise typer.BadParameter(f"{text!r} is not FORMAT:FILE with FORMAT one of "
-                                 f"{', '.join(f.value for f in OutputFormat)}", param_hint="--report")
-    return kind, path
-
-
 PATHS_HELP = ("Manifest files, directories (recursive: *.yaml, *.yml, *.json; a directory with Chart.yaml is rendered "
               "as a Helm chart) or - for standard input (default: the config's `paths`, else .).")
-HELM = "Helm charts"
-CLUSTER = "Cluster facts"
-POLICY = "Configuration and policies"
-# Options `lint` and `ports` share (an OptionInfo is only read when a command is built).
-NODES_OPTION = typer.Option([], "--nodes", metavar="FILE", rich_help_panel=CLUSTER,
-                     help="Node inventory: the output of `kubectl get nodes -o yaml` (repeatable).")
-CLUSTER_OPTION = typer.Option([], "--cluster", metavar="FILE", rich_help_panel=CLUSTER,
-                       help="Objects already running: `kubectl get pods,svc,ds,deploy -A -o yaml` (repeatable).")
-VALUES_OPTION = typer.Option([], "--values", "-f", metavar="FILE", rich_help_panel=HELM,
-                      help="Values file for the charts linted (repeatable; later files win).")
-SET_VALUES_OPTION = typer.Option([], "--set", metavar="KEY=VALUE", rich_help_panel=HELM,
-                          help="Set chart values like `helm --set` (repeatable).")
-SET_STRINGS_OPTION = typer.Option([], "--set-string", metavar="KEY=VALUE", rich_help_panel=HELM,
-                           help="Set chart values as strings like `helm --set-string` (repeatable).")
-RELEASE_NAME_OPTION = typer.Option(None, "--release-name", rich_help_panel=HELM,
-                            help="Release name for the charts (default: the chart's name).")
-NAMESPACE_OPTION = typer.Option(None, "--namespace", rich_help_panel=HELM,
-                         help="Release namespace for the charts (default: Helm's, `default`).")
-NODE_PORT_RANGE_OPTION = typer.Option(None, "--node-port-range", metavar="LOW-HIGH", rich_help_panel=CLUSTER,
-                                      help="The cluster's node-port range (default: 30000-32767).")
-EPHEMERAL_PORT_RANGE_OPTION = typer.Option(None, "--ephemeral-port-range", metavar="LOW-HIGH", rich_help_panel=CLUSTER,
-                                           help="The nodes' net.ipv4.ip_local_port_range (default: 32768-60999, "
-                                                "Linux's).")
-PROXY_MODE_OPTION = typer.Option(None, "--proxy-mode", rich_help_panel=CLUSTER,
-                                 help="kube-proxy mode, when the inputs do not say.")
-SERVICE_CIDR_OPTION = typer.Option(None, "--service-cidr", metavar="CIDR[,CIDR]", rich_help_panel=CLUSTER,
-                                   help="The cluster's Service CIDR, when the inputs do not say.")
-POD_CIDR_OPTION = typer.Option(None, "--pod-cidr", metavar="CIDR[,CIDR]", rich_help_panel=CLUSTER,
-                               help="The cluster's pod CIDR, when the inputs do not say.")
-CONFIG_OPTION = typer.Option(None, "--config", metavar="FILE", rich_help_panel=POLICY,
-                             help="Configuration file (default: .kubelint-ports.yaml or pyproject.toml "
-                                  "found from the current directory upward).")
-POLICIES_OPTION = typer.Option([], "--policies", metavar="DIR", rich_help_panel=POLICY,
-                               help="A directory of your own policies (repeatable).")
-CNI_PLUGINS_VERSION_OPTION = typer.Option(
-    None, "--cni-plugins-version", metavar="VERSION", rich_help_panel=CLUSTER,
-    help="containernetworking/plugins release on the nodes (decides portmap's rule order), e.g. 1.1.1.")
-KUBE_VERSION_OPTION = typer.Option(None, "--kube-version", metavar="VERSION", rich_help_panel=HELM,
-                                   help="Kubernetes version the charts see (.Capabilities.KubeVersion).")
-CHART_ROOT_OPTION = typer.Option(None, "--chart-root", metavar="DIR", rich_help_panel=HELM,
-                                 help="The chart that `helm template` output (on stdin or in a file) came from, to "
-                                      "report template lines (default: the current directory or ./CHART_NAME).")
-HELM_BINARY_OPTION = typer.Option(None, "--helm-binary", metavar="PATH", rich_help_panel=HELM,
-                           help="Render charts with `PATH template` instead of the embedded engine.")
-LIMIT_OPTION = typer.Option([], "--limit", metavar="NAME=VALUE", rich_help_panel=POLICY,
-                            help="Raise or lower a budget against hostile input (repeatable): max-depth, max-aliases, "
-                                 "max-nodes, max-file-mib, helm-seconds, helm-output-mib, helm-memory-mib, "
-                                 "kustomize-seconds, kustomize-memory-mib, kustomize-generators, input-seconds "
-                                 "(docs/safety.md, Limits).")
-JOBS_OPTION = typer.Option(0, "--jobs", "-j", min=0, metavar="N", show_default=False,
-                           help="Processes that read large inputs (default: one per processor; 1: no extra process).")
-# Output options `lint` and `node` share.
-OUTPUT_OPTION = typer.Option(None, "--output", "-o", help="Write the report to this file.")
-REPORTS_OPTION = typer.Option([], "--report", metavar="FORMAT:FILE",
-                              help="Also write a report in another format (repeatable), e.g. sarif:out.sarif.")
-FAIL_ON_OPTION = typer.Option(None, "--fail-on", show_default=False,
-                              help="Exit 1 when a finding has this severity or higher (default: the config's, else "
-                                   "error).")
-COLOR_OPTION = typer.Option(None, "--color/--no-color",
-                            help="Colour text output (default: on a terminal, unless NO_COLOR is set; FORCE_COLOR "
-                                 "forces it).")
-EXPLAIN_OPTION = typer.Option(False, "--explain", "--verbose", "-v",
-                              help="Text: each finding's explanation (who receives the packet), object and related "
-                                   "places under its headline.")
-QUIET_OPTION = typer.Option(False, "--quiet", "-q", help="Print findings and errors only: no summary, no hints.")
-STATISTICS_OPTION = typer.Option(False, "--statistics",
-                                 help="Count findings per rule instead of listing them (text and json).")
-SELECT_OPTION = typer.Option([], "--select", metavar="RULES", rich_help_panel=POLICY,
-                             help="Run only these rules: ids, names or id prefixes (KP2), comma-separated, repeatable "
-                                  "(default: the config's `select`, else all).")
-IGNORE_OPTION = typer.Option([], "--ignore", metavar="RULES", rich_help_panel=POLICY,
-                             help="Do not run these rules (ids, names or id prefixes; comma-separated, repeatable).")
-SARIF_CATEGORY_OPTION = typer.Option("", "--sarif-category", help="SARIF automationDetails.id (a category).")
 
 
 @app.command()
+@with_option_groups
 def lint(
     paths: Optional[List[str]] = typer.Argument(None, help=PATHS_HELP, show_default=False),
-    output_format: OutputFormat = typer.Option(OutputFormat.text, "--format", "--output-format",
-                                               help="Report format (--output-format, as ruff names it, too)."),
-    output: Optional[Path] = OUTPUT_OPTION,
-    reports: List[str] = REPORTS_OPTION,
-    fail_on: Optional[FailOn] = FAIL_ON_OPTION,
-    color: Optional[bool] = COLOR_OPTION,
-    explain_findings: bool = EXPLAIN_OPTION,
-    quiet: bool = QUIET_OPTION,
-    statistics: bool = STATISTICS_OPTION,
-    select: List[str] = SELECT_OPTION,
-    ignore: List[str] = IGNORE_OPTION,
+    *,
+    report_args: ReportArgs,
+    fix_args: FixArgs,
+    rule_choice: RuleChoice,
     show_suppressed: bool = typer.Option(False, "--show-suppressed", help="Show suppressed findings in text output."),
     sarif_category: str = SARIF_CATEGORY_OPTION,
     link_base: str = typer.Option("", "--link-base", metavar="URL",
                                   help="Markdown reports: link locations under this URL (a blob URL of the commit)."),
-    config: Optional[str] = CONFIG_OPTION,
-    policies: List[str] = POLICIES_OPTION,
+    config_args: ConfigArgs,
     scope: Scope = typer.Option(Scope.all, "--scope", rich_help_panel=POLICY,
                                 help="object: only rules that need no other object (the per-file pre-commit hook)."),
     baseline: Optional[str] = typer.Option(None, "--baseline", metavar="FILE", rich_help_panel=POLICY,
                                            help="Report only findings not recorded in this baseline."),
     write_baseline: Optional[str] = typer.Option(None, "--write-baseline", metavar="FILE", rich_help_panel=POLICY,
                                                  help="Record today's findings as the baseline and exit 0."),
-    node_port_range: Optional[str] = NODE_PORT_RANGE_OPTION,
-    ephemeral_port_range: Optional[str] = EPHEMERAL_PORT_RANGE_OPTION,
-    nodes: List[str] = NODES_OPTION,
-    cluster: List[str] = CLUSTER_OPTION,
-    proxy_mode: Optional[ProxyMode] = PROXY_MODE_OPTION,
-    service_cidr: Optional[str] = SERVICE_CIDR_OPTION,
-    pod_cidr: Optional[str] = POD_CIDR_OPTION,
-    cni_plugins_version: Optional[str] = CNI_PLUGINS_VERSION_OPTION,
-    values: List[str] = VALUES_OPTION,
-    set_values: List[str] = SET_VALUES_OPTION,
-    set_strings: List[str] = SET_STRINGS_OPTION,
-    release_name: Optional[str] = RELEASE_NAME_OPTION,
-    namespace: Optional[str] = NAMESPACE_OPTION,
-    kube_version: Optional[str] = KUBE_VERSION_OPTION,
-    helm_binary: Optional[str] = HELM_BINARY_OPTION,
-    chart_root: Optional[str] = CHART_ROOT_OPTION,
-    limits: List[str] = LIMIT_OPTION,
-    jobs: int = JOBS_OPTION,
+    fact_args: FactArgs,
+    helm_args: HelmArgs,
+    budget_args: BudgetArgs,
 ) -> None:
     """Lint Kubernetes manifests and Helm charts for port-allocation mistakes."""
     from kubelint_ports.engine import lint_paths
     from kubelint_ports.formatters import FormatOptions
-    from kubelint_ports.settings import CommandLine
 
-    extra_reports = [parse_report(text) for text in reports]
-    if statistics and output_format not in (OutputFormat.text, OutputFormat.concise, OutputFormat.json):
-        raise typer.BadParameter("works with --format text or json", param_hint="--statistics")
-    check_writable(output, write_baseline, *(path for _, path in extra_reports))
-    settings = run_settings(CommandLine(
-        paths=tuple(paths or ()), config=config, fail_on=fail_on.value if fail_on else None,
-        node_port_range=node_port_range, proxy_mode=proxy_mode.value if proxy_mode else None,
-        service_cidr=service_cidr, pod_cidr=pod_cidr, cni_plugins_version=cni_plugins_version,
-        nodes=tuple(nodes), cluster=tuple(cluster), policies=tuple(policies), baseline=baseline, scope=scope.value,
-        writing_baseline=bool(write_baseline),
-        ephemeral_port_range=ephemeral_port_range,
-        helm=dict(values=tuple(values), set=tuple(set_values), set_string=tuple(set_strings),
-                  release_name=release_name, namespace=namespace, kube_version=kube_version,
-                  helm_binary=helm_binary, chart_root=chart_root),
-        select=tuple(select), ignore=tuple(ignore), limits=tuple(limits)))
+    extra_reports = report_args.extra_reports()
+    check_writable(report_args.output, write_baseline, *(path for _, path in extra_reports))
+    settings = run_settings(command_line(
+        report_args, config_args, fact_args, helm_args, rule_choice, budget_args, paths=tuple(paths or ()),
+        baseline=baseline, scope=scope.value, writing_baseline=bool(write_baseline)))
+    quiet = report_args.quiet
     if getattr(settings.options.baseline, "version", None) == 1 and not quiet:
         typer.echo(f"kubelint-ports: note: {baseline or settings.config.get('baseline')} is a version 1 baseline "
                    "(its keys count list items, so a new sidecar breaks them); rewrite it with --write-baseline",
                    err=True)
-    report = lint_paths(settings.paths, dataclasses.replace(settings.options, jobs=jobs), policies=settings.policies)
+    options = dataclasses.replace(settings.options, jobs=budget_args.jobs)
+    report = lint_paths(settings.paths, options, policies=settings.policies)
+    # SARIF carries each fix's edits; other formats only say a fix exists (no ruamel.yaml import).
+    sarif = report_args.output_format is OutputFormat.sarif or any(kind == "sarif" for kind, _ in extra_reports)
+    if fix_args.wanted:
+        report = run_fixes(report, fix_args, settings, options, quiet)  # described, with the edits
+    else:
+        from kubelint_ports.fixes import describe, reserved_ports_of
+
+        describe(report, edits=sarif, reserved=reserved_ports_of(settings.policies))
     echo_notes(report.notes)
     from kubelint_ports.loading import EMPTY_STDIN
 
     # Said once where the user looks: the text report on the terminal says it already; a report
     # written to a file or read by a machine (SARIF, JSON) gets the warning on stderr too.
-    terminal_text = output is None and output_format in (OutputFormat.text, OutputFormat.concise)
+    terminal_text = report_args.output is None and report_args.output_format in (OutputFormat.text,
+                                                                                 OutputFormat.concise)
     if any(d.message == EMPTY_STDIN for d in report.diagnostics) and not terminal_text:
         typer.echo(f"kubelint-ports: warning: {EMPTY_STDIN}", err=True)
     from kubelint_ports.sourceroot import find_source_root
 
     format_options = FormatOptions(show_suppressed=show_suppressed, sarif_category=sarif_category, link_base=link_base,
                                    source_root=find_source_root(settings.config.path), quiet=quiet)
-    write_reports(report, output_format, output, extra_reports, format_options, color=color,
-                  explain=explain_findings, statistics=statistics)
+    write_reports(report, report_args, extra_reports, format_options)
     if write_baseline and not report.diagnostics:
         from kubelint_ports.suppressions import write_baseline as record
 
@@ -300,6 +189,58 @@ def lint(
     raise typer.Exit(exit_code(report, settings.fail_on))
 
 
+MAX_FIX_PASSES = 4  # a fix left out for overlapping another is applied on the next pass
+
+
+def run_fixes(report, args: FixArgs, settings, options, quiet: bool):
+    """`--diff`: print the fixes and exit (1 when there is one). `--fix`: write them, lint again
+    (a fix that overlapped another is applied on the next pass), and return the last report."""
+    from kubelint_ports.engine import lint_paths
+    from kubelint_ports.fixes import changes, describe, reserved_ports_of, unified_diff
+
+    reserved = reserved_ports_of(settings.policies)
+    if args.diff:
+        found = changes(describe(report, edits=True, reserved=reserved), unsafe=args.unsafe_fixes)
+        for change in found:
+            sys.stdout.write(unified_diff(change))
+        fixed = sum(len(change.fixed) for change in found)
+        if not quiet:
+            typer.echo(f"kubelint-ports: would fix {fixed} finding{'s' if fixed != 1 else ''} in {len(found)} "
+                       f"file{'s' if len(found) != 1 else ''}", err=True)
+        echo_blocked(report)
+        raise typer.Exit(EXIT_FINDINGS if found else EXIT_CLEAN)
+    fixed, files = 0, set()
+    for _ in range(MAX_FIX_PASSES):
+        found = changes(describe(report, edits=True, reserved=reserved), unsafe=args.unsafe_fixes)
+        if not found:
+            break
+        for change in found:
+            try:
+                with open(change.file, "wb") as stream:
+                    stream.write(change.new)
+            except OSError as error:
+                typer.echo(printable(f"kubelint-ports: error: cannot write {change.path}: {error.strerror or error}"),
+                           err=True)
+                raise typer.Exit(EXIT_USAGE) from None
+            fixed += len(change.fixed)
+            files.add(change.path)
+        report = lint_paths(settings.paths, options, policies=settings.policies)
+    if not quiet:
+        typer.echo(f"kubelint-ports: fixed {fixed} finding{'s' if fixed != 1 else ''} in {len(files)} "
+                   f"file{'s' if len(files) != 1 else ''}", err=True)
+    describe(report, edits=True, reserved=reserved)
+    echo_blocked(report)
+    return report
+
+
+def echo_blocked(report) -> None:
+    """A fix refused (its round trip would change other lines) is said once, on stderr."""
+    for finding in report.findings:
+        if finding.fix is not None and finding.fix.blocked:
+            typer.echo(printable(f"kubelint-ports: note: {finding.location}: {finding.rule_id} fix not applied: "
+                                 f"{finding.fix.blocked}"), err=True)
+
+
 @app.command("config")
 def show_config(
     paths: Optional[List[str]] = typer.Argument(None, show_default=False,
@@ -309,8 +250,7 @@ def show_config(
     policies: List[str] = typer.Option([], "--policies", metavar="DIR", help="A directory of your own policies."),
     nodes: List[str] = NODES_OPTION,
     cluster: List[str] = CLUSTER_OPTION,
-    proxy_mode: Optional[ProxyMode] = typer.Option(None, "--proxy-mode", rich_help_panel=CLUSTER,
-                                                   help="kube-proxy mode, when the inputs do not say."),
+    proxy_mode: Optional[ProxyMode] = PROXY_MODE_OPTION,
     cni_plugins_version: Optional[str] = CNI_PLUGINS_VERSION_OPTION,
 ) -> None:
     """Print the effective configuration: the config file over the policy defaults."""
@@ -366,8 +306,10 @@ class PortsFormat(str, enum.Enum):
 
 
 @app.command()
+@with_option_groups
 def ports(
     paths: Optional[List[str]] = typer.Argument(None, help=PATHS_HELP, show_default=False),
+    *,
     output_format: PortsFormat = typer.Option(PortsFormat.text, "--format",
                                               help="text, json, or html: one self-contained page (grid, filters, "
                                                    "the findings beside it)."),
@@ -375,52 +317,35 @@ def ports(
     color: Optional[bool] = typer.Option(None, "--color/--no-color",
                                          help="Colour conflicts (default: on a terminal, unless NO_COLOR is set; "
                                               "FORCE_COLOR forces it)."),
-    config: Optional[str] = CONFIG_OPTION,
-    policies: List[str] = POLICIES_OPTION,
-    node_port_range: Optional[str] = NODE_PORT_RANGE_OPTION,
-    ephemeral_port_range: Optional[str] = EPHEMERAL_PORT_RANGE_OPTION,
-    nodes: List[str] = NODES_OPTION,
-    cluster: List[str] = CLUSTER_OPTION,
-    proxy_mode: Optional[ProxyMode] = PROXY_MODE_OPTION,
-    service_cidr: Optional[str] = SERVICE_CIDR_OPTION,
-    pod_cidr: Optional[str] = POD_CIDR_OPTION,
-    cni_plugins_version: Optional[str] = CNI_PLUGINS_VERSION_OPTION,
-    values: List[str] = VALUES_OPTION,
-    set_values: List[str] = SET_VALUES_OPTION,
-    set_strings: List[str] = SET_STRINGS_OPTION,
-    release_name: Optional[str] = RELEASE_NAME_OPTION,
-    namespace: Optional[str] = NAMESPACE_OPTION,
-    kube_version: Optional[str] = KUBE_VERSION_OPTION,
-    helm_binary: Optional[str] = HELM_BINARY_OPTION,
-    chart_root: Optional[str] = CHART_ROOT_OPTION,
-    select: List[str] = SELECT_OPTION,
-    ignore: List[str] = IGNORE_OPTION,
-    limits: List[str] = LIMIT_OPTION,
-    jobs: int = JOBS_OPTION,
+    config_args: ConfigArgs,
+    fact_args: FactArgs,
+    helm_args: HelmArgs,
+    rule_choice: RuleChoice,
+    budget_args: BudgetArgs,
+    free: bool = typer.Option(False, "--free", help="Show the free nodePorts and each node's free host ports "
+                                                     "(text or json)."),
+    near: Optional[int] = typer.Option(None, "--near", metavar="PORT", min=1, max=65535,
+                                       help="With --free: the free ports nearest to PORT."),
+    count: int = typer.Option(5, "--count", min=1, metavar="N", help="With --free --near: how many (default 5)."),
 ) -> None:
     """Show each node's host ports: who holds them (hostPort, hostNetwork, nodePort, node daemon) and
     what `lint` finds there; conflicts and captures are marked with their rule."""
     from kubelint_ports.engine import lint_paths
-    from kubelint_ports.portmap import port_map_of, write_json, write_text
-    from kubelint_ports.settings import CommandLine
+    from kubelint_ports.formatters.port_map import write_json, write_text
 
     check_writable(output)
-    settings = run_settings(CommandLine(
-        paths=tuple(paths or ()), config=config, node_port_range=node_port_range,
-        proxy_mode=proxy_mode.value if proxy_mode else None, service_cidr=service_cidr, pod_cidr=pod_cidr,
-        cni_plugins_version=cni_plugins_version, ephemeral_port_range=ephemeral_port_range, nodes=tuple(nodes),
-        cluster=tuple(cluster), policies=tuple(policies),
-        helm=dict(values=tuple(values), set=tuple(set_values), set_string=tuple(set_strings),
-                  release_name=release_name, namespace=namespace, kube_version=kube_version,
-                  helm_binary=helm_binary, chart_root=chart_root),
-        select=tuple(select), ignore=tuple(ignore), limits=tuple(limits)))
+    settings = run_settings(command_line(config_args, fact_args, helm_args, rule_choice, budget_args,
+                                         paths=tuple(paths or ())))
     # The whole lint run: the map shows its model and its findings, so the two cannot disagree.
-    report = lint_paths(settings.paths, dataclasses.replace(settings.options, jobs=jobs), policies=settings.policies)
+    report = lint_paths(settings.paths, dataclasses.replace(settings.options, jobs=budget_args.jobs),
+                        policies=settings.policies)
     echo_notes(report.notes)
     for diagnostic in report.diagnostics:
         label = "internal-error" if diagnostic.internal else "input-error"
         typer.echo(printable(f"{diagnostic.location}: {label} {diagnostic.message}"), err=True)
-    port_map = port_map_of(report)
+    if free:
+        write_free(report, settings, output_format, output, near, count)
+    port_map = report.port_map  # made by the engine from the run's model and findings
     stream = open_output(output) if output else sys.stdout
     try:
         if output_format is PortsFormat.json:
@@ -439,51 +364,44 @@ def ports(
     raise typer.Exit(EXIT_USAGE if report.diagnostics else EXIT_CLEAN)
 
 
+def write_free(report, settings, output_format, output, near, count) -> None:
+    """`ports --free`: the free nodePorts and host ports (model.free_ports), then exit as `ports` does."""
+    from kubelint_ports.formatters.port_map import write_free_json, write_free_text
+    from kubelint_ports.model.free_ports import free_ports
+    from kubelint_ports.model.port_holders import reserved_ports
+
+    if output_format is PortsFormat.html:
+        raise typer.BadParameter("--free writes text or json", param_hint="--format")
+    reserved: dict[int, str] = {}
+    for policy in settings.policies:
+        if policy.check == "node-reserved-port":
+            for (_, port), daemon in sorted(reserved_ports(policy.params).items()):
+                reserved.setdefault(port, daemon)
+    found = free_ports(report.cluster, reserved, near, count)
+    stream = open_output(output) if output else sys.stdout
+    try:
+        (write_free_json if output_format is PortsFormat.json else write_free_text)(found, stream)
+    finally:
+        if output:
+            stream.close()
+    if report.internal_errors:
+        raise typer.Exit(EXIT_INTERNAL)
+    raise typer.Exit(EXIT_USAGE if report.diagnostics else EXIT_CLEAN)
+
+
 SNAPSHOT_HELP = ("Snapshot directories, one per node (named after the node), holding any of: iptables-save, "
                  "nft list ruleset [-j], ipvsadm -Sn, ipset list, ss -Htlnup, ip -o addr, grep -r . "
                  "/var/lib/cni/networks/, crictl pods -o json; each file is recognised by its content. Manifest "
                  "files or directories may follow: their Services and pods are compared with the nodes.")
 
 
-def split_snapshot_paths(paths: List[str]) -> tuple[list[str], list[str]]:
-    """Snapshots (directories or files holding a tool's dump) and manifests (everything else)."""
-    from kubelint_ports.loading.snapshot import detect
-
-    def dump(path: str) -> bool:
-        try:
-            with open(path, "rb") as handle:
-                head = handle.read(65536).decode("utf-8", "replace")
-        except OSError:
-            return False
-        return detect(head)[0] is not None
-
-    snapshots, manifests = [], []
-    for path in paths:
-        if os.path.isdir(path):
-            entries = [os.path.join(path, e) for e in sorted(os.listdir(path)) if not e.startswith(".")]
-            files = [e for e in entries if os.path.isfile(e)]
-            is_snapshot = any(dump(e) for e in files) or (files and not any(
-                e.endswith((".yaml", ".yml", ".json")) for e in files))
-        else:
-            is_snapshot = os.path.isfile(path) and dump(path)
-        (snapshots if is_snapshot or not os.path.exists(path) and not manifests else manifests).append(path)
-    return snapshots, manifests
-
-
 @app.command("node")
+@with_option_groups
 def node_command(
     paths: List[str] = typer.Argument(..., help=SNAPSHOT_HELP, metavar="SNAPSHOT... [MANIFEST...]"),
-    output_format: OutputFormat = typer.Option(OutputFormat.text, "--format", "--output-format",
-                                               help="Report format (--output-format, as ruff names it, too)."),
-    output: Optional[Path] = OUTPUT_OPTION,
-    reports: List[str] = REPORTS_OPTION,
-    fail_on: Optional[FailOn] = FAIL_ON_OPTION,
-    color: Optional[bool] = COLOR_OPTION,
-    explain_findings: bool = EXPLAIN_OPTION,
-    quiet: bool = QUIET_OPTION,
-    statistics: bool = STATISTICS_OPTION,
-    select: List[str] = SELECT_OPTION,
-    ignore: List[str] = IGNORE_OPTION,
+    *,
+    report_args: ReportArgs,
+    rule_choice: RuleChoice,
     sarif_category: str = SARIF_CATEGORY_OPTION,
     node_name: Optional[str] = typer.Option(None, "--node", metavar="NAME",
                                             help="The node's name when one snapshot is given (default: its directory's name)."),
@@ -493,51 +411,46 @@ def node_command(
     cluster: List[str] = typer.Option([], "--cluster", metavar="FILE", rich_help_panel=CLUSTER,
                                       help="Pods and Services running: `kubectl get pods,svc -A -o yaml`, or "
                                            "`kubectl get pods -A -o wide` text (repeatable)."),
-    service_cidr: Optional[str] = typer.Option(None, "--service-cidr", metavar="CIDR[,CIDR]", rich_help_panel=CLUSTER,
-                                               help="The cluster's Service CIDR, when the inputs do not say."),
-    pod_cidr: Optional[str] = typer.Option(None, "--pod-cidr", metavar="CIDR[,CIDR]", rich_help_panel=CLUSTER,
-                                           help="The cluster's pod CIDR, when the inputs do not say."),
+    service_cidr: Optional[str] = SERVICE_CIDR_OPTION,
+    pod_cidr: Optional[str] = POD_CIDR_OPTION,
 ) -> None:
     """Diagnose live nodes from their own dumps: stale or shadowed hostPort DNATs, hostPorts ahead of
     kube-proxy, a missing or wrong masquerade rule, host processes that lose their port, drift."""
     from kubelint_ports.engine import lint_snapshots
     from kubelint_ports.formatters import FormatOptions
-    from kubelint_ports.settings import CommandLine
+    from kubelint_ports.loading.snapshot.inputs import split_snapshot_paths
 
-    extra_reports = [parse_report(text) for text in reports]
-    if statistics and output_format not in (OutputFormat.text, OutputFormat.concise, OutputFormat.json):
-        raise typer.BadParameter("works with --format text or json", param_hint="--statistics")
-    check_writable(output, *(path for _, path in extra_reports))
+    extra_reports = report_args.extra_reports()
+    check_writable(report_args.output, *(path for _, path in extra_reports))
     snapshots, manifests = split_snapshot_paths(paths)
     if not snapshots:
         raise typer.BadParameter("no snapshot among the paths (a directory of dumps from a node)", param_hint="SNAPSHOT")
     if node_name and len(snapshots) > 1:
         raise typer.BadParameter("--node names one snapshot; several were given", param_hint="--node")
-    settings = run_settings(CommandLine(
-        config=config, fail_on=fail_on.value if fail_on else None, service_cidr=service_cidr, pod_cidr=pod_cidr,
-        nodes=tuple(nodes), cluster=tuple(cluster), select=tuple(select), ignore=tuple(ignore)))
+    settings = run_settings(command_line(
+        report_args, rule_choice, config=config, service_cidr=service_cidr, pod_cidr=pod_cidr, nodes=tuple(nodes),
+        cluster=tuple(cluster)))
     report = lint_snapshots(snapshots, manifests, settings.options, node=node_name, policies=settings.policies)
-    format_options = FormatOptions(sarif_category=sarif_category, quiet=quiet)
-    write_reports(report, output_format, output, extra_reports, format_options, color=color,
-                  explain=explain_findings, statistics=statistics)
+    format_options = FormatOptions(sarif_category=sarif_category, quiet=report_args.quiet)
+    write_reports(report, report_args, extra_reports, format_options)
     raise typer.Exit(exit_code(report, settings.fail_on))
 
 
-def write_reports(report, output_format: "OutputFormat", output: Optional[Path], extra_reports, format_options, *,
-                  color: Optional[bool], explain: bool, statistics: bool) -> None:
+def write_reports(report, args: ReportArgs, extra_reports, format_options) -> None:
     """The `--report FORMAT:FILE` files, then the main report to `--output` or standard output."""
     from kubelint_ports.formatters import get_formatter
 
     for kind, path in extra_reports:
         with open_output(path) as stream:
             get_formatter(kind)(report, stream, format_options)
+    output, output_format = args.output, args.output_format
     stream = open_output(output) if output else sys.stdout
     try:
-        use_color = color if color is not None else (output is None and color_wanted(None, stream))
+        use_color = args.color if args.color is not None else (output is None and color_wanted(None, stream))
         get_formatter(output_format.value)(report, stream, dataclasses.replace(
             format_options, color=use_color and output_format in (OutputFormat.text, OutputFormat.concise),
-            explain=explain,
-            statistics=statistics))
+            explain=args.explain,
+            statistics=args.statistics))
     finally:
         if output:
             stream.close()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import enum
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -66,6 +67,33 @@ class ObjectRef:
         return f"{self.kind}/{self.name}"
 
 
+@dataclass(frozen=True, slots=True)
+class Edit:
+    """One replacement in a file's text: the characters from `start` to `end` (offsets in the
+    decoded text, a BOM not counted), which `region` names by line and column, become `text`."""
+
+    region: Location
+    start: int
+    end: int
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class Fix:
+    """How `lint --fix` would mend a finding (`kubelint_ports.fixes`). "safe": only what the
+    finding names changes (the API server read it as an error or ignored it); "unsafe": behaviour
+    changes (a port moves), applied with `--unsafe-fixes` only."""
+
+    applicability: str  # "safe" or "unsafe"
+    description: str
+    edits: tuple[Edit, ...] = ()  # worked out when asked for (--fix, --diff, SARIF); () otherwise
+    blocked: str = ""  # why it is not applied (it would touch other lines); "" when it can be
+
+    @property
+    def available(self) -> bool:
+        return not self.blocked
+
+
 @dataclass(frozen=True, slots=True, order=True)
 class Finding:
     location: Location
@@ -94,6 +122,9 @@ class Finding:
     # The deployment units it is found in (model.units), when the inputs hold several; not part of
     # its identity: a base's object built by two overlays is one finding in both.
     units: tuple[str, ...] = field(default=(), compare=False)
+    # How `--fix` mends it (a description, safe or unsafe), when a fix exists; set after the run
+    # (`kubelint_ports.fixes.describe`), not part of its identity.
+    fix: Fix | None = field(default=None, compare=False)
 
     @property
     def fingerprint(self) -> str:
@@ -163,6 +194,17 @@ class Report:
     # The model the checks read (a model.Cluster): the port map and the HTML page show it.
     cluster: object = field(default=None, repr=False)
     notes: list[str] = field(default_factory=list)  # inputs passed over on purpose (FIFOs, outside links)
+    # How the engine makes the run's port map (portmap.PortMap, a view of the model and the
+    # findings) from this report: `port_map` makes it when first asked, once. None: no map.
+    make_port_map: Callable[[Report], Any] | None = field(default=None, repr=False, compare=False)
+    _port_map: Any = field(default=None, init=False, repr=False, compare=False)
+
+    @property
+    def port_map(self) -> Any:
+        """The run's port map (`ports`, `--format html`), or None when the engine gave no way to make one."""
+        if self._port_map is None and self.make_port_map is not None:
+            self._port_map = self.make_port_map(self)
+        return self._port_map
 
     @property
     def internal_errors(self) -> bool:

@@ -287,3 +287,27 @@ def test_suppressed_findings_are_hidden_unless_asked(manifests):
     shown = run("lint", "--show-suppressed", path).output
     assert " KP101 container 'agent' claims hostPort 9100/TCP (suppressed)\n" in shown
     assert "      suppressed: kubelint-ports.io/ignore annotation\n" in run("lint", "--show-suppressed", "-v", path).output
+
+
+def test_shared_options_are_one_declaration():
+    """`lint`, `ports` and `node` take their shared options as groups declared once
+    (`cli_options`): each option they share reads the same on every command."""
+    import typer.main
+
+    from kubelint_ports.cli_options import BudgetArgs, ConfigArgs, FactArgs, HelmArgs, ReportArgs, RuleChoice
+
+    group = typer.main.get_group(app)
+    commands = {name: {param.name: param for param in group.commands[name].params} for name in ("lint", "ports", "node")}
+
+    def shown(param):
+        return param.opts, param.secondary_opts, param.help, getattr(param, "rich_help_panel", None), param.default
+
+    for fields in (ReportArgs, RuleChoice, ConfigArgs, FactArgs, HelmArgs, BudgetArgs):
+        names = [field.name for field in fields.__dataclass_fields__.values()]
+        takers = [command for command, params in commands.items() if all(name in params for name in names)]
+        assert len(takers) >= 2, (fields.__name__, takers)
+        for name in names:
+            first, *others = [commands[command][name] for command in takers]
+            assert all(shown(other) == shown(first) for other in others), name
+    # ports and lint share every option but the report's own (format, output, colour).
+    assert set(commands["ports"]) - {"output_format", "output", "color", "free", "near", "count"} <= set(commands["lint"])

@@ -57,8 +57,8 @@ def manifest(tmp_path, monkeypatch):
 
 # --- text output -----------------------------------------------------------------------------------
 
-FINDING_LINE = re.compile(r"^(?P<path>[^\s:]+):(?P<line>\d+):(?P<column>\d+): (?P<severity>\w+) +(?P<rule>KP\d+) "
-                          r"(?P<claim>.*)$")
+FINDING_LINE = re.compile(r"^(?P<path>[^\s:]+):(?P<line>\d+):(?P<column>\d+): (?P<severity>\w+) +(?P<rule>KP\d+)"
+                          r"(?: \[\*\])? (?P<claim>.*)$")
 
 
 def finding_lines(text: str) -> list[re.Match]:

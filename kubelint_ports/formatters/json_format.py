@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any, TextIO
 
-from kubelint_ports.findings import Finding, Location, Report
+from kubelint_ports.findings import Finding, Fix, Location, Report
 from kubelint_ports.formatters import FormatOptions
 
 SCHEMA_VERSION = 1
@@ -24,6 +24,8 @@ def finding_dict(finding: Finding) -> dict[str, Any]:
     extra = {"traffic": finding.traffic} if finding.traffic is not None else {}
     if finding.units:
         extra["units"] = list(finding.units)
+    if finding.fix is not None:
+        extra["fix"] = fix_dict(finding.fix)
     return {
         "rule": finding.rule_id,
         "name": finding.rule_name,
@@ -38,6 +40,17 @@ def finding_dict(finding: Finding) -> dict[str, Any]:
         "suppressed": finding.suppressed or None,
         **extra,
     }
+
+
+def fix_dict(fix: Fix) -> dict[str, Any]:
+    """`{"applicability": "safe"|"unsafe", "description": ...}`, with the edits when worked out
+    (--fix, --diff) and why it is not applied when it is not."""
+    data: dict[str, Any] = {"applicability": fix.applicability, "description": fix.description}
+    if fix.edits:
+        data["edits"] = [{**location_dict(edit.region), "content": edit.text} for edit in fix.edits]
+    if fix.blocked:
+        data["notApplied"] = fix.blocked
+    return data
 
 
 def format_report(report: Report, out: TextIO, options: FormatOptions) -> None:

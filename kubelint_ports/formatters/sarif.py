@@ -161,9 +161,37 @@ def result(finding: Finding, rule_index: dict[str, int], root: str) -> om.Result
         partial_fingerprints={FINGERPRINT_KEY: finding.fingerprint},
         suppressions=[om.Suppression(kind=finding.suppressed_by or "external", justification=finding.suppressed)]
         if finding.suppressed else None,
-        properties={key: value for key, value in (("traffic", finding.traffic), ("units", list(finding.units)))
+        properties={key: value for key, value in (("traffic", finding.traffic), ("units", list(finding.units)),
+                                                  ("fix", fix_properties(finding)))
                     if value} or None,
+        fixes=sarif_fixes(finding, root),
     )
+
+
+def fix_properties(finding: Finding) -> dict | None:
+    """Whether a fix exists and how safe it is (SARIF's `fix` object has no such word)."""
+    fix = finding.fix
+    if fix is None:
+        return None
+    return {"applicability": fix.applicability, **({"notApplied": fix.blocked} if fix.blocked else {})}
+
+
+def sarif_fixes(finding: Finding, root: str) -> list[om.Fix] | None:
+    """`lint --fix`'s edits as SARIF `fixes`: one artifactChange per file, replacements with the
+    deleted region and the inserted text (an edit that is not applied is not offered)."""
+    fix = finding.fix
+    if fix is None or not fix.edits or fix.blocked:
+        return None
+    by_file: dict[str, list] = {}
+    for edit in fix.edits:
+        by_file.setdefault(edit.region.path, []).append(om.Replacement(
+            deleted_region=om.Region(start_line=edit.region.line, start_column=edit.region.column,
+                                     end_line=edit.region.end_line, end_column=edit.region.end_column),
+            inserted_content=om.ArtifactContent(text=edit.text)))
+    return [om.Fix(description=om.Message(text=f"{fix.description} ({fix.applicability})"),
+                   artifact_changes=[om.ArtifactChange(artifact_location=artifact_location(path, root),
+                                                       replacements=replacements)
+                                     for path, replacements in sorted(by_file.items())])]
 
 
 def kept_findings(findings: list[Finding]) -> list[Finding]:

@@ -47,7 +47,8 @@ def format_report(report: Report, out: TextIO, options: FormatOptions, concise: 
         return
     if (shown or report.diagnostics) and not concise:
         out.write("\n")
-    out.write(summary_line(report) + "\n")
+    fixes = fix_summary(report)
+    out.write(summary_line(report) + (f"; {fixes}" if fixes else "") + "\n")
     if shown and not options.explain and not options.statistics and not concise:
         out.write(HINT + "\n")
 
@@ -56,10 +57,28 @@ def write_finding(finding: Finding, out: TextIO, options: FormatOptions, paint, 
     units = f" [{unit_label(finding.units)}]" if finding.units else ""
     suppressed = " (suppressed)" if finding.suppressed else ""
     severity = paint(f"{str(finding.severity):<{SEVERITY_WIDTH}}", COLORS[finding.severity])
-    out.write(f"{paint(printable(place(finding)), BOLD)}: {severity} {paint(finding.rule_id, BOLD)} "
+    marker = " [*]" if fixable(finding, "safe") else ""
+    out.write(f"{paint(printable(place(finding)), BOLD)}: {severity} {paint(finding.rule_id, BOLD)}{marker} "
               f"{printable(finding.headline)}{units}{suppressed}\n")
     if explain:
         write_details(finding, finding.explanation, out, paint)
+
+
+def fixable(finding: Finding, applicability: str) -> bool:
+    """A standing finding with a fix of this applicability that can be applied (`lint --fix`)."""
+    fix = finding.fix
+    return fix is not None and fix.available and fix.applicability == applicability and not finding.suppressed
+
+
+def fix_summary(report: Report) -> str:
+    """"2 fixable with --fix (1 more with --unsafe-fixes)", as ruff says it, after the summary;
+    "" when none is."""
+    safe = sum(1 for finding in report.findings if fixable(finding, "safe"))
+    unsafe = sum(1 for finding in report.findings if fixable(finding, "unsafe"))
+    if not safe and not unsafe:
+        return ""
+    more = f" ({unsafe} more with --unsafe-fixes)" if unsafe else ""
+    return f"{safe} fixable with --fix{more}"
 
 
 def unit_label(units: tuple[str, ...]) -> str:
@@ -89,6 +108,10 @@ def write_details(finding: Finding, explanation: str, out: TextIO, paint) -> Non
         out.write(f"{DETAIL_INDENT}{paint(printable(str(related)), DIM)}: {printable(related.message)}\n")
     if finding.suppressed:
         out.write(wrapped(printable(f"suppressed: {finding.suppressed}")) + "\n")
+    if finding.fix is not None:
+        fix = finding.fix
+        what = f"fix not applied ({fix.blocked})" if fix.blocked else f"{fix.applicability} fix"
+        out.write(wrapped(printable(f"{what}: {fix.description}")) + "\n")
 
 
 def write_statistics(report: Report, out: TextIO, paint) -> None:

@@ -1,0 +1,116 @@
+"""Fixes that remove structure (a key, a list item) go through ruamel.yaml's round trip, on the
+one YAML document that holds them, and are checked: the new text may differ from the old only on
+the removed node's lines. Anything else (ruamel re-indenting a list, re-quoting a value,
+re-flowing a comment) and the fix is refused with the reason, never applied.
+
+ruamel.yaml is imported here only, and this module only when a fix's edit is worked out
+(`--fix`, `--diff`, SARIF): a lint run that only reports pays nothing for it.
+"""
+
+from __future__ import annotations
+
+import difflib
+import io
+from collections import Counter
+
+import yaml
+
+from kubelint_ports.fixes.source import split_lines
+
+WIDTH = 1 << 30  # never re-wrap a long line
+
+
+class Refused(Exception):
+    """The round trip would change more than the fix: the message says what."""
+
+
+def removal(text: str, root: yaml.Node, segments: list, node_lines: tuple[int, int]) -> tuple[int, int, str]:
+    """(start, end, replacement) in `text` (whole lines) that remove the key or list item at
+    `segments` from the document `root`; `node_lines` (0-based, inclusive) are the lines the
+    removed node spans, the only ones allowed to change. Raises Refused."""
+    first_line = root.start_mark.line
+    segment_start = max(text.rfind("\n", 0, root.start_mark.index), text.rfind("\r", 0, root.start_mark.index)) + 1
+    segment_end = root.end_mark.index
+    old = text[segment_start:segment_end]
+    crlf = "\r\n" in old
+    if "\r" in old.replace("\r\n", ""):
+        raise Refused("the document ends lines with a lone CR, which ruamel.yaml would rewrite")
+    plain = old.replace("\r\n", "\n") if crlf else old
+    new = round_trip(plain, segments, root)
+    if plain and not plain.endswith("\n") and new.endswith("\n"):
+        new = new[:-1]
+    allowed = (node_lines[0] - first_line, node_lines[1] - first_line)
+    old_lines, new_lines = split_lines(plain), split_lines(new)
+    matcher = difflib.SequenceMatcher(None, old_lines, new_lines, autojunk=False)
+    changed = [(i1, i2, j1, j2) for tag, i1, i2, j1, j2 in matcher.get_opcodes() if tag != "equal"]
+    if not changed:
+        raise Refused("ruamel.yaml's round trip left the document as it was")
+    for i1, i2, _, _ in changed:
+        if i1 < allowed[0] or i2 > allowed[1] + 1:
+            line = first_line + (i1 if i1 < allowed[0] else i2 - 1) + 1
+            raise Refused(f"the round trip would also change line {line}, outside the fix")
+    i1, i2 = changed[0][0], changed[-1][1]
+    j1, j2 = changed[0][2], changed[-1][3]
+    replacement = "".join(new_lines[j1:j2])
+    if crlf:
+        replacement = replacement.replace("\n", "\r\n")
+    old_crlf_lines = split_lines(old)
+    start = segment_start + sum(len(line) for line in old_crlf_lines[:i1])
+    end = start + sum(len(line) for line in old_crlf_lines[i1:i2])
+    return start, end, replacement
+
+
+def round_trip(plain: str, segments: list, root: yaml.Node) -> str:
+    from ruamel.yaml import YAML
+    from ruamel.yaml.error import YAMLError
+
+    mapping, sequence, offset = detect_indent(root)
+    reader = YAML(typ="rt")
+    reader.preserve_quotes = True
+    reader.width = WIDTH
+    reader.allow_duplicate_keys = True
+    reader.indent(mapping=mapping, sequence=sequence, offset=offset)
+    try:
+        data = reader.load(plain)
+        container = data
+        for segment in segments[:-1]:
+            container = container[segment]
+        del container[segments[-1]]
+        out = io.StringIO()
+        reader.dump(data, out)
+    except (YAMLError, KeyError, IndexError, TypeError) as error:
+        raise Refused(f"ruamel.yaml could not edit the document ({type(error).__name__})") from None
+    return out.getvalue()
+
+
+def detect_indent(root: yaml.Node) -> tuple[int, int, int]:
+    """The document's own block indentation, as ruamel.yaml's `indent()` takes it: a nested
+    mapping's step, a list item's content column and its dash's column, each relative to the key
+    that holds it; the most common one wins (2, 2, 0 when the document has none)."""
+    mappings: Counter[int] = Counter()
+    sequences: Counter[tuple[int, int]] = Counter()
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, yaml.MappingNode):
+            for key, value in node.value:
+                step = value.start_mark.column - key.start_mark.column
+                if isinstance(value, yaml.MappingNode) and not value.flow_style and value.start_mark.line > key.start_mark.line:
+                    mappings[step] += 1
+                elif isinstance(value, yaml.SequenceNode) and not value.flow_style and value.value:
+                    item = value.value[0]
+                    sequences[(item.start_mark.column - key.start_mark.column, step)] += 1
+                stack.append(value)
+        elif isinstance(node, yaml.SequenceNode):
+            stack.extend(node.value)
+    mapping = mappings.most_common(1)[0][0] if mappings else 2
+    sequence, offset = sequences.most_common(1)[0][0] if sequences else (2, 0)
+    return mapping, max(sequence, offset + 2), offset
+
+
+def node_lines(start: yaml.Node, end: yaml.Node) -> tuple[int, int]:
+    """The 0-based lines from `start`'s first character to `end`'s last (a block collection's end
+    mark stands at the start of the line after it)."""
+    mark = end.end_mark
+    last = mark.line - 1 if mark.column == 0 and mark.line > start.start_mark.line else mark.line
+    return start.start_mark.line, last

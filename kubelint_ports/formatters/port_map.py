@@ -1,0 +1,139 @@
+"""The port map (`kubelint-ports ports`) as text and as JSON: the map the engine made for the
+report (`Report.port_map`, module `portmap`), written, nothing computed."""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from typing import Any, TextIO
+
+from kubelint_ports.formatters import printable  # names and paths come from the inputs
+from kubelint_ports.portmap import ANY_NODE, EVERY_NODE, MAY_RUN, RUNS, Holder, Mark, PortMap, Receiver
+
+
+def flagged(holder: Holder, node: str) -> str:
+    """`CONFLICT KP301`, `CAPTURE KP201, KP302`: the standing marks of the holder's state."""
+    state = holder.state_on(node)
+    if state in (RUNS, MAY_RUN):
+        return ""
+    rules = sorted({m.finding.rule_id for m in holder.marks_on(node) if m.state == state and not m.finding.suppressed})
+    return f"{state.upper()} {', '.join(rules)}"
+
+
+def summary(port_map: PortMap) -> str:
+    """`3 nodes, (every node): 22 holders, 8 in conflict, 7 captured, 0 on node-daemon ports`."""
+    counts: dict[str, int] = defaultdict(int)
+    for node, holders in port_map.by_node().items():
+        for holder in holders:
+            counts[holder.state_on(node)] += 1
+    real = [node for node in port_map.nodes if node not in (ANY_NODE, EVERY_NODE)]
+    groups = "".join(f", {node}" for node in port_map.nodes if node in (ANY_NODE, EVERY_NODE))
+    return (f"{len(real)} node{'s' if len(real) != 1 else ''}{groups}: {sum(counts.values())} holders, "
+            f"{counts['conflict']} in conflict, {counts['capture']} captured, {counts['reserved']} on node-daemon "
+            f"ports")
+
+
+def write_text(port_map: PortMap, out: TextIO, color: bool = False) -> None:
+    paint = {"conflict": "\033[31m", "capture": "\033[33m", "reserved": "\033[35m"}
+    reset = "\033[0m"
+    for node, ports in port_map.ports_by_node().items():
+        out.write(f"{printable(node)}\n")
+        if not ports:
+            out.write("  (no host ports)\n")
+        for (protocol, port), holders in ports.items():
+            for h in holders:
+                state = h.state_on(node)
+                flag = flagged(h, node)
+                if flag and color:
+                    flag = f"{paint[state]}{flag}{reset}"
+                owner = h.owner + (f" ({h.pods})" if h.pods else "") + (f" [{h.note}]" if h.note else "")
+                where = str(h.location) if h.location else "-"
+                out.write(printable(f"  {h.port:>5}/{h.protocol:<4} {h.host_ip:<15} {h.kind:<11} {h.placement:<7} "
+                                    f"{owner}  {where}") + f"{'  ' + flag if flag else ''}\n")
+            answer = port_map.receiver_at(protocol, port, holders)
+            if answer is not None:
+                out.write(printable(f"             receives: {answer.winner if answer.certain else answer.text}") + "\n")
+    if port_map.datapath_facts:
+        out.write(f"receivers decided with {facts_text(port_map.datapath_facts)}\n")
+    out.write(summary(port_map) + "\n")
+
+
+def facts_text(facts: dict[str, dict[str, Any]]) -> str:
+    """`proxy mode ipvs (from --proxy-mode); hostport portmap (from ...)`."""
+    from kubelint_ports.model.datapath import fact_text
+
+    return "; ".join(f"{fact_text(name, fact['value'])} (from {fact['source']})" for name, fact in facts.items())
+
+
+def mark_data(mark: Mark) -> dict:
+    finding = mark.finding
+    return {"rule": finding.rule_id, "name": finding.rule_name, "severity": str(finding.severity),
+            "state": mark.state or None, "location": str(finding.location), "suppressed": finding.suppressed or None}
+
+
+def receiver_data(answer: Receiver | None) -> dict | None:
+    if answer is None:
+        return None
+    return {"winner": answer.winner, "receiver": answer.role, "certain": answer.certain, "text": answer.text}
+
+
+def write_json(port_map: PortMap, out: TextIO) -> None:
+    nodes = []
+    for node, ports in port_map.ports_by_node().items():
+        claims = []
+        for (protocol, port), holders in ports.items():
+            receiver = receiver_data(port_map.receiver_at(protocol, port, holders))
+            claims += [{"port": h.port, "protocol": h.protocol, "hostIP": h.host_ip, "kind": h.kind, "owner": h.owner,
+                        "pods": h.pods, "placement": h.placement, "note": h.note or None,
+                        "location": str(h.location) if h.location else None, "state": h.state_on(node),
+                        "findings": [mark_data(m) for m in h.marks_on(node)], "receiver": receiver}
+                       for h in holders]
+        nodes.append({"name": node, "claims": claims})
+    json.dump({"version": 2, "inventory": port_map.with_inventory, "datapathFacts": port_map.datapath_facts,
+               "nodes": nodes}, out, indent=2, sort_keys=True)
+    out.write("\n")
+
+
+def free_scope_title(scope, free_ports) -> str:
+    if scope.node is None:
+        return "nodePorts ({}-{})".format(*free_ports.node_port_range)
+    where = f"node {scope.node}" if scope.node else "every node (no --nodes inventory)"
+    return (f"{where}: host ports from 1024, outside the node-port range {'{}-{}'.format(*free_ports.node_port_range)} "
+            f"and the ephemeral range {'{}-{}'.format(*free_ports.ephemeral_port_range)}")
+
+
+def run_text(run: tuple[int, int]) -> str:
+    return str(run[0]) if run[0] == run[1] else f"{run[0]}-{run[1]}"
+
+
+def write_free_text(free_ports, out: TextIO) -> None:
+    """`ports --free`: per scope, the free ports as runs (or the suggestions near `--near`) and
+    what holds the taken ones in the scope's range."""
+    for index, scope in enumerate(free_ports.scopes):
+        if index:
+            out.write("\n")
+        out.write(printable(f"{free_scope_title(scope, free_ports)}: {scope.count} free") + "\n")
+        if free_ports.near is not None:
+            out.write(f"  near {free_ports.near}: {', '.join(map(str, scope.suggested)) or 'none'}\n")
+        else:
+            out.write(f"  free: {', '.join(run_text(run) for run in scope.free) or 'none'}\n")
+        for port, holders in scope.held.items():
+            out.write(printable(f"  taken {port}: {', '.join(holders)}") + "\n")
+
+
+def write_free_json(free_ports, out: TextIO) -> None:
+    data = {
+        "nodePortRange": list(free_ports.node_port_range),
+        "ephemeralPortRange": list(free_ports.ephemeral_port_range),
+        "near": free_ports.near,
+        "scopes": [{
+            "kind": "nodePort" if scope.node is None else "hostPort",
+            "node": scope.node,
+            "free": [list(run) for run in scope.free],
+            "freeCount": scope.count,
+            **({"suggested": list(scope.suggested)} if free_ports.near is not None else {}),
+            "taken": {str(port): list(holders) for port, holders in scope.held.items()},
+        } for scope in free_ports.scopes],
+    }
+    json.dump(data, out, indent=2, sort_keys=True)
+    out.write("\n")

@@ -1,0 +1,336 @@
+"""`lint --fix`, `--unsafe-fixes`, `--diff` (docs/fix.md): every byte outside a fix is kept, a fix
+makes no new finding, and each finding says whether a fix exists (text, JSON, SARIF)."""
+
+from __future__ import annotations
+
+import difflib
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from kubelint_ports.cli import app
+from kubelint_ports.engine import lint_paths
+from kubelint_ports.fixes import FIXES, changes, describe
+
+ROOT = Path(__file__).resolve().parents[1]
+POLICIES = ROOT / "tests" / "policies"
+runner = CliRunner()
+
+
+def run(*args: str):
+    return runner.invoke(app, list(args))
+
+
+def changed_lines(old: bytes, new: bytes) -> set[int]:
+    """1-based lines of `old` that a diff to `new` deletes or replaces (an insertion counts the line
+    it goes before)."""
+    lines = set()
+    matcher = difflib.SequenceMatcher(None, old.split(b"\n"), new.split(b"\n"), autojunk=False)
+    for tag, i1, i2, _, _ in matcher.get_opcodes():
+        if tag != "equal":
+            lines.update(range(i1 + 1, max(i2, i1 + 1) + 1))
+    return lines
+
+
+def fix_lines(report, unsafe: bool) -> dict[str, set[int]]:
+    """Per file, the lines the chosen fixes' edits cover (their deleted regions)."""
+    lines: dict[str, set[int]] = {}
+    for finding in report.findings:
+        fix = finding.fix
+        if fix is None or fix.blocked or not fix.edits or (fix.applicability == "unsafe" and not unsafe):
+            continue
+        for edit in fix.edits:
+            last = edit.region.end_line - (1 if edit.region.end_column == 1 and edit.region.end_line > edit.region.line else 0)
+            lines.setdefault(edit.region.path, set()).update(range(edit.region.line, last + 1))
+    return lines
+
+
+def fingerprints(report) -> dict[str, object]:
+    return {finding.fingerprint: finding for finding in report.findings if not finding.suppressed}
+
+
+def fixable_fixtures() -> list[Path]:
+    """Every fail fixture of a rule with a fix, and the examples."""
+    found = [path for rule in sorted(FIXES) for path in sorted((POLICIES / rule).glob("fail-*.yaml"))]
+    return found + sorted((ROOT / "examples").glob("*.yaml"))
+
+
+def fixed_copy(tmp_path: Path, source: Path, unsafe: bool, monkeypatch):
+    """The fixture copied, described, fixed in one pass; (report before, the files' changes)."""
+    target = tmp_path / source.name
+    shutil.copyfile(source, target)
+    monkeypatch.chdir(tmp_path)
+    report = describe(lint_paths([source.name]), edits=True)
+    return report, changes(report, unsafe=unsafe), target
+
+
+@pytest.mark.parametrize("unsafe", [False, True], ids=["safe", "unsafe"])
+@pytest.mark.parametrize("source", fixable_fixtures(), ids=lambda path: f"{path.parent.name}/{path.name}")
+def test_fix_changes_only_its_lines_and_makes_no_new_finding(source, unsafe, tmp_path, monkeypatch):
+    before, found, target = fixed_copy(tmp_path, source, unsafe, monkeypatch)
+    old = target.read_bytes()
+    allowed = fix_lines(before, unsafe)
+    for change in found:
+        assert change.old == old
+        assert changed_lines(change.old, change.new) <= allowed[change.path], "a fix touched lines outside its edit"
+        target.write_bytes(change.new)
+    after = lint_paths([source.name])
+    fixed = {finding.fingerprint for change in found for finding in change.fixed}
+    remaining = fingerprints(after)
+    assert not fixed & set(remaining), "a fixed finding is still reported"
+    # A quoted port the API server rejected hid what the port itself means (a hostPort's KP101):
+    # unquoted, those findings on the same field are the port's own, not the fix's making.
+    unquoted = {(f.subject, f.field_path) for change in found for f in change.fixed if f.rule_id == "KP001"}
+    new = [f for key, f in remaining.items() if key not in fingerprints(before) and (f.subject, f.field_path) not in unquoted]
+    assert not new, f"the fix made new findings: {[f'{f.location} {f.rule_id} {f.message[:80]}' for f in new]}"
+
+
+def test_every_fixable_rule_fixes_something_in_its_fixtures(tmp_path, monkeypatch):
+    fixed_rules = set()
+    for rule in sorted(FIXES):
+        for source in sorted((POLICIES / rule).glob("fail-*.yaml")):
+            case = tmp_path / rule / source.stem
+            case.mkdir(parents=True)
+            _, found, _ = fixed_copy(case, source, True, monkeypatch)
+            fixed_rules |= {finding.rule_id for change in found for finding in change.fixed}
+    assert fixed_rules == set(FIXES)
+
+
+def fix_text(tmp_path, monkeypatch, text: str | bytes, *args: str, name: str = "m.yaml"):
+    path = tmp_path / name
+    path.write_bytes(text if isinstance(text, bytes) else text.encode("utf-8"))
+    monkeypatch.chdir(tmp_path)
+    result = run("lint", "--fix", *args, name)
+    return result, path.read_bytes()
+
+
+COMMENTED = """\
+# The web tier.   Comments, odd spacing and quoting stay as they are.
+apiVersion: v1
+kind: Service
+metadata:
+  name: web        # the public name
+  namespace: "shop"
+  annotations: {team: 'payments', note: "keep me"}
+spec:
+  type: NodePort
+  selector: {app: web}
+  ports:
+    # first
+    - name: http
+      port: 80
+      targetPort: "8080"   # was templated
+    - name: http
+      port: 80
+      targetPort: 8080
+    - name: https
+      port: 443
+      targetPort: 8443
+...
+---
+# second document, untouched
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: other}
+data:
+  key: 'value'   # quoted
+"""
+
+
+def test_comments_quoting_flow_style_and_separators_are_kept(tmp_path, monkeypatch):
+    result, fixed = fix_text(tmp_path, monkeypatch, COMMENTED)
+    expected = COMMENTED.replace('targetPort: "8080"   # was', 'targetPort: 8080   # was').replace(
+        "    - name: http\n      port: 80\n      targetPort: 8080\n", "")
+    assert fixed.decode() == expected, result.output
+
+
+def test_crlf_and_bom_are_kept(tmp_path, monkeypatch):
+    text = COMMENTED.replace("\n", "\r\n").encode("utf-8")
+    result, fixed = fix_text(tmp_path, monkeypatch, b"\xef\xbb\xbf" + text)
+    expected = COMMENTED.replace('targetPort: "8080"   # was', 'targetPort: 8080   # was').replace(
+        "    - name: http\n      port: 80\n      targetPort: 8080\n", "").replace("\n", "\r\n")
+    assert fixed == b"\xef\xbb\xbf" + expected.encode("utf-8"), result.output
+
+
+INIT = """\
+apiVersion: apps/v1
+kind: DaemonSet
+metadata: {name: agent, namespace: ops}
+spec:
+  selector: {matchLabels: {app: agent}}
+  template:
+    metadata: {labels: {app: agent}}
+    spec:
+      initContainers:
+      - name: check
+        image: busybox
+        ports:
+        - containerPort: 2020
+          hostPort: 2020   # copied from the main container
+          protocol: TCP
+      containers:
+      - name: agent
+        image: busybox
+        ports: [{containerPort: 2020, protocol: TCP}]
+"""
+
+
+def test_structural_fix_keeps_a_zero_offset_list_style(tmp_path, monkeypatch):
+    result, fixed = fix_text(tmp_path, monkeypatch, INIT)
+    assert fixed.decode() == INIT.replace("          hostPort: 2020   # copied from the main container\n", ""), \
+        result.output
+
+
+def test_a_fix_whose_round_trip_touches_other_lines_is_refused(tmp_path, monkeypatch):
+    # ruamel.yaml writes a one-key flow mapping inside a flow list as `[containerPort: 2020]`: line
+    # 19 would change, so the fix is refused, the file left as it was, and the finding says why.
+    mixed = INIT.replace("[{containerPort: 2020, protocol: TCP}]", "[{containerPort: 2020}]")
+    result, fixed = fix_text(tmp_path, monkeypatch, mixed)
+    assert fixed.decode() == mixed
+    assert "m.yaml:14:11: KP104 fix not applied: the round trip would also change line 19, outside the fix" \
+        in result.output
+    assert "KP104 [*]" not in result.output
+    shown = run("lint", "-v", "--format", "json", "m.yaml")
+    fix = next(f["fix"] for f in json.loads(shown.stdout)["findings"] if f["rule"] == "KP104")
+    assert fix["applicability"] == "safe"
+
+
+def test_a_value_an_alias_repeats_gets_no_fix(tmp_path, monkeypatch):
+    text = """\
+apiVersion: v1
+kind: Pod
+metadata: {name: a, namespace: ops}
+spec:
+  containers:
+    - name: a
+      ports:
+        - &port {containerPort: "8080"}
+    - name: b
+      ports:
+        - *port
+"""
+    result, fixed = fix_text(tmp_path, monkeypatch, text)
+    assert fixed.decode() == text
+    assert "KP001 [*]" not in run("lint", "m.yaml").stdout
+
+
+def test_multi_document_stream_and_list_members(tmp_path, monkeypatch):
+    text = """\
+---
+apiVersion: v1
+kind: List
+items:
+  - apiVersion: v1
+    kind: Service
+    metadata: {name: a, namespace: ops}
+    spec:
+      type: NodePort
+      ports: [{port: 80, nodePort: '30080'}]
+---
+apiVersion: v1
+kind: Service
+metadata: {name: b, namespace: ops}
+spec:
+  ports:
+    - port: 81
+      targetPort: "9090"
+"""
+    result, fixed = fix_text(tmp_path, monkeypatch, text)
+    assert fixed.decode() == text.replace("nodePort: '30080'", "nodePort: 30080").replace(
+        'targetPort: "9090"', "targetPort: 9090"), result.output
+
+
+def test_unsafe_fix_moves_a_node_port_to_the_lowest_free_one(tmp_path, monkeypatch):
+    text = """\
+apiVersion: v1
+kind: Service
+metadata: {name: a, namespace: ops}
+spec:
+  type: NodePort
+  ports: [{name: a, port: 80, nodePort: 30000}, {name: b, port: 81, nodePort: 30002}]
+---
+apiVersion: v1
+kind: Service
+metadata: {name: b, namespace: ops}
+spec:
+  type: NodePort
+  ports:
+    - name: a
+      port: 80
+      nodePort: 30000   # collides with a
+    - name: b
+      port: 90
+      nodePort: 8080    # outside the range
+"""
+    result, fixed = fix_text(tmp_path, monkeypatch, text)
+    assert fixed.decode() == text, "nodePort moves are unsafe: --fix alone leaves them"
+    assert "0 fixable with --fix (2 more with --unsafe-fixes)" in result.output
+    result, fixed = fix_text(tmp_path, monkeypatch, text, "--unsafe-fixes")
+    assert fixed.decode() == text.replace("30000   # collides", "30001   # collides").replace(
+        "8080    # outside", "30003    # outside"), result.output
+    assert result.exit_code == 0, result.output
+
+
+def test_diff_prints_and_writes_nothing(tmp_path, monkeypatch):
+    path = tmp_path / "m.yaml"
+    path.write_text(COMMENTED)
+    monkeypatch.chdir(tmp_path)
+    result = run("lint", "--diff", "m.yaml")
+    assert result.exit_code == 1
+    assert path.read_text() == COMMENTED
+    assert '\n-      targetPort: "8080"   # was templated\n' in result.stdout
+    assert '\n+      targetPort: 8080   # was templated\n' in result.stdout
+    assert result.stdout.startswith("--- a/m.yaml\n+++ b/m.yaml\n")
+    run("lint", "--fix", "m.yaml")
+    again = run("lint", "--diff", "m.yaml")
+    assert again.exit_code == 0 and again.stdout == ""
+
+
+def test_findings_say_whether_a_fix_exists(tmp_path, monkeypatch):
+    path = tmp_path / "m.yaml"
+    path.write_text(COMMENTED)
+    monkeypatch.chdir(tmp_path)
+    text = run("lint", "m.yaml").stdout
+    assert "m.yaml:15:7: error   KP001 [*] targetPort '8080' is neither a port number" in text
+    assert "from 1 file; 2 fixable with --fix\n" in text
+    findings = json.loads(run("lint", "--format", "json", "m.yaml").stdout)["findings"]
+    fixes = {f["rule"]: f.get("fix") for f in findings}
+    assert fixes["KP001"] == {"applicability": "safe", "description": "remove the quotes: targetPort: 8080"}
+    assert fixes["KP003"]["applicability"] == "safe"
+
+
+def test_sarif_fixes_are_schema_valid(tmp_path, monkeypatch):
+    from test_sarif import validate
+
+    path = tmp_path / "m.yaml"
+    path.write_text(COMMENTED)
+    monkeypatch.chdir(tmp_path)
+    log = json.loads(run("lint", "--format", "sarif", "m.yaml").stdout)
+    validate(log)
+    fixes = [result["fixes"][0] for result in log["runs"][0]["results"] if "fixes" in result]
+    assert len(fixes) == 2
+    replacement = fixes[0]["artifactChanges"][0]["replacements"][0]
+    assert replacement == {"deletedRegion": {"startLine": 15, "startColumn": 19, "endLine": 15, "endColumn": 25},
+                           "insertedContent": {"text": "8080"}}
+    removal = fixes[1]["artifactChanges"][0]["replacements"][0]
+    assert removal == {"deletedRegion": {"startLine": 16, "startColumn": 1, "endLine": 19, "endColumn": 1},
+                       "insertedContent": {"text": ""}}
+
+
+def test_plain_lint_never_imports_ruamel(tmp_path):
+    path = tmp_path / "m.yaml"
+    path.write_text(COMMENTED)
+    code = ("import sys; from kubelint_ports.cli import main; sys.argv=['kubelint-ports','lint','-q',%r]\n"
+            "try: main()\nexcept SystemExit: pass\nprint('ruamel' in ' '.join(sys.modules), file=sys.stderr)") % str(path)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.stderr.strip().endswith("False"), done.stderr
+
+
+def test_helm_and_stdin_objects_get_no_fix():
+    result = runner.invoke(app, ["lint", "--format", "json", "-"], input=COMMENTED)
+    assert all("fix" not in finding for finding in json.loads(result.stdout)["findings"])
