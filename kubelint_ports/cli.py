@@ -41,7 +41,7 @@ EXIT_CLEAN, EXIT_FINDINGS, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 3
 app = typer.Typer(
     name="kubelint-ports",
     help="Find Kubernetes port-allocation mistakes (hostPort, hostNetwork, NodePort) before they reach a cluster.",
-    add_completion=False,
+    add_completion=True,  # --install-completion / --show-completion for bash, zsh, fish, PowerShell
     no_args_is_help=True,
     pretty_exceptions_enable=False,
 )
@@ -274,16 +274,47 @@ def show_config(
     typer.echo(yaml.safe_dump(data, sort_keys=False, default_flow_style=False), nl=False)
 
 
+class RulesFormat(str, enum.Enum):
+    text = "text"
+    json = "json"
+
+
 @app.command()
-def rules() -> None:
+def rules(output_format: RulesFormat = typer.Option(RulesFormat.text, "--format", "--output-format",
+                                                   help="text: a table that fits 100 columns; json: data.")) -> None:
     """List the rules: id, name, default severity, summary."""
+    import textwrap
+
     from kubelint_ports.policies import builtin_policies
 
     policies = builtin_policies()
+    if output_format is RulesFormat.json:
+        import json
+
+        typer.echo(json.dumps([{
+            "id": policy.id, "name": policy.name, "severity": str(policy.severity), "enabled": policy.enabled,
+            "summary": policy.summary, "variants": {case: str(sev) for case, sev in policy.variants.items()},
+            "tags": list(policy.tags), "docs": f"docs/rules/{policy.slug}.md"} for policy in policies], indent=2))
+        return
     width = max(len(policy.name) for policy in policies)
+    head = len(policies[0].id) + 2 + width + 2 + 7 + 2
     for policy in policies:
         off = "" if policy.enabled else " (off by default)"
-        typer.echo(f"{policy.id}  {policy.name:<{width}}  {str(policy.severity):<7}  {policy.summary}{off}")
+        lines = textwrap.wrap(policy.summary + off, max(30, 100 - head)) or [""]
+        typer.echo(f"{policy.id}  {policy.name:<{width}}  {str(policy.severity):<7}  {lines[0]}")
+        for line in lines[1:]:
+            typer.echo(" " * head + line)
+
+
+@app.command()
+def version() -> None:
+    """Print the version, and the Helm engine this install renders charts with."""
+    import importlib.util
+    import shutil
+
+    engine = ("in-process (helm-python-sdk)" if importlib.util.find_spec("helm_python") is not None
+              else f"the helm binary ({shutil.which('helm')})" if shutil.which("helm") else "none")
+    typer.echo(f"kubelint-ports {__version__}\nHelm charts: {engine}")
 
 
 @app.command()
@@ -294,7 +325,9 @@ def explain(rule: str = typer.Argument(..., help="A rule id (KP101) or name (hos
 
     policy = find_policy(rule)
     if policy is None:
-        typer.echo(f"unknown rule {rule!r}; `kubelint-ports rules` lists them", err=True)
+        from kubelint_ports.policies import rule_suggestion
+
+        typer.echo(f"unknown rule {rule!r}{rule_suggestion(rule)}; `kubelint-ports rules` lists them", err=True)
         raise typer.Exit(EXIT_USAGE)
     typer.echo(rule_markdown(policy), nl=False)
 

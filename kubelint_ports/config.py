@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from kubelint_ports.findings import ObjectRef, Severity
-from kubelint_ports.policies import error_keys, find_policy, refused_params
+from kubelint_ports.policies import error_keys, find_policy, refused_params, rule_suggestion
 
 CONFIG_NAME = ".kubelint-ports.yaml"
 PYPROJECT = "pyproject.toml"
@@ -246,6 +246,12 @@ def validate(data: dict[str, Any], shown: str, locate) -> None:
         message = error.message
         if error.validator == "additionalProperties":
             message = message.replace("Additional properties are not allowed", "unknown key")
+            allowed = error.schema.get("properties", {}) if isinstance(error.schema, dict) else {}
+            unknown = [key for key in error.instance if key not in allowed] if isinstance(error.instance, dict) else []
+            if unknown:
+                from kubelint_ports.policies import did_you_mean
+
+                message += did_you_mean(str(unknown[0]), allowed)
         raise ConfigError(shown, locate(keys), f"{where}: {message}")
 
 
@@ -259,7 +265,8 @@ def apply_rules(policies, config: Config) -> list:
     for reference, setting in settings.items():
         policy = find_policy(reference, policies)
         if policy is None:
-            raise config.error(["rules", reference], "unknown rule (see `kubelint-ports rules`)")
+            raise config.error(["rules", reference], f"unknown rule{rule_suggestion(str(reference), policies)} "
+                                                     f"(see `kubelint-ports rules`)")
         if setting in ("off", False):
             changed.pop(policy.id, None)
             continue

@@ -246,6 +246,20 @@ def find_policy(reference: str, policies=None) -> Policy | None:
     return None
 
 
+def did_you_mean(word: str, choices) -> str:
+    """` (did you mean 'x'?)` for the closest of `choices`, or "" when none is close."""
+    import difflib
+
+    close = difflib.get_close_matches(word.strip(), sorted(set(choices)), n=1, cutoff=0.6)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+def rule_suggestion(reference: str, policies=None) -> str:
+    """`did_you_mean` over the rules' names and ids (`host-prot` -> 'host-port')."""
+    known = list(policies if policies is not None else builtin_policies())
+    return did_you_mean(reference, [p.name for p in known] + [p.id for p in known])
+
+
 _ID_PREFIX = re.compile(r"[A-Z]+[0-9]*")
 
 

@@ -191,7 +191,7 @@ def selected_policies(known: list[Policy], active: list[Policy], command: Comman
     checked against every known rule, off ones included: ignoring a rule that is off does nothing,
     and selecting one by its id or name turns it on. A prefix (`KP5`, `all`) takes only the rules
     that are on. An unknown rule is an error."""
-    from kubelint_ports.policies import find_policy, matching_policies
+    from kubelint_ports.policies import find_policy, matching_policies, rule_suggestion
 
     on = {policy.id: policy for policy in active}
 
@@ -200,7 +200,8 @@ def selected_policies(known: list[Policy], active: list[Policy], command: Comman
         for index, reference in enumerate(references):
             matched = matching_policies(reference, known)
             if not matched:
-                message = f"unknown rule or rule prefix {reference!r} (see `kubelint-ports rules`)"
+                message = (f"unknown rule or rule prefix {reference!r}{rule_suggestion(reference, known)} "
+                           f"(see `kubelint-ports rules`)")
                 if where is None:
                     raise ValueError(message)
                 raise config.error([where, index], message)

@@ -350,3 +350,40 @@ def test_an_ignore_annotation_naming_no_rule_gets_a_note(tmp_path, monkeypatch):
             "no rules") in result.stderr
     suppressed = {f["rule"] for f in json.loads(result.stdout)["findings"] if f["suppressed"]}
     assert suppressed == {"KP102"}
+
+
+# --- what ruff, kube-linter and Checkov users expect of the command line (issue 25) ----------------
+
+def test_rules_fit_100_columns_and_come_as_json():
+    from kubelint_ports.policies import builtin_policies
+
+    text = run("rules").stdout
+    assert max(len(line) for line in text.splitlines()) <= 100
+    data = json.loads(run("rules", "--format", "json").stdout)
+    assert [rule["id"] for rule in data] == [policy.id for policy in builtin_policies()]
+    assert {"id", "name", "severity", "enabled", "summary", "variants", "tags", "docs"} <= data[0].keys()
+    assert all((ROOT / rule["docs"]).is_file() for rule in data)
+
+
+def test_version_command_and_completion():
+    from kubelint_ports import __version__
+
+    assert run("version").stdout.startswith(f"kubelint-ports {__version__}\nHelm charts: ")
+    assert "--install-completion" in run("--help").stdout
+
+
+@pytest.mark.parametrize("where", ["explain", "select", "config-rules", "config-key"])
+def test_a_misspelt_name_gets_a_did_you_mean(where, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "m.yaml").write_text("apiVersion: v1\nkind: Service\nmetadata: {name: s}\nspec: {ports: [{port: 80}]}\n")
+    if where == "explain":
+        result = run("explain", "host-prot")
+    elif where == "select":
+        result = run("lint", "m.yaml", "--select", "host-prot")
+    else:
+        (tmp_path / ".kubelint-ports.yaml").write_text(
+            "rules: {host-prot: off}\n" if where == "config-rules" else "pahts: [k8s]\n")
+        result = run("lint", "m.yaml")
+    assert result.exit_code == 2
+    expected = "(did you mean 'paths'?)" if where == "config-key" else "(did you mean 'host-port'?)"
+    assert expected in result.output
