@@ -85,7 +85,7 @@ def hook_home(tmp_path_factory, hook_source) -> tuple[Path, str, str]:
 
 
 def try_repo(tmp_path: Path, cache: tuple[Path, str, str], hook: str, files: dict[str, str], *,
-             changed: list[str] | None = None) -> subprocess.CompletedProcess:
+             changed: list[str] | None = None, verbose: bool = True) -> subprocess.CompletedProcess:
     """`pre-commit run HOOK` in a new repository holding `files`: on every file, or on `changed`.
 
     The hook comes from the snapshot of this checkout, as a user's .pre-commit-config.yaml names
@@ -106,7 +106,8 @@ def try_repo(tmp_path: Path, cache: tuple[Path, str, str], hook: str, files: dic
     config.write_text(f"repos:\n  - repo: {json.dumps(repository)}\n    rev: {ref}\n    hooks: [{{id: {hook}}}]\n")
     env = {**os.environ, "PRE_COMMIT_HOME": str(home)}
     which = ["--files", *changed] if changed is not None else ["--all-files"]
-    return subprocess.run([pre_commit(), "run", "--config", str(config), hook, *which, "--verbose"], cwd=repo,
+    return subprocess.run([pre_commit(), "run", "--config", str(config), hook, *which,
+                           *(["--verbose"] if verbose else [])], cwd=repo,
                           env=env, capture_output=True, text=True, timeout=900)
 
 
@@ -124,6 +125,17 @@ def test_whole_repository_hook_passes_a_clean_repository(tmp_path, hook_home):
     done = try_repo(tmp_path, hook_home, "kubelint-ports",
                     {"k8s/service.yaml": CLEAN, "README.md": "# not yaml\n", "ci.yml": "on: [push]\njobs: {}\n"})
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+@pytest.mark.skipif(os.environ.get("KUBELINT_SKIP_INSTALL_TESTS") == "1",
+                    reason="KUBELINT_SKIP_INSTALL_TESTS=1")
+def test_a_passing_hook_still_shows_its_warnings(tmp_path, hook_home):
+    """pre-commit hides a passing hook's output unless the hook is verbose: a hostPort warning
+    (below fail-on) would never be seen (issue 25)."""
+    warning_only = BAD.replace("hostPort: 31123", "hostPort: 8080")
+    done = try_repo(tmp_path, hook_home, "kubelint-ports", {"k8s/deploy.yaml": warning_only}, verbose=False)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "KP101" in done.stdout and "claims hostPort 8080/TCP" in done.stdout
 
 
 @pytest.mark.skipif(os.environ.get("KUBELINT_SKIP_INSTALL_TESTS") == "1",
@@ -191,7 +203,7 @@ def test_slim_hook_has_no_helm_engine(tmp_path, hook_home):
         assert "KP201" in done.stdout, done.stdout + done.stderr  # a helm binary renders it
     else:
         assert done.returncode == 1 and "- exit code: 2" in done.stdout, done.stdout + done.stderr
-        assert "no Helm engine" in done.stdout and "pip install 'kubelint-ports[helm]'" in done.stdout
+        assert "no Helm engine" in done.stdout and "use the `kubelint-ports-charts` hook" in done.stdout
 
 
 def test_per_file_hook_leaves_chart_files_to_the_chart_hook():

@@ -83,6 +83,10 @@ def render_chart(chart_dir: str, options: HelmOptions, roots: Sequence[str] = ()
             worker.stop()
     binary = find_helm_binary(options)
     if binary is None:
+        if os.environ.get("PRE_COMMIT") == "1":  # pre-commit sets it for hooks: the fix is the other hook
+            raise RenderError(
+                "no Helm engine to render it in this hook's environment: use the `kubelint-ports-charts` hook, "
+                "which installs Helm's engine, for repositories with charts (docs/integrations.md)")
         raise RenderError(
             "no Helm engine to render it: install the Helm extra for in-process rendering "
             f"(`pip install 'kubelint-ports[helm]'`; wheels for {SDK_PLATFORMS}), or put a `helm` binary on "
