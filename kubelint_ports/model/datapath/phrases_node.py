@@ -62,7 +62,8 @@ def stale_fix(backend: str, chain: str, udp_ports: list[int]) -> str:
 
 
 def stale_entry(described: str, ports: str, reasons: str, outcome: str, hash_note: str, fix: str) -> str:
-    return (f"stale hostPort DNAT: {described} maps {ports}, but {reasons}: {STALE_CAUSES}. {outcome}{hash_note} "
+    # The headline (up to the first ": ") names the entry, its pod and its ports: what a user acts on.
+    return (f"stale hostPort DNAT {described} for {ports}: {reasons}: {STALE_CAUSES}. {outcome}{hash_note} "
             f"Fix: {fix}.")
 
 
