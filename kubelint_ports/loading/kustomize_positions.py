@@ -105,16 +105,7 @@ def pointer_covers(pointer: list[str], segments: list[str | int], rendered: yt.N
 
 
 def rendered_at(root: yt.Node, segments: list[str | int]) -> yt.Node | None:
-    node: yt.Node | None = root
-    for segment in segments:
-        if isinstance(segment, int):
-            node = node.value[segment] if isinstance(node, yt.SequenceNode) and segment < len(node.value) else None
-        else:
-            pair = yt.child(node, segment)
-            node = pair[1] if pair else None
-        if node is None:
-            return None
-    return node
+    return yt.at_segments(root, segments)
 
 
 def patch_location(patch: Patch, docs: tuple[yt.Node, ...], rendered: yt.Node,

@@ -484,15 +484,7 @@ def _dotted(path: list[Segment]) -> str:
 
 
 def _rendered_scalar(root: yt.Node, field_path: str) -> yt.ScalarNode | None:
-    node: yt.Node | None = root
-    for segment in yt.parse_field_path(field_path):
-        if isinstance(segment, int):
-            node = node.value[segment] if isinstance(node, yt.SequenceNode) and segment < len(node.value) else None
-        else:
-            pair = yt.child(node, segment)
-            node = pair[1] if pair else None
-        if node is None:
-            return None
+    node = yt.at_segments(root, yt.parse_field_path(field_path))
     return node if isinstance(node, yt.ScalarNode) else None
 
 

@@ -151,6 +151,21 @@ def at(root: Node | None, path: str) -> Node | None:
     return node
 
 
+def at_segments(root: Node | None, segments) -> Node | None:
+    """The node at parsed field-path segments (keys and list indexes), or None when a step is
+    absent: mappings and sequences as they are written, no typing."""
+    node = root
+    for segment in segments:
+        if isinstance(segment, int):
+            node = node.value[segment] if isinstance(node, SequenceNode) and segment < len(node.value) else None
+        else:
+            pair = child(node, segment)
+            node = pair[1] if pair else None
+        if node is None:
+            return None
+    return node
+
+
 def items(node: Node | None, what: str) -> list[Node]:
     """The items of a sequence field; absent or null is empty, anything else a type error."""
     if node.__class__ is SequenceNode:
