@@ -379,8 +379,8 @@ def ports(
     if free:
         write_free(report, settings, output_format, output, near, count)
     port_map = report.port_map  # made by the engine from the run's model and findings
-    stream = open_output(output) if output else sys.stdout
-    try:
+
+    def write(stream) -> None:
         if output_format is PortsFormat.json:
             write_json(port_map, stream)
         elif output_format is PortsFormat.html:
@@ -389,6 +389,16 @@ def ports(
             write_page(report, port_map, stream, findings_first=False)
         else:
             write_text(port_map, stream, color_wanted(color, stream) if output is None or color else False)
+
+    write_and_exit(report, output, write)
+
+
+def write_and_exit(report, output: Optional[Path], write) -> None:
+    """`write(stream)` to the output file or stdout, then exit as `ports` does: 3 for an internal
+    error, 2 for input errors, else 0 (a map is not a verdict)."""
+    stream = open_output(output) if output else sys.stdout
+    try:
+        write(stream)
     finally:
         if output:
             stream.close()
@@ -411,15 +421,8 @@ def write_free(report, settings, output_format, output, near, count) -> None:
             for (_, port), daemon in sorted(reserved_ports(policy.params).items()):
                 reserved.setdefault(port, daemon)
     found = free_ports(report.cluster, reserved, near, count)
-    stream = open_output(output) if output else sys.stdout
-    try:
-        (write_free_json if output_format is PortsFormat.json else write_free_text)(found, stream)
-    finally:
-        if output:
-            stream.close()
-    if report.internal_errors:
-        raise typer.Exit(EXIT_INTERNAL)
-    raise typer.Exit(EXIT_USAGE if report.diagnostics else EXIT_CLEAN)
+    write_and_exit(report, output, lambda stream: (
+        write_free_json if output_format is PortsFormat.json else write_free_text)(found, stream))
 
 
 SNAPSHOT_HELP = ("Snapshot directories, one per node (named after the node), holding any of: iptables-save, "
