@@ -233,7 +233,7 @@ def missing_requirements() -> str:
         return "the datapath lab needs root (network namespaces, iptables, nft)"
     for tool, package in (("ip", "iproute2"), ("iptables", "iptables"), ("iptables-save", "iptables"),
                           ("iptables-restore", "iptables"), ("nft", "nftables"), ("ipset", "ipset"),
-                          ("ss", "iproute2"), ("sysctl", "procps")):
+                          ("ss", "iproute2"), ("sysctl", "procps"), ("conntrack", "conntrack")):
         reason = missing_tool_reason(tool, package)
         if reason:
             return f"the datapath lab needs {reason}"

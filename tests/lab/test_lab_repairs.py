@@ -149,6 +149,10 @@ def test_kp801_teardown_without_port_mappings_and_udp_flows(lab_ready, tmp_path:
                                                           ["udp", netlab.NODE_IP, 7002, 40002]])
         assert first.startswith("old-pod") and same_flow.startswith("old-pod"), (first, same_flow)
         assert fresh_flow.startswith("new-pod"), fresh_flow
+        # The printed conntrack command, run on the node as a user would, moves the old flow too.
+        node.node_run("conntrack", "-D", "-p", "udp", "--orig-port-dst", "7002")
+        [after] = node.probe(node.outside, [["udp", netlab.NODE_IP, 7002, 40001]])
+        assert after.startswith("new-pod"), after
         directory = snapshot(node, tmp_path)
         cluster = pods_wide(tmp_path / "cluster.txt", [("new", new.ip), ("old", old.ip)])
     [stale] = findings(directory, "KP801", cluster)
