@@ -319,6 +319,9 @@ def test_a_utf16_dump_is_named_as_such(tmp_path: Path):
                  id="ip-addr-prefix"),
     pytest.param("ss.txt", "tcp LISTEN 0 5 999.0.0.1:22 0.0.0.0:*\n", 1, "'999.0.0.1:22' is not ADDRESS:PORT",
                  id="ss-address"),
+    # found by the 100,000-input campaign (seed 25): an IndexError, exit 3, before
+    pytest.param("ipvsadm", "-A -t 10.96.0.1:443 -s rr\n-a -t 10.96.0.1:443 -r\n", 2,
+                 "`-r` names no real server", id="ipvsadm-real-server-missing"),
 ])
 def test_nonsense_values_are_input_errors_at_their_line(tmp_path: Path, name: str, text: str, line: int, words: str):
     result = run_node(*map(str, two_nodes(tmp_path, name, text.encode())))

@@ -46,7 +46,11 @@ def read_ipvsadm(text: str, path: str) -> tuple[list[VirtualServer], list[Diagno
                                                                   f"`-A` line "
                                                                   f"declares before it")]
             if "-r" in fields:
-                real[key].append(fields[fields.index("-r") + 1])
+                where = fields.index("-r") + 1
+                if where >= len(fields):
+                    return [], [Diagnostic(Location(path, number, len(line.rstrip()) + 1),
+                                           "`-r` names no real server (ADDRESS:PORT)")]
+                real[key].append(fields[where])
     return [VirtualServer(s.line, s.end_column, s.protocol, s.address, s.port, tuple(real[key]))
             for key, s in services.items()], []
 
