@@ -22,6 +22,17 @@ t(50k)/t(10k), the checks (one in-process run: the rules, then the positions of 
 in seconds and as a share of the `--jobs 1` run, and the
 planted problems found (an error at the planted line) and decoys reported. Cold starts are timed
 on one small file and on 100 files.
+
+Start-up (what every pre-commit run pays), with bytecode as installed, needs no corpus:
+
+    python benchmarks/bench_lint.py --startup               # 21 interleaved rounds
+    python benchmarks/bench_lint.py --startup --repeat 41
+
+runs, in turn and each a fresh process, `python -c "import yaml, json"` (the yardstick: the
+interpreter and the parser alone), `lint` of one small plain file (examples/clean.yaml),
+`--help` and `--version`, and prints each one's median wall and CPU seconds and the median of
+its per-round ratios to the yardstick, with the load average before and after. (A corpus run
+prints these too, after the corpora.)
 """
 
 from __future__ import annotations
@@ -212,15 +223,56 @@ def cold_start(work: Path, one_k: Path, repeat: int) -> tuple[float, float]:
     return statistics.median(timings["one"]), statistics.median(timings["hundred"])
 
 
+def compile_package() -> None:
+    """As installed: with bytecode (an environment may say not to write it; pip compiles it)."""
+    subprocess.run([sys.executable, "-m", "compileall", "-q", str(ROOT / "kubelint_ports")], check=True)
+
+
+def startup(work: Path, repeat: int) -> None:
+    """Start-up figures against `python -c "import yaml, json"`, interleaved, ratios per round."""
+    compile_package()
+    base = [sys.executable, "-m", "kubelint_ports"]
+    commands = {
+        'python -c "import yaml, json"': [sys.executable, "-c", "import yaml, json"],
+        "lint examples/clean.yaml": [*base, "lint", str(ROOT / "examples" / "clean.yaml")],
+        "--help": [*base, "--help"],
+        "--version": [*base, "--version"],
+    }
+    yardstick = next(iter(commands))
+    for command in commands.values():  # warm the file cache; not counted
+        run(command, work)
+    runs: dict[str, list[dict]] = {key: [] for key in commands}
+    for round_ in range(repeat):
+        order = list(commands) if round_ % 2 == 0 else list(reversed(commands))
+        for key in order:
+            runs[key].append(run(commands[key], work))
+    print(f"\nstart-up, {repeat} interleaved rounds, medians (`python -m kubelint_ports ...`, with bytecode):")
+    print(f"{'command':32} {'wall s':>7} {'cpu s':>6} {'wall / yardstick':>16}")
+    for key, timings in runs.items():
+        ratio = statistics.median(a["wall"] / b["wall"] for a, b in zip(timings, runs[yardstick]))
+        print(f"{key:32} {statistics.median(t['wall'] for t in timings):7.3f} "
+              f"{statistics.median(t['cpu'] for t in timings):6.3f} {ratio:15.2f}x")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sizes", nargs="+", choices=list(CORPORA), default=list(CORPORA))
-    parser.add_argument("--repeat", type=int, default=3, help="interleaved rounds per corpus (medians are printed)")
+    parser.add_argument("--repeat", type=int, default=None,
+                        help="interleaved rounds per corpus, default 3 (with --startup: of the start-up, default 21)")
     parser.add_argument("--work", type=Path, default=Path(tempfile.gettempdir()) / "kubelint-bench")
     parser.add_argument("--generator", type=Path, help="gen_corpus.py (default: ../shared/bench/gen_corpus.py)")
+    parser.add_argument("--startup", action="store_true",
+                        help="only the start-up figures (no corpus); --repeat rounds, default 21")
     args = parser.parse_args()
-    generator = find_generator(args.generator)
     args.work.mkdir(parents=True, exist_ok=True)
+    if args.startup:
+        print(f"machine: {platform.node()} {platform.machine()}, {os.cpu_count()} processors, Python "
+              f"{platform.python_version()}, load average {os.getloadavg()[0]:.2f} at start")
+        startup(args.work, args.repeat or 21)
+        print(f"load average {os.getloadavg()[0]:.2f} at the end")
+        return
+    args.repeat = args.repeat or 3
+    generator = find_generator(args.generator)
     floor_script = args.work / "floor.py"
     floor_script.write_text(FLOOR)
     print(f"machine: {platform.node()} {platform.machine()}, {os.cpu_count()} processors, "
@@ -271,10 +323,10 @@ def main() -> None:
         if small in medians and big in medians:
             print(f"t({big})/t({small}) = {medians[big] / medians[small]:.2f}")
     if "1k" in args.sizes:
-        # As installed: with bytecode (an environment may say not to write it; pip compiles it).
-        subprocess.run([sys.executable, "-m", "compileall", "-q", str(ROOT / "kubelint_ports")], check=True)
+        compile_package()
         one, hundred = cold_start(args.work, args.work / "1k", max(args.repeat, 5))
         print(f"cold start: one small file {one:.3f} s, 100 files {hundred:.3f} s (median wall)")
+    startup(args.work, max(args.repeat, 11))
     print(f"load average {os.getloadavg()[0]:.2f} at the end")
 
 

@@ -150,7 +150,8 @@ def lint(
         typer.echo(f"kubelint-ports: note: {baseline or settings.config.get('baseline')} is a version 1 baseline "
                    "(its keys count list items, so a new sidecar breaks them); rewrite it with --write-baseline",
                    err=True)
-    options = dataclasses.replace(settings.options, jobs=budget_args.jobs)
+    options = dataclasses.replace(settings.options, jobs=budget_args.jobs,
+                                  say_workers=report_args.explain or report_args.statistics)
     report = lint_paths(settings.paths, options, policies=settings.policies)
     # SARIF carries each fix's edits; other formats only say a fix exists (no ruamel.yaml import).
     sarif = report_args.output_format is OutputFormat.sarif or any(kind == "sarif" for kind, _ in extra_reports)

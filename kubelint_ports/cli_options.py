@@ -276,7 +276,8 @@ class BudgetArgs:
                                     "helm-memory-mib, kustomize-seconds, kustomize-memory-mib, kustomize-generators, "
                                     "input-seconds (docs/safety.md, Limits).")
     jobs: int = option(0, "--jobs", "-j", min=0, metavar="N", show_default=False,
-                       help="Processes that read large inputs (default: one per processor; 1: no extra process).")
+                       help="Processes that read inputs of 4 MiB or more (default: one per free processor; 1: no "
+                            "extra process).")
 
     def given(self) -> dict:
         return {"limits": tuple(self.limits)}

@@ -14,14 +14,13 @@ from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, NamedTuple
 
-from kubelint_ports.checks import CHECKS, Hit
+from kubelint_ports.checks import CHECKS, Hit, reads_of
 from kubelint_ports.findings import Diagnostic, Finding, Location, Report
 from kubelint_ports.loading import Loading, LoadResult, budgets, changed_sources, display_path, held
 from kubelint_ports.model import Cluster, ClusterFacts
 from kubelint_ports.model.build import INVENTORY, LINTED, LIVE, ModelReader, assemble, custom_workload_kinds, split_by_unit
 from kubelint_ports.model.units import UnitRules
 from kubelint_ports.policies import Policy, builtin_policies, enabled_by_default
-from kubelint_ports.portmap import make_port_map
 from kubelint_ports.suppressions import annotation_reason, apply_exemptions, unknown_rule_notes
 
 if TYPE_CHECKING:  # not imported at run time: plain manifests never load the Helm module
@@ -40,7 +39,8 @@ class LintOptions:
     exemptions: tuple[Exemption, ...] = ()  # accepted findings, from the config
     baseline: frozenset[str] = frozenset()  # fingerprints of findings accepted by --baseline
     limits: budgets.Limits = budgets.DEFAULT_LIMITS  # budgets against hostile input (--limit, `limits:`)
-    jobs: int = 0  # processes that read large inputs; 0: one per processor, 1: this process only
+    jobs: int = 0  # processes that read large inputs; 0: one per free processor (loading.pool), 1: this process only
+    say_workers: bool = False  # -v, --statistics: a note says how many worker processes read the input, and why
     units: UnitRules = UnitRules()  # deployment units: the config's `units:` (model.units)
 
 
@@ -70,6 +70,14 @@ def lint_paths(paths: Sequence[str], options: LintOptions = LintOptions(), *, st
     )
 
 
+def make_port_map(report: Report):
+    """The report's port map (`portmap.make_port_map`), imported when a formatter or `ports` asks
+    for it: a `lint` that writes findings never loads the port map's module."""
+    from kubelint_ports.portmap import make_port_map as make
+
+    return make(report)
+
+
 def known_policies(policies: Sequence[Policy]) -> list[Policy]:
     """Every rule a name may refer to: the built-in ones (on or off) and the run's own."""
     return [*builtin_policies(), *policies]
@@ -80,12 +88,7 @@ def load_cluster(paths: Sequence[str], options: LintOptions, *, stdin=None, live
     """Every input read and modelled: linted manifests, running objects, the node inventory.
     Each document's tree is read once, by a model reader, and let go. `live`: the running objects
     when the caller has read the `--cluster` files already (the node command reads them itself)."""
-    jobs = options.jobs
-    if jobs <= 0:
-        from kubelint_ports.loading.pool import default_jobs
-
-        jobs = default_jobs()
-    with collector_paused(), budgets.applied(options.limits), workers_for(jobs) as workers:
+    with collector_paused(), budgets.applied(options.limits), workers_for(options.jobs) as workers:
         linted = ModelReader(LINTED, replacing=bool(options.cluster_files),
                              custom_kinds=custom_workload_kinds(options.facts.pod_templates))
         running_reader = ModelReader(LIVE) if options.cluster_files and live is None else None
@@ -99,6 +102,9 @@ def load_cluster(paths: Sequence[str], options: LintOptions, *, stdin=None, live
         pending.append(Loading(paths, stdin, options.helm, chart_helm=dict(options.chart_helm),
                                exclude=options.exclude, reader=linted, workers=workers))
         nodes, running, loaded = (loading.finish() if loading is not None else None for loading in pending)
+        if options.say_workers:
+            loaded.notes.append(workers.summary() if workers is not None else
+                                f"input read in this process ({'--jobs 1' if options.jobs == 1 else 'one processor'})")
         cluster, model_diagnostics = assemble(linted, live, inventory, options.facts)
         rules = UnitRules(options.units.configured, tuple(linted.gitops_targets), options.units.root)
         parts = split_by_unit(linted, rules)
@@ -118,12 +124,16 @@ def load_cluster(paths: Sequence[str], options: LintOptions, *, stdin=None, live
 
 
 def workers_for(jobs: int):
-    """Worker processes for large inputs (started only if an input is large), or none."""
-    if jobs <= 1:
+    """Worker processes for large inputs, or none (`--jobs 1`, or a single processor). They start
+    only when an input is large, and by default (`jobs` 0) only on processors that are free: the
+    pool (loading.pool) decides then, and `Workers.summary()` says what it did."""
+    if jobs == 1:
         return nullcontext()
-    from kubelint_ports.loading.pool import Workers
+    from kubelint_ports.loading.pool import Workers, default_jobs
 
-    return Workers(jobs)
+    if jobs <= 0 and default_jobs() < 2:
+        return nullcontext()
+    return Workers(max(jobs, 0))
 
 
 @contextmanager
@@ -163,9 +173,9 @@ def run_checks(cluster: Cluster, policies: Iterable[Policy], diagnostics: list[D
     `diagnostics`, naming the rule or the input: the other rules still run."""
     hits = []
     for policy in policies:
+        if reads_of(policy.check) != reads:
+            continue  # decided without importing the check's module (a `lint` never loads node rules)
         check = CHECKS[policy.check]
-        if check.reads != reads:
-            continue
         hit = None
         try:
             for hit in check.function(cluster, policy.params):
@@ -230,7 +240,7 @@ def lint_snapshots(snapshots: Sequence[str], paths: Sequence[str] = (), options:
         if options.exemptions or options.baseline:
             findings = apply_exemptions(findings, options.exemptions, options.baseline)
     return Report(findings=findings, diagnostics=diagnostics,
-                  rules=tuple(p for p in policies if CHECKS[p.check].reads == "node-snapshot"),
+                  rules=tuple(p for p in policies if reads_of(p.check) == "node-snapshot"),
                   files=files, objects=len(context.nodes))
 
 

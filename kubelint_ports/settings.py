@@ -123,9 +123,9 @@ def resolve_within(command: CommandLine, config: Config, limits: budgets.Limits)
     known = policies_with([*config_paths(config, "policies"), *command.policies])
     policies = selected_policies(known, apply_rules(known, config), command, config)
     if command.scope == "object":
-        from kubelint_ports.checks import CHECKS
+        from kubelint_ports.checks import cross_object_of  # knows without importing every check
 
-        policies = [p for p in policies if not CHECKS[p.check].cross_object]
+        policies = [p for p in policies if not cross_object_of(p.check)]
     baseline_file = command.baseline or (config.inside(["baseline"], config.get("baseline"), OPTIONS["baseline"])
                                          if config.get("baseline") else None)
     baseline = frozenset()

@@ -313,6 +313,37 @@ def test_small_inputs_never_start_workers(monkeypatch):
         p.stat().st_size for p in (ROOT / "examples").rglob("*") if p.is_file())
 
 
+def test_default_workers_start_only_on_a_free_second_processor(monkeypatch):
+    """By default (`--jobs 0`) a large input is read by workers only when the load average leaves
+    a second processor idle; `--jobs N` asks for N whatever the load. The run says which (a note
+    under -v/--statistics), and the output is the same either way."""
+    from kubelint_ports.loading import pool
+
+    assert pool.free_processors(2, 1.3) == 1 and pool.free_processors(2, 0.2) == 2
+    assert pool.free_processors(4, 9.0) == 1 and pool.free_processors(8, None) == 8
+    monkeypatch.setattr(pool, "POOL_MIN_BYTES", 0)  # these inputs are small: treat them as large
+    monkeypatch.setattr(pool, "MIN_BATCH_BYTES", 1)
+    monkeypatch.setattr(pool, "default_jobs", lambda: 2)
+    paths, nodes = [str(ROOT / "examples")], (str(ROOT / "examples" / "inventory" / "nodes.yaml"),)
+    outputs, notes = [], []
+    # (load average, others running now, --jobs): a busy machine; an idle one; a load average
+    # left by an earlier run on a machine idle now; --jobs 2 on a busy one; --jobs 1
+    for load, now, jobs in ((1.4, 1, 0), (0.1, None, 0), (1.3, 0, 0), (1.4, 1, 2), (None, None, 1)):
+        monkeypatch.setattr(pool, "load_average", lambda load=load: load)
+        monkeypatch.setattr(pool, "running_others", lambda now=now: now)
+        report = lint_paths(paths, LintOptions(node_files=nodes, jobs=jobs, say_workers=True))
+        notes.append(report.notes[-1])
+        outputs.append(json_report(paths, LintOptions(node_files=nodes, jobs=jobs)))
+    assert notes == [
+        "input read in this process (no second processor free: 2 processors, load average 1.40, 1 runnable besides this run)",
+        "input read by 2 worker processes (2 of 2 processors free, load average 0.10)",
+        "input read by 2 worker processes (2 of 2 processors free, load average 1.30, 0 runnable besides this run)",
+        "input read by 2 worker processes (--jobs 2)",
+        "input read in this process (--jobs 1)"]
+    assert all(output == outputs[0] for output in outputs)
+    assert not any("worker" in note for note in lint_paths(paths, LintOptions(node_files=nodes)).notes)
+
+
 # --- linear cross-object checks ----------------------------------------------------------------
 
 def test_augmenting_paths_place_as_many_pods_as_max_flow():

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-import importlib
 import re
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TextIO
@@ -41,7 +41,9 @@ FORMATTERS: dict[str, str] = {
 
 
 def get_formatter(name: str) -> Formatter:
-    return importlib.import_module(FORMATTERS[name]).format_report
+    # `__import__` (not importlib's `import_module`), so the import shows in `python -X importtime`.
+    __import__(FORMATTERS[name])
+    return sys.modules[FORMATTERS[name]].format_report
 
 
 # C0 and C1 controls, DEL, and the Unicode line separators and bidirectional overrides: raw in a

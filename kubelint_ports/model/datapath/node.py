@@ -5,9 +5,12 @@ of two hostPort entries a packet meets first, and how each implementation orders
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
 from kubelint_ports.model.datapath.facts import SPLIT_BACKENDS, DatapathFacts, Fact
-from kubelint_ports.model.node_state import NodeState, datapath_facts
+
+if TYPE_CHECKING:  # node_state (and the dump readers under it) loads only when dumps are read: `node`
+    from kubelint_ports.model.node_state import NodeState
 
 # How an implementation places a new pod's entry among the others, so which entry a packet meets
 # first: appended entries keep creation order (a stale entry shadows a later live one), entries
@@ -63,6 +66,8 @@ def split_backends(node: NodeState):
 
 def node_facts(node: NodeState) -> DatapathFacts:
     """`node_state.datapath_facts`, plus two iptables backends when the dumps show them."""
+    from kubelint_ports.model.node_state import datapath_facts
+
     facts = datapath_facts(node)
     split = split_backends(node)
     if split is not None:
