@@ -102,9 +102,8 @@ def load_cluster(paths: Sequence[str], options: LintOptions, *, stdin=None, live
         pending.append(Loading(paths, stdin, options.helm, chart_helm=dict(options.chart_helm),
                                exclude=options.exclude, reader=linted, workers=workers))
         nodes, running, loaded = (loading.finish() if loading is not None else None for loading in pending)
-        if options.say_workers:
-            loaded.notes.append(workers.summary() if workers is not None else
-                                f"input read in this process ({'--jobs 1' if options.jobs == 1 else 'one processor'})")
+        if options.say_workers and workers is not None and (said := workers.summary()):
+            loaded.notes.append(said)  # only where workers were weighed: a large input
         cluster, model_diagnostics = assemble(linted, live, inventory, options.facts)
         rules = UnitRules(options.units.configured, tuple(linted.gitops_targets), options.units.root)
         parts = split_by_unit(linted, rules)

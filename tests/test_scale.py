@@ -332,16 +332,19 @@ def test_default_workers_start_only_on_a_free_second_processor(monkeypatch):
         monkeypatch.setattr(pool, "load_average", lambda load=load: load)
         monkeypatch.setattr(pool, "running_others", lambda now=now: now)
         report = lint_paths(paths, LintOptions(node_files=nodes, jobs=jobs, say_workers=True))
-        notes.append(report.notes[-1])
+        notes.append(next((note for note in report.notes if note.startswith("input read")), ""))
         outputs.append(json_report(paths, LintOptions(node_files=nodes, jobs=jobs)))
     assert notes == [
         "input read in this process (no second processor free: 2 processors, load average 1.40, 1 runnable besides this run)",
         "input read by 2 worker processes (2 of 2 processors free, load average 0.10)",
         "input read by 2 worker processes (2 of 2 processors free, load average 1.30, 0 runnable besides this run)",
         "input read by 2 worker processes (--jobs 2)",
-        "input read in this process (--jobs 1)"]
+        ""]  # --jobs 1: the user chose; nothing to say
     assert all(output == outputs[0] for output in outputs)
     assert not any("worker" in note for note in lint_paths(paths, LintOptions(node_files=nodes)).notes)
+    monkeypatch.setattr(pool, "POOL_MIN_BYTES", 4 * 2**20)  # a small input: no note, even under -v
+    assert not any(note.startswith("input read")
+                   for note in lint_paths(paths, LintOptions(node_files=nodes, say_workers=True)).notes)
 
 
 # --- linear cross-object checks ----------------------------------------------------------------

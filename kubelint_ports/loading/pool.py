@@ -147,10 +147,13 @@ class Workers:
         return self.chosen
 
     def summary(self) -> str:
-        """What `--statistics`/`-v` say: how many worker processes read the input, and why."""
+        """What `--statistics`/`-v` say: how many worker processes read the input, and why; nothing
+        for an input too small to share (every pre-commit run: a note there would be noise)."""
         if self.started:
             return f"input read by {self.started} worker processes ({self.why})"
-        return f"input read in this process ({self.why or 'nothing to share'})"
+        if not self.why or self.why.startswith("the input is under"):
+            return ""
+        return f"input read in this process ({self.why})"
 
 
 def read_batch(paths: list[str], helm, reader: DocumentReader, limits: budgets.Limits
