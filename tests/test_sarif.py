@@ -315,33 +315,49 @@ def test_no_python_reprs_leak_into_output(manifests):
     assert "{'" not in text and "<sarif_om" not in text and "NOTHING" not in text
 
 
-@pytest.mark.parametrize("where, paths", [(".", ["."]), ("deploy", [".", "../service.yaml", "../broken.yaml"]),
-                                          ("deploy", [])])
-def test_github_accepts_our_sarif_per_the_multitool(manifests, tmp_path_factory, monkeypatch, where, paths):
-    """`sarif-multitool validate` with GitHub's rules, run from the top level and from a
-    subdirectory (no PATH: the config's paths, which resolve outside the current directory); its
-    exit code is always 0, so read its log."""
+MULTITOOL_CASES = [(".", ["."]), ("deploy", [".", "../service.yaml", "../broken.yaml"]), ("deploy", [])]
+
+
+def test_github_accepts_our_sarif_per_the_multitool(manifests, tmp_path_factory, monkeypatch):
+    """`sarif-multitool validate` with GitHub's rules, on logs made from the top level and from a
+    subdirectory (no PATH: the config's paths, which resolve outside the current directory). One
+    validator run for the three logs (its start-up is most of its time); its exit code is always
+    0, so read its log, whose results name the file they are about."""
     import subprocess
+
+    from kubelint_ports.settings import CommandLine, resolve
 
     tool, github_rules = sarif_multitool()
     (manifests / ".kubelint-ports.yaml").write_text("paths: [deploy, service.yaml]\n")
-    monkeypatch.chdir(manifests / where)
-    from kubelint_ports.settings import CommandLine, resolve
-
-    settings = resolve(CommandLine(paths=tuple(paths)))
-    report = lint_paths(settings.paths, settings.options)
-    assert [r for r in report.findings if r.rule_id == "KP201"], "the cross-file collision is found"
     out = tmp_path_factory.mktemp("multitool")
-    log_file = out / "out.sarif"
-    log_file.write_text(render(report))
-    assert {uri for uri, _ in uris(json.loads(log_file.read_text()))} == {"deploy/app.yaml", "service.yaml"}
+    logs = []
+    for number, (where, paths) in enumerate(MULTITOOL_CASES):
+        monkeypatch.chdir(manifests / where)
+        settings = resolve(CommandLine(paths=tuple(paths)))
+        report = lint_paths(settings.paths, settings.options)
+        assert [r for r in report.findings if r.rule_id == "KP201"], "the cross-file collision is found"
+        log_file = out / f"case-{number}.sarif"
+        log_file.write_text(render(report))
+        assert {uri for uri, _ in uris(json.loads(log_file.read_text()))} == {"deploy/app.yaml", "service.yaml"}
+        logs.append(log_file)
+    # A control the validator must reject (a result without a location: GH1001), so a run that
+    # read nothing, or not every file, cannot pass.
+    control = json.loads(logs[0].read_text())
+    control["runs"][0]["results"][0].pop("locations")
+    (out / "control.sarif").write_text(json.dumps(control))
     result_file = out / "validation.sarif"
-    done = subprocess.run([str(tool), "validate", str(log_file), "--rule-kind", "\"Gh;Sarif\"", "--config",
+    done = subprocess.run([str(tool), "validate", *map(str, logs), str(out / "control.sarif"),
+                           "--rule-kind", "\"Gh;Sarif\"", "--config",
                            str(github_rules), "-o", str(result_file), "--log", "ForceOverwrite"],
                           capture_output=True, text=True, timeout=300)
     assert result_file.exists(), done.stdout + done.stderr
     validation = json.loads(result_file.read_text(encoding="utf-8-sig"))
+    errors = [r for run in validation["runs"] for r in run.get("results", []) if r.get("level") == "error"]
+    where = {location["physicalLocation"]["artifactLocation"]["uri"].rsplit("/", 1)[-1]
+             for r in errors for location in r.get("locations", [])}
+    assert "control.sarif" in where, "the validator read the files and applies GitHub's rules"
     problems = [(r.get("ruleId"), r["message"].get("text") or r["message"].get("arguments"))
-                for run in validation["runs"] for r in run.get("results", []) if r.get("level") == "error"]
+                for r in errors if any(not location["physicalLocation"]["artifactLocation"]["uri"].endswith(
+                    "control.sarif") for location in r.get("locations", []))]
     assert not problems, problems
     assert validation["runs"][0]["tool"]["driver"]["name"].lower().startswith("sarif"), "the validator ran"
