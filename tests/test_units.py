@@ -138,13 +138,13 @@ def test_flux_kustomizations_group_paths_by_the_cluster_directory(tmp_path):
 def test_a_path_deployed_to_two_clusters_is_linted_in_both(tmp_path):
     """One finding, naming both units: the shared path collides with each cluster's own Service."""
     write(tmp_path, {
-        "apps/prod.yaml": ARGO_APP.format(name="p", path="shared", destination="name: prod"),
-        "apps/dev.yaml": ARGO_APP.format(name="d", path="shared", destination="name: dev"),
+        "apps/prod.yaml": ARGO_APP.format(name="p", path="common", destination="name: prod"),
+        "apps/dev.yaml": ARGO_APP.format(name="d", path="common", destination="name: dev"),
         "apps/prod-own.yaml": ARGO_APP.format(name="po", path="prod", destination="name: prod"),
-        "shared/svc.yaml": SERVICE.format(name="shared"),
+        "common/svc.yaml": SERVICE.format(name="common"),
         "prod/svc.yaml": SERVICE.format(name="own"),
     })
-    assert collisions(tmp_path) == {"shared": ("argocd:prod",), "own": ("argocd:prod",)}
+    assert collisions(tmp_path) == {"common": ("argocd:prod",), "own": ("argocd:prod",)}
 
 
 def test_output_names_the_unit(chdir):
