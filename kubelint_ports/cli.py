@@ -1,15 +1,18 @@
-"""The `kubelint-ports` command line: lint, ports, rules, explain, config."""
+"""The `kubelint-ports` command line: lint, ports, rules, explain, config.
+
+The commands are plain functions whose options are declared as data (`cli_options`). `lint` is
+read without typer when `cli_options.parse_command_line` vouches for its command line; the rest
+goes to the typer app, built when first needed (`make_app`; `cli.app` for tests)."""
 
 from __future__ import annotations
 
 import dataclasses
 import enum
+import errno
 import os
 import sys
 from pathlib import Path
 from typing import List, Optional
-
-import typer
 
 from kubelint_ports import __version__
 from kubelint_ports.cli_options import (
@@ -32,34 +35,19 @@ from kubelint_ports.cli_options import (
     ReportArgs,
     RuleChoice,
     Scope,
+    UsageError,
+    argument,
     command_line,
+    echo,
+    is_a,
+    option,
+    parse_command_line,
+    typer_app,
     with_option_groups,
 )
+from kubelint_ports.formatters import printable
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 3
-
-app = typer.Typer(
-    name="kubelint-ports",
-    help="Find Kubernetes port-allocation mistakes (hostPort, hostNetwork, NodePort) before they reach a cluster.",
-    add_completion=True,  # --install-completion / --show-completion for bash, zsh, fish, PowerShell
-    no_args_is_help=True,
-    pretty_exceptions_enable=False,
-)
-
-
-def version_callback(value: bool) -> None:
-    if value:
-        typer.echo(f"kubelint-ports {__version__}")
-        raise typer.Exit()
-
-
-@app.callback()
-def main_callback(
-    version: bool = typer.Option(False, "--version", callback=version_callback, is_eager=True,
-                                 help="Print the version and exit."),
-) -> None:
-    """Keeps subcommands subcommands (typer would otherwise treat a lone command's name as a path)."""
-
 
 def run_settings(command):
     """Resolve the command line and the config file, or exit 2 with the reason."""
@@ -71,8 +59,8 @@ def run_settings(command):
     try:
         return resolve(command)
     except (ConfigError, PolicyError, BaselineError, ValueError) as error:
-        typer.echo(printable(f"kubelint-ports: error: {error}"), err=True)
-        raise typer.Exit(EXIT_USAGE) from None
+        echo(printable(f"kubelint-ports: error: {error}"), err=True)
+        raise SystemExit(EXIT_USAGE) from None
 
 
 def open_output(path):
@@ -80,8 +68,8 @@ def open_output(path):
     try:
         return open(path, "w", encoding="utf-8", newline="\n")
     except OSError as error:
-        typer.echo(printable(f"kubelint-ports: error: cannot write {path}: {error.strerror or error}"), err=True)
-        raise typer.Exit(EXIT_USAGE) from None
+        echo(printable(f"kubelint-ports: error: cannot write {path}: {error.strerror or error}"), err=True)
+        raise SystemExit(EXIT_USAGE) from None
 
 
 def check_writable(*paths) -> None:
@@ -93,8 +81,8 @@ def check_writable(*paths) -> None:
         reason = ("is a directory" if target.is_dir() else
                   "its directory does not exist" if not target.parent.is_dir() else "")
         if reason:
-            typer.echo(printable(f"kubelint-ports: error: cannot write {path}: {reason}"), err=True)
-            raise typer.Exit(EXIT_USAGE)
+            echo(printable(f"kubelint-ports: error: cannot write {path}: {reason}"), err=True)
+            raise SystemExit(EXIT_USAGE)
 
 
 def color_wanted(flag: bool | None, stream) -> bool:
@@ -113,25 +101,25 @@ PATHS_HELP = ("Manifest files, directories (recursive: *.yaml, *.yml, *.json; a 
               "as a Helm chart) or - for standard input (default: the config's `paths`, else .).")
 
 
-@app.command()
 @with_option_groups
 def lint(
-    paths: Optional[List[str]] = typer.Argument(None, help=PATHS_HELP, show_default=False),
+    paths: Optional[List[str]] = argument(None, help=PATHS_HELP, show_default=False),
     *,
     report_args: ReportArgs,
     fix_args: FixArgs,
     rule_choice: RuleChoice,
-    show_suppressed: bool = typer.Option(False, "--show-suppressed", help="Show suppressed findings in text output."),
+    show_suppressed: bool = option(False, "--show-suppressed", help="Show suppressed findings in text output."),
     sarif_category: str = SARIF_CATEGORY_OPTION,
-    link_base: str = typer.Option("", "--link-base", metavar="URL",
-                                  help="Markdown reports: link locations under this URL (a blob URL of the commit)."),
+    link_base: str = option("", "--link-base", metavar="URL",
+                            help="Markdown and HTML reports: link locations under this http(s) URL (a blob URL "
+                                 "of the commit)."),
     config_args: ConfigArgs,
-    scope: Scope = typer.Option(Scope.all, "--scope", rich_help_panel=POLICY,
-                                help="object: only rules that need no other object (the per-file pre-commit hook)."),
-    baseline: Optional[str] = typer.Option(None, "--baseline", metavar="FILE", rich_help_panel=POLICY,
-                                           help="Report only findings not recorded in this baseline."),
-    write_baseline: Optional[str] = typer.Option(None, "--write-baseline", metavar="FILE", rich_help_panel=POLICY,
-                                                 help="Record today's findings as the baseline and exit 0."),
+    scope: Scope = option(Scope.all, "--scope", rich_help_panel=POLICY,
+                          help="object: only rules that need no other object (the per-file pre-commit hook)."),
+    baseline: Optional[str] = option(None, "--baseline", metavar="FILE", rich_help_panel=POLICY,
+                                     help="Report only findings not recorded in this baseline."),
+    write_baseline: Optional[str] = option(None, "--write-baseline", metavar="FILE", rich_help_panel=POLICY,
+                                           help="Record today's findings as the baseline and exit 0."),
     fact_args: FactArgs,
     helm_args: HelmArgs,
     budget_args: BudgetArgs,
@@ -147,9 +135,9 @@ def lint(
         baseline=baseline, scope=scope.value, writing_baseline=bool(write_baseline)))
     quiet = report_args.quiet
     if getattr(settings.options.baseline, "version", None) == 1 and not quiet:
-        typer.echo(f"kubelint-ports: note: {baseline or settings.config.get('baseline')} is a version 1 baseline "
-                   "(its keys count list items, so a new sidecar breaks them); rewrite it with --write-baseline",
-                   err=True)
+        echo(f"kubelint-ports: note: {baseline or settings.config.get('baseline')} is a version 1 baseline "
+             "(its keys count list items, so a new sidecar breaks them); rewrite it with --write-baseline",
+             err=True)
     options = dataclasses.replace(settings.options, jobs=budget_args.jobs,
                                   say_workers=report_args.explain or report_args.statistics)
     report = lint_paths(settings.paths, options, policies=settings.policies)
@@ -158,9 +146,13 @@ def lint(
     if fix_args.wanted:
         report = run_fixes(report, fix_args, settings, options, quiet)  # described, with the edits
     else:
-        from kubelint_ports.fixes import describe, reserved_ports_of
+        from kubelint_ports.fixes import fixable
 
-        describe(report, edits=sarif, reserved=reserved_ports_of(settings.policies))
+        if fixable(report):  # else the fix machinery is never imported
+            from kubelint_ports.fixes import describe, reserved_ports_of
+
+            describe(report, edits=sarif, reserved=reserved_ports_of(settings.policies),
+                     choices=settings.config.fix_choices)
     echo_notes(report.notes)
     from kubelint_ports.loading import EMPTY_STDIN
 
@@ -169,7 +161,7 @@ def lint(
     terminal_text = report_args.output is None and report_args.output_format in (OutputFormat.text,
                                                                                  OutputFormat.concise)
     if any(d.message == EMPTY_STDIN for d in report.diagnostics) and not terminal_text:
-        typer.echo(f"kubelint-ports: warning: {EMPTY_STDIN}", err=True)
+        echo(f"kubelint-ports: warning: {EMPTY_STDIN}", err=True)
     from kubelint_ports.sourceroot import find_source_root
 
     format_options = FormatOptions(show_suppressed=show_suppressed, sarif_category=sarif_category, link_base=link_base,
@@ -181,13 +173,13 @@ def lint(
         try:
             count = record(report.findings, write_baseline)
         except OSError as error:
-            typer.echo(printable(f"kubelint-ports: error: cannot write {write_baseline}: {error.strerror or error}"),
-                       err=True)
-            raise typer.Exit(EXIT_USAGE) from None
+            echo(printable(f"kubelint-ports: error: cannot write {write_baseline}: {error.strerror or error}"),
+                 err=True)
+            raise SystemExit(EXIT_USAGE) from None
         if not quiet:
-            typer.echo(f"kubelint-ports: wrote {count} findings to the baseline {write_baseline}", err=True)
-        raise typer.Exit(EXIT_CLEAN)
-    raise typer.Exit(exit_code(report, settings.fail_on))
+            echo(f"kubelint-ports: wrote {count} findings to the baseline {write_baseline}", err=True)
+        raise SystemExit(EXIT_CLEAN)
+    raise SystemExit(exit_code(report, settings.fail_on))
 
 
 MAX_FIX_PASSES = 4  # a fix left out for overlapping another is applied on the next pass
@@ -199,20 +191,20 @@ def run_fixes(report, args: FixArgs, settings, options, quiet: bool):
     from kubelint_ports.engine import lint_paths
     from kubelint_ports.fixes import changes, describe, reserved_ports_of, unified_diff
 
-    reserved = reserved_ports_of(settings.policies)
+    reserved, choices = reserved_ports_of(settings.policies), settings.config.fix_choices
     if args.diff:
-        found = changes(describe(report, edits=True, reserved=reserved), unsafe=args.unsafe_fixes)
+        found = changes(describe(report, edits=True, reserved=reserved, choices=choices), unsafe=args.unsafe_fixes)
         for change in found:
             sys.stdout.write(unified_diff(change))
         fixed = sum(len(change.fixed) for change in found)
         if not quiet:
-            typer.echo(f"kubelint-ports: would fix {fixed} finding{'s' if fixed != 1 else ''} in {len(found)} "
-                       f"file{'s' if len(found) != 1 else ''}", err=True)
+            echo(f"kubelint-ports: would fix {fixed} finding{'s' if fixed != 1 else ''} in {len(found)} "
+                 f"file{'s' if len(found) != 1 else ''}", err=True)
         echo_blocked(report)
-        raise typer.Exit(EXIT_FINDINGS if found else EXIT_CLEAN)
+        raise SystemExit(EXIT_FINDINGS if found else EXIT_CLEAN)
     fixed, files = 0, set()
     for _ in range(MAX_FIX_PASSES):
-        found = changes(describe(report, edits=True, reserved=reserved), unsafe=args.unsafe_fixes)
+        found = changes(describe(report, edits=True, reserved=reserved, choices=choices), unsafe=args.unsafe_fixes)
         if not found:
             break
         for change in found:
@@ -220,16 +212,16 @@ def run_fixes(report, args: FixArgs, settings, options, quiet: bool):
                 with open(change.file, "wb") as stream:
                     stream.write(change.new)
             except OSError as error:
-                typer.echo(printable(f"kubelint-ports: error: cannot write {change.path}: {error.strerror or error}"),
-                           err=True)
-                raise typer.Exit(EXIT_USAGE) from None
+                echo(printable(f"kubelint-ports: error: cannot write {change.path}: {error.strerror or error}"),
+                     err=True)
+                raise SystemExit(EXIT_USAGE) from None
             fixed += len(change.fixed)
             files.add(change.path)
         report = lint_paths(settings.paths, options, policies=settings.policies)
     if not quiet:
-        typer.echo(f"kubelint-ports: fixed {fixed} finding{'s' if fixed != 1 else ''} in {len(files)} "
-                   f"file{'s' if len(files) != 1 else ''}", err=True)
-    describe(report, edits=True, reserved=reserved)
+        echo(f"kubelint-ports: fixed {fixed} finding{'s' if fixed != 1 else ''} in {len(files)} "
+             f"file{'s' if len(files) != 1 else ''}", err=True)
+    describe(report, edits=True, reserved=reserved, choices=choices)
     echo_blocked(report)
     return report
 
@@ -238,17 +230,16 @@ def echo_blocked(report) -> None:
     """A fix refused (its round trip would change other lines) is said once, on stderr."""
     for finding in report.findings:
         if finding.fix is not None and finding.fix.blocked:
-            typer.echo(printable(f"kubelint-ports: note: {finding.location}: {finding.rule_id} fix not applied: "
+            echo(printable(f"kubelint-ports: note: {finding.location}: {finding.rule_id} fix not applied: "
                                  f"{finding.fix.blocked}"), err=True)
 
 
-@app.command("config")
 def show_config(
-    paths: Optional[List[str]] = typer.Argument(None, show_default=False,
-                                                help="Also read these inputs and show the datapath facts they "
-                                                     "state, with their sources."),
-    config: Optional[str] = typer.Option(None, "--config", metavar="FILE", help="Configuration file."),
-    policies: List[str] = typer.Option([], "--policies", metavar="DIR", help="A directory of your own policies."),
+    paths: Optional[List[str]] = argument(None, show_default=False,
+                                          help="Also read these inputs and show the datapath facts they "
+                                               "state, with their sources."),
+    config: Optional[str] = option(None, "--config", metavar="FILE", help="Configuration file."),
+    policies: List[str] = option([], "--policies", metavar="DIR", help="A directory of your own policies."),
     nodes: List[str] = NODES_OPTION,
     cluster: List[str] = CLUSTER_OPTION,
     proxy_mode: Optional[ProxyMode] = PROXY_MODE_OPTION,
@@ -270,9 +261,9 @@ def show_config(
 
         model, _, diagnostics = load_cluster(settings.paths, settings.options)
         for diagnostic in diagnostics:
-            typer.echo(f"{diagnostic.location}: input-error {diagnostic.message}", err=True)
+            echo(f"{diagnostic.location}: input-error {diagnostic.message}", err=True)
         data["facts"] = facts_table(model.datapath.facts)
-    typer.echo(yaml.safe_dump(data, sort_keys=False, default_flow_style=False), nl=False)
+    echo(yaml.safe_dump(data, sort_keys=False, default_flow_style=False), nl=False)
 
 
 class RulesFormat(str, enum.Enum):
@@ -280,9 +271,8 @@ class RulesFormat(str, enum.Enum):
     json = "json"
 
 
-@app.command()
-def rules(output_format: RulesFormat = typer.Option(RulesFormat.text, "--format", "--output-format",
-                                                   help="text: a table that fits 100 columns; json: data.")) -> None:
+def rules(output_format: RulesFormat = option(RulesFormat.text, "--format", "--output-format",
+                                              help="text: a table that fits 100 columns; json: data.")) -> None:
     """List the rules: id, name, default severity, summary."""
     import textwrap
 
@@ -292,7 +282,7 @@ def rules(output_format: RulesFormat = typer.Option(RulesFormat.text, "--format"
     if output_format is RulesFormat.json:
         import json
 
-        typer.echo(json.dumps([{
+        echo(json.dumps([{
             "id": policy.id, "name": policy.name, "severity": str(policy.severity), "enabled": policy.enabled,
             "summary": policy.summary, "variants": {case: str(sev) for case, sev in policy.variants.items()},
             "tags": list(policy.tags), "docs": f"docs/rules/{policy.slug}.md"} for policy in policies], indent=2))
@@ -302,12 +292,11 @@ def rules(output_format: RulesFormat = typer.Option(RulesFormat.text, "--format"
     for policy in policies:
         off = "" if policy.enabled else " (off by default)"
         lines = textwrap.wrap(policy.summary + off, max(30, 100 - head)) or [""]
-        typer.echo(f"{policy.id}  {policy.name:<{width}}  {str(policy.severity):<7}  {lines[0]}")
+        echo(f"{policy.id}  {policy.name:<{width}}  {str(policy.severity):<7}  {lines[0]}")
         for line in lines[1:]:
-            typer.echo(" " * head + line)
+            echo(" " * head + line)
 
 
-@app.command()
 def version() -> None:
     """Print the version, and the Helm engine this install renders charts with."""
     import importlib.util
@@ -315,11 +304,10 @@ def version() -> None:
 
     engine = ("in-process (helm-python-sdk)" if importlib.util.find_spec("helm_python") is not None
               else f"the helm binary ({shutil.which('helm')})" if shutil.which("helm") else "none")
-    typer.echo(f"kubelint-ports {__version__}\nHelm charts: {engine}")
+    echo(f"kubelint-ports {__version__}\nHelm charts: {engine}")
 
 
-@app.command()
-def explain(rule: str = typer.Argument(..., help="A rule id (KP101) or name (host-port).")) -> None:
+def explain(rule: str = argument(..., help="A rule id (KP101) or name (host-port).")) -> None:
     """Print one rule's documentation."""
     from kubelint_ports.docs import rule_markdown
     from kubelint_ports.policies import find_policy
@@ -328,9 +316,9 @@ def explain(rule: str = typer.Argument(..., help="A rule id (KP101) or name (hos
     if policy is None:
         from kubelint_ports.policies import rule_suggestion
 
-        typer.echo(f"unknown rule {rule!r}{rule_suggestion(rule)}; `kubelint-ports rules` lists them", err=True)
-        raise typer.Exit(EXIT_USAGE)
-    typer.echo(rule_markdown(policy), nl=False)
+        echo(f"unknown rule {rule!r}{rule_suggestion(rule)}; `kubelint-ports rules` lists them", err=True)
+        raise SystemExit(EXIT_USAGE)
+    echo(rule_markdown(policy), nl=False)
 
 
 class PortsFormat(str, enum.Enum):
@@ -339,28 +327,28 @@ class PortsFormat(str, enum.Enum):
     html = "html"
 
 
-@app.command()
-@with_option_groups
 def ports(
-    paths: Optional[List[str]] = typer.Argument(None, help=PATHS_HELP, show_default=False),
+    paths: Optional[List[str]] = argument(None, help=PATHS_HELP, show_default=False),
     *,
-    output_format: PortsFormat = typer.Option(PortsFormat.text, "--format",
-                                              help="text, json, or html: one self-contained page (grid, filters, "
-                                                   "the findings beside it)."),
-    output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write the map to this file."),
-    color: Optional[bool] = typer.Option(None, "--color/--no-color",
-                                         help="Colour conflicts (default: on a terminal, unless NO_COLOR is set; "
-                                              "FORCE_COLOR forces it)."),
+    output_format: PortsFormat = option(PortsFormat.text, "--format",
+                                        help="text, json, or html: one self-contained page (grid, filters, "
+                                             "the findings beside it)."),
+    output: Optional[Path] = option(None, "--output", "-o", help="Write the map to this file."),
+    color: Optional[bool] = option(None, "--color/--no-color",
+                                   help="Colour conflicts (default: on a terminal, unless NO_COLOR is set; "
+                                        "FORCE_COLOR forces it)."),
     config_args: ConfigArgs,
     fact_args: FactArgs,
     helm_args: HelmArgs,
     rule_choice: RuleChoice,
     budget_args: BudgetArgs,
-    free: bool = typer.Option(False, "--free", help="Show the free nodePorts and each node's free host ports "
-                                                     "(text or json)."),
-    near: Optional[int] = typer.Option(None, "--near", metavar="PORT", min=1, max=65535,
-                                       help="With --free: the free ports nearest to PORT."),
-    count: int = typer.Option(5, "--count", min=1, metavar="N", help="With --free --near: how many (default 5)."),
+    free: bool = option(False, "--free", help="Show the free nodePorts and each node's free host ports "
+                                              "(text or json)."),
+    near: Optional[int] = option(None, "--near", metavar="PORT", min=1, max=65535,
+                                 help="With --free: the free ports nearest to PORT."),
+    count: int = option(5, "--count", min=1, metavar="N", help="With --free --near: how many (default 5)."),
+    link_base: str = option("", "--link-base", metavar="URL",
+                            help="HTML: link locations under this http(s) URL (a blob URL of the commit)."),
 ) -> None:
     """Show each node's host ports: who holds them (hostPort, hostNetwork, nodePort, node daemon) and
     what `lint` finds there; conflicts and captures are marked with their rule."""
@@ -376,7 +364,7 @@ def ports(
     echo_notes(report.notes)
     for diagnostic in report.diagnostics:
         label = "internal-error" if diagnostic.internal else "input-error"
-        typer.echo(printable(f"{diagnostic.location}: {label} {diagnostic.message}"), err=True)
+        echo(printable(f"{diagnostic.location}: {label} {diagnostic.message}"), err=True)
     if free:
         write_free(report, settings, output_format, output, near, count)
     port_map = report.port_map  # made by the engine from the run's model and findings
@@ -385,9 +373,12 @@ def ports(
         if output_format is PortsFormat.json:
             write_json(port_map, stream)
         elif output_format is PortsFormat.html:
+            from kubelint_ports.formatters import FormatOptions
             from kubelint_ports.formatters.html import write_page
+            from kubelint_ports.sourceroot import find_source_root
 
-            write_page(report, port_map, stream, findings_first=False)
+            write_page(report, port_map, stream, findings_first=False, options=FormatOptions(
+                link_base=link_base, source_root=find_source_root(settings.config.path)))
         else:
             write_text(port_map, stream, color_wanted(color, stream) if output is None or color else False)
 
@@ -404,24 +395,19 @@ def write_and_exit(report, output: Optional[Path], write) -> None:
         if output:
             stream.close()
     if report.internal_errors:
-        raise typer.Exit(EXIT_INTERNAL)
-    raise typer.Exit(EXIT_USAGE if report.diagnostics else EXIT_CLEAN)
+        raise SystemExit(EXIT_INTERNAL)
+    raise SystemExit(EXIT_USAGE if report.diagnostics else EXIT_CLEAN)
 
 
 def write_free(report, settings, output_format, output, near, count) -> None:
     """`ports --free`: the free nodePorts and host ports (model.free_ports), then exit as `ports` does."""
     from kubelint_ports.formatters.port_map import write_free_json, write_free_text
     from kubelint_ports.model.free_ports import free_ports
-    from kubelint_ports.model.port_holders import reserved_ports
+    from kubelint_ports.portmap import reserved_for_free_ports
 
     if output_format is PortsFormat.html:
-        raise typer.BadParameter("--free writes text or json", param_hint="--format")
-    reserved: dict[int, str] = {}
-    for policy in settings.policies:
-        if policy.check == "node-reserved-port":
-            for (_, port), daemon in sorted(reserved_ports(policy.params).items()):
-                reserved.setdefault(port, daemon)
-    found = free_ports(report.cluster, reserved, near, count)
+        raise UsageError("--free writes text or json", param_hint="--format")
+    found = free_ports(report.cluster, reserved_for_free_ports(settings.policies), near, count)
     write_and_exit(report, output, lambda stream: (
         write_free_json if output_format is PortsFormat.json else write_free_text)(found, stream))
 
@@ -432,22 +418,20 @@ SNAPSHOT_HELP = ("Snapshot directories, one per node (named after the node), hol
                  "files or directories may follow: their Services and pods are compared with the nodes.")
 
 
-@app.command("node")
-@with_option_groups
 def node_command(
-    paths: List[str] = typer.Argument(..., help=SNAPSHOT_HELP, metavar="SNAPSHOT... [MANIFEST...]"),
+    paths: List[str] = argument(..., help=SNAPSHOT_HELP, metavar="SNAPSHOT... [MANIFEST...]"),
     *,
     report_args: ReportArgs,
     rule_choice: RuleChoice,
     sarif_category: str = SARIF_CATEGORY_OPTION,
-    node_name: Optional[str] = typer.Option(None, "--node", metavar="NAME",
-                                            help="The node's name when one snapshot is given (default: its directory's name)."),
-    config: Optional[str] = typer.Option(None, "--config", metavar="FILE", rich_help_panel=POLICY,
-                                         help="Configuration file (rules, severities, exemptions)."),
+    node_name: Optional[str] = option(None, "--node", metavar="NAME",
+                                      help="The node's name when one snapshot is given (default: its directory's name)."),
+    config: Optional[str] = option(None, "--config", metavar="FILE", rich_help_panel=POLICY,
+                                   help="Configuration file (rules, severities, exemptions)."),
     nodes: List[str] = NODES_OPTION,
-    cluster: List[str] = typer.Option([], "--cluster", metavar="FILE", rich_help_panel=CLUSTER,
-                                      help="Pods and Services running: `kubectl get pods,svc -A -o yaml`, or "
-                                           "`kubectl get pods -A -o wide` text (repeatable)."),
+    cluster: List[str] = option([], "--cluster", metavar="FILE", rich_help_panel=CLUSTER,
+                                help="Pods and Services running: `kubectl get pods,svc -A -o yaml`, or "
+                                     "`kubectl get pods -A -o wide` text (repeatable)."),
     service_cidr: Optional[str] = SERVICE_CIDR_OPTION,
     pod_cidr: Optional[str] = POD_CIDR_OPTION,
 ) -> None:
@@ -461,16 +445,16 @@ def node_command(
     check_writable(report_args.output, *(path for _, path in extra_reports))
     snapshots, manifests = split_snapshot_paths(paths)
     if not snapshots:
-        raise typer.BadParameter("no snapshot among the paths (a directory of dumps from a node)", param_hint="SNAPSHOT")
+        raise UsageError("no snapshot among the paths (a directory of dumps from a node)", param_hint="SNAPSHOT")
     if node_name and len(snapshots) > 1:
-        raise typer.BadParameter("--node names one snapshot; several were given", param_hint="--node")
+        raise UsageError("--node names one snapshot; several were given", param_hint="--node")
     settings = run_settings(command_line(
         report_args, rule_choice, config=config, service_cidr=service_cidr, pod_cidr=pod_cidr, nodes=tuple(nodes),
         cluster=tuple(cluster)))
     report = lint_snapshots(snapshots, manifests, settings.options, node=node_name, policies=settings.policies)
     format_options = FormatOptions(sarif_category=sarif_category, quiet=report_args.quiet)
     write_reports(report, report_args, extra_reports, format_options)
-    raise typer.Exit(exit_code(report, settings.fail_on))
+    raise SystemExit(exit_code(report, settings.fail_on))
 
 
 def write_reports(report, args: ReportArgs, extra_reports, format_options) -> None:
@@ -511,25 +495,66 @@ def exit_code(report, fail_on: str) -> int:
 
 def echo_notes(notes) -> None:
     for note in notes:
-        typer.echo(printable(f"kubelint-ports: note: {note}"), err=True)
+        echo(printable(f"kubelint-ports: note: {note}"), err=True)
 
 
-def printable(text: str) -> str:
-    from kubelint_ports.formatters import printable as escape
+# Read without typer when their command line allows (cli_options.parse_command_line): `lint`, what
+# every pre-commit run starts. Then the typer app's commands, in the order --help lists them.
+WITHOUT_TYPER = {"lint": lint}
+COMMANDS = (("lint", lint), ("config", show_config), ("rules", rules), ("version", version),
+             ("explain", explain), ("ports", ports), ("node", node_command))
+_app = None
 
-    return escape(text)
+
+def make_app():
+    """The typer app (built once): every command, for the command lines `run_without_typer` leaves."""
+    global _app
+    if _app is None:
+        _app = typer_app(COMMANDS, name="kubelint-ports", release=__version__, help=(
+            "Find Kubernetes port-allocation mistakes (hostPort, hostNetwork, NodePort) before they reach a cluster."))
+    return _app
+
+
+def __getattr__(name: str):
+    if name == "app":  # `from kubelint_ports.cli import app`: the typer app (tests run it with CliRunner)
+        return make_app()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def run_without_typer(args: list[str]) -> int | None:
+    """The exit code of a command read without typer, or None when typer must read the command line.
+    Failures end as they would under typer's own main."""
+    command = WITHOUT_TYPER.get(args[0]) if args else None
+    given = parse_command_line(command, args[1:]) if command is not None else None
+    if given is None:
+        return None
+    try:
+        command(**given)
+    except UsageError:
+        return None  # raised before the command did anything: typer reads the line again and says why
+    except EOFError as error:
+        echo(err=True)
+        return internal_failure(error)
+    except KeyboardInterrupt:
+        return 130
+    except OSError as error:
+        if error.errno != errno.EPIPE:
+            raise
+        return EXIT_FINDINGS  # typer's code for a reader that left (`| head`)
+    return EXIT_CLEAN
 
 
 def main() -> None:
-    """Run the app and exit with its code.
+    """Run the command and exit with its code.
 
     Exit codes: 0 clean, 1 findings (per --fail-on), 2 input or usage errors, 3 an internal
     error (a bug): an unexpected exception is never mistaken for findings."""
     try:
-        # Not click's standalone mode: it exits 1 (the findings code) for an EOFError from anywhere,
-        # for Ctrl-C and for a closed pipe.
-        result = app(standalone_mode=False)
-        code = result if isinstance(result, int) else EXIT_CLEAN
+        code = run_without_typer(sys.argv[1:])
+        if code is None:
+            # Not click's standalone mode: it exits 1 (the findings code) for an EOFError and Ctrl-C.
+            result = make_app()(standalone_mode=False)
+            code = result if isinstance(result, int) else EXIT_CLEAN
     except Exception as error:  # noqa: BLE001 (sorted below)
         if is_a(error, "ClickException"):  # a usage error: click's message, exit 2
             error.show()
@@ -557,11 +582,6 @@ def main() -> None:
             except (OSError, ValueError):
                 pass
     sys.exit(code)
-
-
-def is_a(error: BaseException, name: str) -> bool:
-    """Click's exception classes by name: typer 0.2x vendors its own copy of click."""
-    return any(klass.__name__ == name for klass in type(error).__mro__)
 
 
 def internal_failure(error: BaseException) -> int:

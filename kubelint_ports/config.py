@@ -92,6 +92,14 @@ class Config:
         return resolved
 
     @property
+    def fix_choices(self):
+        """The `fix:` section as `fixes.Choices`, what `lint --fix` hands `fixes.describe`."""
+        from kubelint_ports.fixes.plan import Choices
+
+        section = self.data.get("fix") or {}
+        return Choices(**({"node_port": section["node-port"]} if "node-port" in section else {}))
+
+    @property
     def exemptions(self) -> tuple[Exemption, ...]:
         return tuple(Exemption(**{k: v for k, v in e.items()}) for e in self.data.get("exemptions", []))
 
@@ -244,6 +252,8 @@ def validate(data: dict[str, Any], shown: str, locate) -> None:
         keys = error_keys(error)
         where = ".".join(str(part) for part in keys) or "(top level)"
         message = error.message
+        if error.validator == "type" and len(keys) == 2 and keys[0] == "units":
+            message = f"{error.instance!r} is neither a list of paths nor a mapping with `paths:`"
         if error.validator == "additionalProperties":
             message = message.replace("Additional properties are not allowed", "unknown key")
             allowed = error.schema.get("properties", {}) if isinstance(error.schema, dict) else {}

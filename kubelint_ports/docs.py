@@ -94,11 +94,12 @@ def rule_docs(policies) -> dict[str, str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Regenerate docs/rules (or the directory given); a test fails when the checked-in pages are stale."""
+    """Regenerate docs/rules (or the directory given) and the built-in policies' index
+    (`policies.INDEX`); tests fail when the checked-in pages or the index are stale."""
     import sys
     from pathlib import Path
 
-    from kubelint_ports.policies import builtin_policies
+    from kubelint_ports.policies import builtin_policies, write_policy_index
 
     args = sys.argv[1:] if argv is None else argv
     target = Path(args[0] if args else "docs/rules")
@@ -110,6 +111,7 @@ def main(argv: list[str] | None = None) -> int:
     for name, text in pages.items():
         (target / name).write_text(text, encoding="utf-8", newline="\n")
     print(f"wrote {len(pages)} pages to {target}")
+    print(f"wrote the policies' index {write_policy_index()}")
     return 0
 
 

@@ -9,9 +9,11 @@ findings made after the checks (`portmap`), for the formatters to write."""
 from __future__ import annotations
 
 import gc
+import os
 from collections.abc import Callable, Iterable, Sequence
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
 from kubelint_ports.checks import CHECKS, Hit, reads_of
@@ -29,6 +31,15 @@ if TYPE_CHECKING:  # not imported at run time: plain manifests never load the He
 
 
 @dataclass(frozen=True, slots=True)
+class UnitInputs:
+    """What the configuration's `units:` states of one unit's own cluster; None: the run's."""
+
+    node_files: tuple[str, ...] | None = None  # its node inventory
+    cluster_files: tuple[str, ...] | None = None  # what already runs in it
+    facts: ClusterFacts | None = None  # its stated facts (kube-proxy mode, CIDRs, datapath)
+
+
+@dataclass(frozen=True, slots=True)
 class LintOptions:
     facts: ClusterFacts = ClusterFacts()
     node_files: tuple[str, ...] = ()  # --nodes: the inventory (`kubectl get nodes -o yaml`)
@@ -42,6 +53,7 @@ class LintOptions:
     jobs: int = 0  # processes that read large inputs; 0: one per free processor (loading.pool), 1: this process only
     say_workers: bool = False  # -v, --statistics: a note says how many worker processes read the input, and why
     units: UnitRules = UnitRules()  # deployment units: the config's `units:` (model.units)
+    unit_inputs: tuple[tuple[str, UnitInputs], ...] = ()  # per unit name: its own inventory, running objects, facts
 
 
 def lint_paths(paths: Sequence[str], options: LintOptions = LintOptions(), *, stdin=None,
@@ -87,39 +99,141 @@ def load_cluster(paths: Sequence[str], options: LintOptions, *, stdin=None, live
                  ) -> tuple[Cluster, LoadResult, list[Diagnostic]]:
     """Every input read and modelled: linted manifests, running objects, the node inventory.
     Each document's tree is read once, by a model reader, and let go. `live`: the running objects
-    when the caller has read the `--cluster` files already (the node command reads them itself)."""
+    when the caller has read the `--cluster` files already (the node command reads them itself).
+    With several deployment units, each is modelled on its own too (`Cluster.units`), with the
+    inventory, running objects and facts the configuration gives it, else the run's."""
+    own_inputs = dict(options.unit_inputs)
     with collector_paused(), budgets.applied(options.limits), workers_for(options.jobs) as workers:
-        linted = ModelReader(LINTED, replacing=bool(options.cluster_files),
+        replacing = bool(options.cluster_files) or any(own.cluster_files for own in own_inputs.values())
+        linted = ModelReader(LINTED, replacing=replacing,
                              custom_kinds=custom_workload_kinds(options.facts.pod_templates))
         running_reader = ModelReader(LIVE) if options.cluster_files and live is None else None
         live = live or running_reader
         inventory = ModelReader(INVENTORY) if options.node_files else None
+        value_sets = several_value_sets(options.chart_helm)
+        set_aside: list[str] = []  # charts among the inputs that are rendered once per values set
         # Started in this order, so a big inventory (one `kind: List` file: one worker's job) is
         # not queued behind the manifests' batches; and finished in this order, so this process
         # reads what stays in-process while the workers read the manifests.
         pending = [Loading(files, reader=reader, workers=workers) if reader is not None else None
                    for files, reader in ((options.node_files, inventory), (options.cluster_files, running_reader))]
         pending.append(Loading(paths, stdin, options.helm, chart_helm=dict(options.chart_helm),
-                               exclude=options.exclude, reader=linted, workers=workers))
+                               exclude=setting_aside(options.exclude, value_sets, set_aside),
+                               reader=linted, workers=workers))
         nodes, running, loaded = (loading.finish() if loading is not None else None for loading in pending)
+        rendered_sets = load_value_sets(set_aside, value_sets, linted, loaded, workers)
         if options.say_workers and workers is not None and (said := workers.summary()):
             loaded.notes.append(said)  # only where workers were weighed: a large input
         cluster, model_diagnostics = assemble(linted, live, inventory, options.facts)
-        rules = UnitRules(options.units.configured, tuple(linted.gitops_targets), options.units.root)
+        rules = UnitRules(options.units.configured, tuple(linted.gitops_targets), options.units.root, rendered_sets)
         parts = split_by_unit(linted, rules)
-        if len(parts) > 1:
+        if len(parts) > 1 or not own_inputs.keys().isdisjoint(parts):
+            own_files = UnitFiles(workers)
             for name, part in parts.items():
-                unit_cluster, unit_diagnostics = assemble(part, live, inventory, options.facts)
+                own = own_inputs.get(name, UnitInputs())
+                unit_live = live if own.cluster_files is None else own_files.read(own.cluster_files, LIVE)
+                unit_inventory = inventory if own.node_files is None else own_files.read(own.node_files, INVENTORY)
+                unit_cluster, unit_diagnostics = assemble(part, unit_live, unit_inventory, own.facts or options.facts)
                 cluster.units.append((name, unit_cluster))
                 model_diagnostics += unit_diagnostics
+            model_diagnostics += own_files.diagnostics
     diagnostics = loaded.diagnostics + model_diagnostics
     for extra in (running, nodes):
         if extra is not None:
             diagnostics += extra.diagnostics
-    if nodes is not None and not cluster.nodes and not nodes.diagnostics:  # a missing file is its own error
-        diagnostics.append(Diagnostic(Location(display_path(options.node_files[0]), 0, 0),
-                                      "the node inventory holds no Node objects (use `kubectl get nodes -o yaml`)"))
+    if nodes is not None and not nodes.diagnostics:  # a missing file is its own error
+        diagnostics += empty_inventory(options.node_files, cluster, inventory)
     return cluster, loaded, sorted(set(diagnostics))
+
+
+def empty_inventory(node_files: Sequence[str], cluster: Cluster, inventory: ModelReader | None) -> list[Diagnostic]:
+    """An error when the node inventory of `cluster` holds no Node at all (a wrong kind of file)."""
+    if inventory is None or cluster.nodes or not node_files:
+        return []
+    return [Diagnostic(Location(display_path(node_files[0]), 0, 0), NO_NODES)]
+
+
+NO_NODES = "the node inventory holds no Node objects (use `kubectl get nodes -o yaml`)"
+
+
+class UnitFiles:
+    """The node inventories and running objects that units of `units:` name for their own
+    cluster: each list of files read once, however many units name it; what reading them found
+    wrong (a missing file, an inventory without a Node) in `diagnostics`."""
+
+    def __init__(self, workers):
+        self.workers = workers
+        self.read_files: dict[tuple[str, tuple[str, ...]], ModelReader] = {}
+        self.diagnostics: list[Diagnostic] = []
+
+    def read(self, files: tuple[str, ...], role: str) -> ModelReader | None:
+        if not files:
+            return None
+        key = (role, files)
+        if key not in self.read_files:
+            reader = ModelReader(role)
+            result = Loading(files, reader=reader, workers=self.workers).finish()
+            self.diagnostics += result.diagnostics
+            if role == INVENTORY and not reader.nodes and not result.diagnostics:  # a missing file: its own error
+                self.diagnostics.append(Diagnostic(Location(display_path(files[0]), 0, 0), NO_NODES))
+            self.read_files[key] = reader
+        return self.read_files[key]
+
+
+def several_value_sets(chart_helm: Sequence[tuple[str, HelmOptions]]) -> dict[str, list[HelmOptions]]:
+    """Charts (absolute paths) the configuration's `charts:` gives more than one values set: the
+    same chart once per environment, each set its own deployment unit."""
+    by_chart: dict[str, list[HelmOptions]] = {}
+    for chart, helm in chart_helm:
+        by_chart.setdefault(chart, []).append(helm)
+    return {chart: sets for chart, sets in by_chart.items() if len(sets) > 1}
+
+
+def setting_aside(exclude: Callable[[str], bool] | None, value_sets: dict, set_aside: list[str]):
+    """The inputs' filter, which also keeps back the charts with several values sets (noted in
+    `set_aside`, in input order): they are rendered once per set, after the other inputs."""
+    if not value_sets:
+        return exclude
+
+    def excluded(path: str) -> bool:
+        if exclude is not None and exclude(path):
+            return True
+        if os.path.abspath(path) in value_sets:
+            set_aside.append(path)
+            return True
+        return False
+
+    return excluded
+
+
+def value_set_units(chart: str, sets: Sequence[HelmOptions]) -> list[str]:
+    """`charts/web[values-prod]`: a chart's values sets named by the stems of their values files
+    (`+` between them, `defaults` without any), numbered where two sets would share a name."""
+    labels = ["+".join(Path(values).stem for values in helm.values) or "defaults" for helm in sets]
+    shown = display_path(chart)
+    return [f"{shown}[{label}]" if labels.count(label) == 1 else f"{shown}[{label} #{number}]"
+            for number, label in enumerate(labels, 1)]
+
+
+def load_value_sets(charts: Sequence[str], value_sets: dict[str, list[HelmOptions]], linted: ModelReader,
+                    loaded: LoadResult, workers) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    """Each chart set aside rendered once per values set into `linted` and `loaded`, its objects
+    in the set's unit (`Document.unit`). Returns (unit, values files) per set, for `units:`."""
+    rendered = []
+    for chart in charts:
+        sets = value_sets[os.path.abspath(chart)]
+        files_read = 0
+        for unit, helm in zip(value_set_units(chart, sets), sets):
+            result = Loading([chart], helm=helm, reader=linted, workers=workers).finish()
+            for document in result.documents:
+                document.unit = unit
+            files_read = max(files_read, result.files)  # the chart's files, read once per set
+            result.files = 0
+            loaded.absorb(result)
+            loaded.notes += [note for note in result.notes if note not in loaded.notes]
+            rendered.append((unit, tuple(helm.values)))
+        loaded.files += files_read
+    return tuple(rendered)
 
 
 def workers_for(jobs: int):
@@ -191,15 +305,17 @@ def run_checks(cluster: Cluster, policies: Iterable[Policy], diagnostics: list[D
     return sorted({to_finding(hit, policy, places) for hit, policy in hits})
 
 
-class Place(NamedTuple):
+class FieldPosition(NamedTuple):
+    """A field that findings name, resolved once for all of them."""
+
     location: Location
     values: tuple[Location, ...]  # where a rendered Helm object's value is set
     identity_path: str  # the field path with list items named (fingerprints)
 
 
-def positions(hits) -> dict[tuple[int, str], Place]:
-    """(id of document, field path) -> its Place, for every place a finding names. Documents keep
-    no trees: each is composed once, here, one at a time (`loading.held`)."""
+def positions(hits) -> dict[tuple[int, str], FieldPosition]:
+    """(id of document, field path) -> its FieldPosition, for every field a finding names.
+    Documents keep no trees: each is composed once, here, one at a time (`loading.held`)."""
     wanted: dict[int, tuple[object, set[str]]] = {}
     for hit, _ in hits:
         for subject, field_path in ((hit.subject, hit.field_path),
@@ -209,11 +325,11 @@ def positions(hits) -> dict[tuple[int, str], Place]:
     places = {}
     for document in held(document for document, paths in wanted.values() if needs_tree(document, paths)):
         for field_path in wanted[id(document)][1]:
-            places[(id(document), field_path)] = place_of(document, field_path)
+            places[(id(document), field_path)] = field_position(document, field_path)
     for document, paths in wanted.values():
         for field_path in paths:
             if (id(document), field_path) not in places:
-                places[(id(document), field_path)] = place_of(document, field_path)
+                places[(id(document), field_path)] = field_position(document, field_path)
     return places
 
 
@@ -223,9 +339,9 @@ def needs_tree(document, field_paths) -> bool:
     return not (has_noted is not None and has_noted(field_paths))
 
 
-def place_of(document, field_path: str) -> Place:
-    return Place(document.location(field_path), value_locations(document, field_path),
-                 identity_path(document, field_path))
+def field_position(document, field_path: str) -> FieldPosition:
+    return FieldPosition(document.location(field_path), value_locations(document, field_path),
+                         identity_path(document, field_path))
 
 
 def lint_snapshots(snapshots: Sequence[str], paths: Sequence[str] = (), options: LintOptions = LintOptions(), *,
@@ -308,7 +424,7 @@ def to_finding(hit: Hit, policy: Policy, places) -> Finding:
         message=hit.message,
         subject=hit.subject.ref,
         field_path=hit.field_path,
-        related=tuple(with_message(places[(id(r.subject.document), r.field_path)].location, r.message)
+        related=tuple(replace(places[(id(r.subject.document), r.field_path)].location, message=r.message)
                       for r in hit.related) + place.values,
         template=document.origin,
         port=hit.port,
@@ -319,7 +435,3 @@ def to_finding(hit: Hit, policy: Policy, places) -> Finding:
         traffic=hit.traffic,
         nodes=hit.nodes,
     )
-
-
-def with_message(location: Location, message: str) -> Location:
-    return Location(location.path, location.line, location.column, location.end_line, location.end_column, message)

@@ -5,14 +5,15 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
-from dataclasses import dataclass, field
+import zlib
+from dataclasses import field
 from functools import cache
 from pathlib import Path
 from typing import Any, NamedTuple
 
 import yaml
 
-from kubelint_ports.findings import Severity
+from kubelint_ports.findings import Severity, record
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 SCHEMA_PATH = PACKAGE_DIR / "schemas" / "policy.schema.json"
@@ -25,7 +26,7 @@ def builtin_policy_dir() -> Path:
     return shipped if shipped.is_dir() else PACKAGE_DIR.parent / "policies"
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class Policy:
     id: str
     name: str
@@ -78,15 +79,20 @@ def policy_from_data(data: dict[str, Any], path: str) -> Policy:
     )
 
 
-def read_policy_file(path: Path) -> dict[str, Any]:
+def read_policy_file(path: Path, *, shipped: bool = False) -> dict[str, Any]:
+    """A policy file's data. A user's file is read under the budgets against hostile input; the
+    package's own (`shipped`, checked by the tests) are read as they are, on every run."""
     from kubelint_ports.loading import budgets, files
 
     try:
-        text = files.read_file(str(path), budgets.current().max_file_bytes)
-        if budgets.may_have_aliases(text):
-            budgets.compose(text)  # refuses alias bombs before they are built as shared objects
+        if shipped:
+            text = path.read_text(encoding="utf-8")
         else:
-            budgets.check_text(text)
+            text = files.read_file(str(path), budgets.current().max_file_bytes)
+            if budgets.may_have_aliases(text):
+                budgets.compose(text)  # refuses alias bombs before they are built as shared objects
+            else:
+                budgets.check_text(text)
         data = yaml.load(text, Loader=_Loader)
     except OSError as error:
         raise PolicyError(str(path), 0, f"cannot read: {error.strerror or error}") from None
@@ -171,24 +177,11 @@ def refused_params(check, params: dict[str, Any]) -> Refusal | None:
 
 
 def params_problem(check, params: dict[str, Any]) -> tuple[list, str] | None:
-    """What a check's params schema cannot say about `params`: (the keys below `params` of the
-    offending part, why), or None. A policy file's params and the config's `rules:` params both
-    pass here, so neither can hand a rule a schema that loops, fetches or backtracks for ever."""
-    if check.name != "port-schema":
-        problem = check.check_params(params) if check.check_params else None
-        return ([], problem) if problem else None
-    import jsonschema
-
-    from kubelint_ports.checks.port_schema import schema_problem_at, validator_for
-
-    found = schema_problem_at(params.get("schema"))
-    if found:
-        return ["schema", *found[0]], f"params.schema{''.join(f'.{key}' for key in found[0])} {found[1]}"
-    try:
-        validator_for(json.dumps(params["schema"], sort_keys=True))
-    except jsonschema.SchemaError as error:
-        return ["schema", *error.absolute_path], f"params.schema is not a valid JSON Schema: {error.message}"
-    return None
+    """What a check's params schema cannot say about `params` (the check's `check_params`): (the
+    keys below `params` of the offending part, why), or None. A policy file's params and the
+    config's `rules:` params both pass here, so neither can hand a rule a schema that loops,
+    fetches or backtracks for ever (port-schema's check_params refuses those)."""
+    return check.check_params(params) if check.check_params else None
 
 
 def line_of_key(path: Path, keys) -> int:
@@ -211,10 +204,13 @@ _FILE_NAME = re.compile(r"(KP\d{3})-([a-z0-9-]+)\.ya?ml")
 
 
 def load_policies(directory: Path | None = None, *, validate: bool = False) -> list[Policy]:
+    """The policies of a directory of one's own, or (None) the built-in ones (through the index)."""
+    shipped = directory is None
     directory = directory or builtin_policy_dir()
+    indexed = read_index(directory) if shipped else {}
     policies = []
     for path in sorted(directory.glob("*.y*ml")):
-        data = read_policy_file(path)
+        data = indexed_data(path, indexed) if shipped else read_policy_file(path)
         if validate:
             try:
                 validate_policy(data, path)
@@ -230,6 +226,58 @@ def load_policies(directory: Path | None = None, *, validate: bool = False) -> l
 @cache
 def builtin_policies() -> tuple[Policy, ...]:
     return tuple(load_policies())
+
+
+# The built-in policies' data in one JSON document beside them, written by `python -m
+# kubelint_ports.docs` (`write_policy_index`): every run reads the policies, and parsing 40-odd YAML
+# files was a tenth of a `lint` of one small file. Each entry holds its file's size and CRC32: a
+# file that is not the one indexed (edited since) is read from its YAML, so the index can make a
+# run slower when it is stale, never different (tests/test_startup.py keeps it fresh).
+INDEX = "index.json"
+INDEX_VERSION = 1
+
+
+def read_index(directory: Path) -> dict[str, dict[str, Any]]:
+    """The index's entries by file name; none when it is missing or not one this version wrote."""
+    try:
+        index = json.loads((directory / INDEX).read_text(encoding="utf-8"))
+        return {entry["name"]: entry for entry in index["policies"]} if index["version"] == INDEX_VERSION else {}
+    except (OSError, ValueError, KeyError, TypeError):
+        return {}
+
+
+def indexed_data(path: Path, indexed: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """A built-in policy's data: the index's when the file is the one indexed, else read from it."""
+    entry = indexed.get(path.name)
+    if entry is not None:
+        try:
+            raw = path.read_bytes()
+        except OSError:
+            raw = None
+        if raw is not None and entry.get("size") == len(raw) and entry.get("crc32") == zlib.crc32(raw):
+            return entry["data"]
+    return read_policy_file(path, shipped=True)
+
+
+def policy_index(directory: Path | None = None) -> dict[str, Any]:
+    """The index of a directory of policies (the built-in ones by default), from their YAML."""
+    directory = directory or builtin_policy_dir()
+    entries = []
+    for path in sorted(directory.glob("*.y*ml")):
+        raw = path.read_bytes()
+        data = read_policy_file(path, shipped=True)
+        if json.loads(json.dumps(data)) != data:
+            raise PolicyError(str(path), 1, "holds a value JSON cannot carry (a key that is not a string, a date)")
+        entries.append({"name": path.name, "size": len(raw), "crc32": zlib.crc32(raw), "data": data})
+    return {"version": INDEX_VERSION, "policies": entries}
+
+
+def write_policy_index(directory: Path | None = None) -> Path:
+    directory = directory or builtin_policy_dir()
+    target = directory / INDEX
+    target.write_text(json.dumps(policy_index(directory), indent=1, ensure_ascii=False) + "\n", encoding="utf-8",
+                      newline="\n")
+    return target
 
 
 def enabled_by_default(policies) -> list[Policy]:

@@ -9,23 +9,34 @@ So the map cannot call something a conflict that `lint` does not report.
 The engine makes it after the checks, for the report (`Report.port_map`); formatters only write
 it (`formatters.port_map`, `formatters.html`). What a finding makes of the port it lands on is its
 policy's `port-map` (conflict, capture, reserved), data like the rest of the rule.
+
+Beside the grid, the map carries what the HTML page shows around it, worked out here so the page
+only writes it: each node's labels and taints, the free ports (`free_view`, the same answer as
+`ports --free`, which reads `model.free_ports`), and what the map was made from (`inputs`, and the
+commit of the repository they are in, read when first asked).
 """
 
 from __future__ import annotations
 
+import os
+import re
+import signal
+import subprocess
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
-from kubelint_ports.findings import Finding, Location, ObjectRef, Report
+from kubelint_ports.findings import NOT_FILES, Finding, Location, ObjectRef, Report
 from kubelint_ports.loading import held
 from kubelint_ports.model import Cluster, Workload
 from kubelint_ports.model.allocation import allocate, unconstrained_daemonset
+from kubelint_ports.model.free_ports import free_ports
 from kubelint_ports.model.objects import WILDCARD_HOST_IP
 from kubelint_ports.model.placement import pinned_node
 from kubelint_ports.model.port_holders import datapath_of, is_the_daemon, node_destination, reserved_ports
 from kubelint_ports.model.selection import has_endpoints
+from kubelint_ports.sourceroot import git_work_tree
 
 ANY_NODE = "(any node)"  # without an inventory: a pod that may run on any node
 EVERY_NODE = "(every node)"  # nodePorts: kube-proxy opens them on every node
@@ -98,6 +109,36 @@ class Receiver:
     text: str  # the model's sentence: winner and loser, or what each outcome depends on
 
 
+@dataclass(frozen=True, slots=True)
+class NodeInfo:
+    """What the inventory says about a node that decides where pods go: its labels and taints."""
+
+    labels: tuple[tuple[str, str], ...]  # sorted by key
+    taints: tuple[str, ...]  # as kubectl writes them: key=value:Effect, key:Effect
+    unschedulable: bool = False  # cordoned
+
+
+@dataclass(frozen=True, slots=True)
+class FreeHostPorts:
+    """One node's free host ports: from 1024 up, outside the node-port and ephemeral ranges."""
+
+    node: str  # "" without an inventory: every node alike
+    free: tuple[tuple[int, int], ...]  # runs (first, last), lowest first
+    count: int
+
+
+@dataclass(frozen=True, slots=True)
+class FreeView:
+    """`ports --free` for the page: the node-port range's occupancy and each node's free host ports."""
+
+    node_port_range: tuple[int, int]
+    ephemeral_port_range: tuple[int, int]
+    node_ports_free: tuple[tuple[int, int], ...]  # runs
+    node_ports_free_count: int
+    node_ports_taken: tuple[tuple[int, tuple[str, ...]], ...]  # (nodePort, who holds it), in the range
+    host_ports: tuple[FreeHostPorts, ...]
+
+
 @dataclass(slots=True)
 class PortMap:
     nodes: list[str]  # inventory nodes (or pinned names and ANY_NODE), then EVERY_NODE
@@ -112,6 +153,19 @@ class PortMap:
     receivers: dict[tuple[str, int, tuple[int, ...]], Receiver] = field(default_factory=dict)
     # The facts the answers rest on, each with its source: {name: {"value", "source"}}.
     datapath_facts: dict[str, dict[str, Any]] = field(default_factory=dict)
+    node_info: dict[str, NodeInfo] = field(default_factory=dict)  # inventory nodes: labels, taints
+    # The files the map's objects, findings and input errors come from: (role, path), role one of
+    # INPUT_ROLES; set by `make_port_map` from the report.
+    inputs: tuple[tuple[str, str], ...] = ()
+    # The commit of the one git checkout holding `inputs`, "" when there is none; None until
+    # `source_commit` reads it (a git process: only the page asks).
+    commit: str | None = None
+    cluster: Cluster | None = field(default=None, repr=False)  # the model the map views
+    reserved: dict[int, str] = field(default_factory=dict)  # node daemons' ports, as `ports --free` counts them
+    free: FreeView | None = field(default=None, repr=False)  # made by `free_view` when first asked
+    unit: str = ""  # the deployment unit the map is of ("": the run's one unnamed unit)
+    # Several units: the map of each (`unit_maps`), this one showing them side by side.
+    units: list["PortMap"] = field(default_factory=list)
 
     def by_node(self) -> dict[str, list[Holder]]:
         """Node -> its holders, sorted by port; every node of `nodes`, empty ones too."""
@@ -134,6 +188,18 @@ class PortMap:
     def receiver_at(self, protocol: str, port: int, holders: list[Holder]) -> Receiver | None:
         return self.receivers.get(receiver_key(protocol, port, holders))
 
+    def free_view(self) -> FreeView | None:
+        """The free nodePorts and host ports of the map's model (None: a map without one)."""
+        if self.free is None and self.cluster is not None:
+            self.free = free_view(self.cluster, self.reserved)
+        return self.free
+
+    def source_commit(self) -> str:
+        """The commit the inputs are at ("" outside a git checkout), read once."""
+        if self.commit is None:
+            self.commit = repository_commit(path for _, path in self.inputs)
+        return self.commit
+
 
 def receiver_key(protocol: str, port: int, holders: list[Holder]) -> tuple[str, int, tuple[int, ...]]:
     return protocol, port, tuple(sorted(holder.index for holder in holders))
@@ -148,8 +214,41 @@ def make_port_map(report: Report) -> PortMap:
     """The map of a lint run: its model, its findings, the policies that ran. The engine hands
     this to the report (`Report.make_port_map`); a report without a model has an empty map."""
     if report.cluster is None:
-        return empty_port_map(report.findings)
-    return build_port_map(report.cluster, report.findings, report.rules)
+        port_map = empty_port_map(report.findings)
+    elif report.cluster.units:
+        port_map = unit_maps(report.cluster.units, report.findings, report.rules)
+    else:
+        port_map = build_port_map(report.cluster, report.findings, report.rules)
+    port_map.inputs = inputs_of(report)
+    return port_map
+
+
+def unit_maps(units: Sequence[tuple[str, Cluster]], findings: Sequence[Finding], policies: Iterable) -> PortMap:
+    """Each deployment unit's map, from its own cluster and the findings found in it; several are
+    shown side by side (`units`) in one map whose nodes are named with their unit (`[prod] a`),
+    so no unit's port is ever beside another's. Its facts: those every unit shares."""
+    policies = tuple(policies)
+    maps = []
+    for name, cluster in units:
+        maps.append(build_port_map(cluster, [f for f in findings if name in f.units], policies))
+        maps[-1].unit = name
+    if len(maps) == 1:
+        return maps[0]
+    shown = PortMap([], [], list(findings), any(m.with_inventory for m in maps), units=maps, reserved=maps[0].reserved,
+                    datapath_facts={name: fact for name, fact in maps[0].datapath_facts.items()
+                                    if all(m.datapath_facts.get(name) == fact for m in maps)})
+    for unit_map in maps:
+        named = {node: f"[{unit_map.unit}] {node}" for node in unit_map.nodes}
+        offset = len(shown.holders)
+        shown.nodes += named.values()
+        shown.holders += [replace(h, nodes=tuple(named[n] for n in h.nodes), index=offset + h.index, marks=[
+            replace(m, nodes=None if m.nodes is None else frozenset(named[n] for n in m.nodes)) for m in h.marks])
+            for h in unit_map.holders]
+        shown.receivers.update({(protocol, port, tuple(offset + i for i in indices)): answer
+                                for (protocol, port, indices), answer in unit_map.receivers.items()})
+        shown.node_info.update({named[node]: info for node, info in unit_map.node_info.items()})
+        shown.unplaced += unit_map.unplaced
+    return shown
 
 
 def empty_port_map(findings: Sequence[Finding] = ()) -> PortMap:
@@ -158,6 +257,7 @@ def empty_port_map(findings: Sequence[Finding] = ()) -> PortMap:
 
 
 def build_port_map(cluster: Cluster, findings: Sequence[Finding] = (), policies: Iterable = ()) -> PortMap:
+    policies = tuple(policies)  # read twice: node daemons, then each rule's state
     allocation = allocate(cluster)
     holders: list[Holder] = []
     where = claim_locations([
@@ -192,7 +292,9 @@ def build_port_map(cluster: Cluster, findings: Sequence[Finding] = (), policies:
     holders.sort(key=Holder.sort_key)
     for index, holder in enumerate(holders):
         holder.index = index
-    port_map = PortMap(node_order(cluster, holders), holders, list(findings), cluster.nodes is not None)
+    port_map = PortMap(node_order(cluster, holders), holders, list(findings), cluster.nodes is not None,
+                       node_info={node.name: node_info(node) for node in cluster.nodes or ()}, cluster=cluster,
+                       reserved=reserved_for_free_ports(policies))
     place_findings(port_map, {policy.id: policy.port_map for policy in policies})
     answer_receivers(port_map, cluster)
     return port_map
@@ -348,3 +450,96 @@ def receiver(datapath, cluster: Cluster, protocol: str, port: int, holders: list
     answer = datapath.deliver(FROM_POD, node_destination(host_ip), use, port, protocol)
     winner = who(answer.receiver, parties) if answer.certain else "depends"
     return Receiver(winner, answer.receiver, answer.certain, summary(answer, parties))
+
+
+# --- what the HTML page shows beside the grid ------------------------------------------------------
+
+def node_info(node) -> NodeInfo:
+    taints = tuple(f"{t.key}={t.value}:{t.effect}" if t.value else f"{t.key}:{t.effect}" for t in node.taints)
+    return NodeInfo(tuple(sorted(node.labels.items())), taints, bool(node.unschedulable))
+
+
+def reserved_for_free_ports(policies: Iterable) -> dict[int, str]:
+    """port -> node daemon, from the node-reserved-port rules that ran: what `ports --free` keeps
+    off the free list (any protocol: a suggestion must not land on a daemon's port)."""
+    reserved: dict[int, str] = {}
+    for policy in policies:
+        if policy.check == "node-reserved-port":
+            for (_, port), daemon in sorted(reserved_ports(policy.params).items()):
+                reserved.setdefault(port, daemon)
+    return reserved
+
+
+def free_view(cluster: Cluster, reserved: dict[int, str]) -> FreeView:
+    """`ports --free`'s answer (`model.free_ports.free_ports`, the one implementation), shaped for
+    the page: the node-port range's taken ports name the node daemons there too."""
+    found = free_ports(cluster, reserved)
+    node_ports, *hosts = found.scopes
+    low, high = found.node_port_range
+    taken = {port: set(holders) for port, holders in node_ports.held.items()}
+    for port, daemon in reserved.items():
+        if low <= port <= high:
+            taken.setdefault(port, set()).add(f"{daemon} (node daemon)")
+    return FreeView(found.node_port_range, found.ephemeral_port_range, node_ports.free, node_ports.count,
+                    tuple((port, tuple(sorted(taken[port]))) for port in sorted(taken)),
+                    tuple(FreeHostPorts(scope.node, scope.free, scope.count) for scope in hosts))
+
+
+# Where an input came from, in the order the page lists them.
+LINTED, RUNNING, INVENTORY = "linted", "running (--cluster)", "inventory (--nodes)"
+INPUT_ROLES = (LINTED, RUNNING, INVENTORY)
+
+
+def inputs_of(report: Report) -> tuple[tuple[str, str], ...]:
+    """(role, path) of each file the report's objects, findings and input errors come from, by
+    role, then path. Files only: standard input and the command line are no place to look up."""
+    found: set[tuple[str, str]] = set()
+    cluster = report.cluster
+    for model in ((cluster, *(unit for _, unit in cluster.units)) if cluster is not None else ()):
+        for thing in (*model.workloads, *model.services):
+            found.add((RUNNING if thing.live else LINTED, thing.document.path))
+        found.update((INVENTORY, document.path) for document in model.node_documents.values())
+    found.update((LINTED, finding.location.path) for finding in report.findings)
+    found.update((LINTED, diagnostic.location.path) for diagnostic in report.diagnostics)
+    found = {(role, path) for role, path in found if path and path not in NOT_FILES}
+    # A file read as an inventory or running objects that also holds a finding is listed once.
+    named = {path for role, path in found if role != LINTED}
+    return tuple(sorted(((role, path) for role, path in found if role != LINTED or path not in named),
+                        key=lambda entry: (INPUT_ROLES.index(entry[0]), entry[1])))
+
+
+GIT_SECONDS = 3  # `git rev-parse` answers in milliseconds; a hung filesystem must not hang the report
+COMMIT = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")  # SHA-1 or SHA-256 object names
+
+
+def repository_commit(paths: Iterable[str]) -> str:
+    """The commit checked out in the one git work tree holding every path ("" when they are in
+    none, in several, or git cannot say): `git rev-parse HEAD` in that tree, which reads the
+    repository's own files only (no network, no hooks, no index), under a timeout; git's
+    environment variables from the caller (a hook's GIT_DIR) are left out, and discovery stops
+    at the tree's top."""
+    tops = {git_work_tree(os.path.dirname(os.path.realpath(path))) for path in paths if path not in NOT_FILES}
+    if len(tops) != 1 or None in tops:
+        return ""
+    top = tops.pop()
+    environment = {name: value for name, value in os.environ.items() if not name.startswith("GIT_")}
+    environment.update(GIT_CEILING_DIRECTORIES=os.path.dirname(top), GIT_TERMINAL_PROMPT="0", GIT_OPTIONAL_LOCKS="0",
+                       LC_ALL="C")
+    command = ["git", "-c", "core.fsmonitor=false", "rev-parse", "--verify", "--quiet", "HEAD^{commit}"]
+    try:
+        # Its own process group, so a timeout ends whatever git started too (a wrapper's children
+        # would otherwise hold the pipe open and the wait with it).
+        with subprocess.Popen(command, cwd=top, env=environment, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                              stderr=subprocess.DEVNULL, start_new_session=True) as process:
+            try:
+                output, _ = process.communicate(timeout=GIT_SECONDS)
+            except subprocess.TimeoutExpired:
+                if hasattr(os, "killpg"):
+                    os.killpg(process.pid, signal.SIGKILL)
+                process.kill()
+                process.communicate()
+                return ""
+    except OSError:  # no git
+        return ""
+    commit = output.decode("ascii", "replace").strip()
+    return commit if process.returncode == 0 and COMMIT.fullmatch(commit) else ""

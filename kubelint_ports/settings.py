@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kubelint_ports.config import Config, apply_rules, load_config
-from kubelint_ports.engine import LintOptions
+from kubelint_ports.engine import LintOptions, UnitInputs
 from kubelint_ports.loading import budgets
 from kubelint_ports.loading.workload_kinds import ONE_PER_NODE
 from kubelint_ports.model import ClusterFacts
@@ -57,7 +57,11 @@ class Settings:
     baseline_file: str | None = None
 
 
-def parse_port_range(text: str) -> tuple[int, int]:
+def parse_range_option(text: str) -> tuple[int, int]:
+    """A LOW-HIGH range given as an option or config key (`--node-port-range`,
+    `--ephemeral-port-range`); a ValueError says what is wrong. Not kube-apiserver's PortRange
+    (`loading.network_settings.parse_port_range`, which a manifest's flag is read with): no
+    `LOW+SIZE`, no single port."""
     try:
         low_text, high_text = text.split("-")
         low, high = int(low_text), int(high_text)
@@ -66,18 +70,6 @@ def parse_port_range(text: str) -> tuple[int, int]:
     if not 1 <= low <= high <= 65535:
         raise ValueError(f"{text!r} is not a range of ports within 1-65535")
     return low, high
-
-
-def port_range_fact(option: str | None, config: Config, key: str) -> tuple[int, int] | None:
-    """A LOW-HIGH fact from its option, else from the config file (an error there names the line)."""
-    if option:
-        return parse_port_range(option)
-    if config.get(key):
-        try:
-            return parse_port_range(config.get(key))
-        except ValueError as error:
-            raise config.error([key], str(error)) from None
-    return None
 
 
 def resolve(command: CommandLine) -> Settings:
@@ -107,16 +99,7 @@ def parse_limit_options(pairs: tuple[str, ...]) -> dict[str, str]:
 
 def resolve_within(command: CommandLine, config: Config, limits: budgets.Limits) -> Settings:
 
-    def pick(option: Any, key: str) -> Any:
-        return option if option not in (None, (), "") else config.get(key)
-
-    facts = ClusterFacts(node_port_range=port_range_fact(command.node_port_range, config, "node-port-range"),
-                         proxy_mode=pick(command.proxy_mode, "proxy-mode"),
-                         service_cidr=pick(command.service_cidr, "service-cidr"),
-                         pod_cidr=pick(command.pod_cidr, "pod-cidr"), stated=stated_facts(command, config),
-                         ephemeral_port_range=port_range_fact(command.ephemeral_port_range, config,
-                                                              "ephemeral-port-range"),
-                         pod_templates=pod_templates(config))
+    facts = run_facts(command, config)
     for key, given in (("paths", command.paths), ("nodes", command.nodes), ("cluster", command.cluster)):
         if not given:
             check_config_paths(config, key)
@@ -145,6 +128,7 @@ def resolve_within(command: CommandLine, config: Config, limits: budgets.Limits)
         baseline=baseline,
         limits=limits,
         units=unit_rules(config),
+        unit_inputs=unit_inputs(command, config),
     )
     paths = tuple(command.paths) or tuple(config_paths(config, "paths")) or DEFAULT_PATHS
     return Settings(paths, options, tuple(policies), command.fail_on or config.get("fail-on") or "error", config,
@@ -158,13 +142,59 @@ OPTIONS = {"paths": "name it on the command line", "nodes": "pass it with --node
            "values": "pass it with --values"}
 
 
+# What a unit of `units:` may state of its own cluster besides its paths, as the top level does.
+UNIT_FACT_KEYS = ("node-port-range", "ephemeral-port-range", "proxy-mode", "service-cidr", "pod-cidr", "facts")
+
+
+def unit_sections(config: Config) -> dict[str, dict[str, Any]]:
+    """The config's `units:`, each as a mapping: `name: [paths]` is `name: {paths: [paths]}`."""
+    return {str(name): ({"paths": entry} if isinstance(entry, list) else dict(entry))
+            for name, entry in (config.get("units") or {}).items()}
+
+
 def unit_rules(config: Config):
-    """The config's `units:` (name -> paths relative to the config file), for model.units."""
+    """The config's `units:` (name -> paths relative to the config file), for model.units. A path
+    must stay inside the repository and exist (`unit_file`): a typo would move objects to another
+    unit."""
     from kubelint_ports.model.units import UnitRules
 
-    configured = tuple((str(name), tuple(str(path) for path in paths or ()))
-                       for name, paths in (config.get("units") or {}).items())
-    return UnitRules(configured, root=str(config.base_dir)) if configured else UnitRules()
+    configured = []
+    for name, section in unit_sections(config).items():
+        listed = isinstance(config.get("units")[name], list)  # `name: [paths]`
+        paths = []
+        for index, path in enumerate(section.get("paths") or ()):
+            keys = ["units", name, index] if listed else ["units", name, "paths", index]
+            resolved = unit_file(config, keys, str(path), "paths")
+            paths.append(os.path.relpath(resolved, config.base_dir).replace(os.sep, "/"))
+        configured.append((name, tuple(paths)))
+    return UnitRules(tuple(configured), root=str(config.base_dir)) if configured else UnitRules()
+
+
+def unit_inputs(command: CommandLine, config: Config):
+    """What each unit of `units:` states of its own cluster: its node inventory, running objects
+    and facts (engine.UnitInputs). The command line wins for every unit, as it does over the top
+    level; a key the unit leaves out is the top level's."""
+    given = []
+    for name, section in unit_sections(config).items():
+        files = {}
+        for key, option in (("nodes", command.nodes), ("cluster", command.cluster)):
+            if key in section and not option:
+                files[key] = tuple(unit_file(config, ["units", name, key, index], path, key)
+                                   for index, path in enumerate(section[key]))
+        stated = any(key in section for key in UNIT_FACT_KEYS)
+        if files or stated:
+            given.append((name, UnitInputs(files.get("nodes"), files.get("cluster"),
+                                           run_facts(command, config, name) if stated else None)))
+    return tuple(given)
+
+
+def unit_file(config: Config, keys: list, path: str, key: str) -> str:
+    """A path a unit names (`key`: its paths, inventory, running objects), resolved: inside the
+    repository, and existing; else an error at its line."""
+    resolved = config.inside(keys, path, OPTIONS[key])
+    if not os.path.exists(resolved):
+        raise config.error(keys, f"no such file or directory {path!r}")
+    return resolved
 
 
 def config_paths(config: Config, key: str) -> list[str]:
@@ -221,14 +251,47 @@ def selected_policies(known: list[Policy], active: list[Policy], command: Comman
             for policy in known if policy.id in selected]
 
 
-def stated_facts(command: CommandLine, config: Config) -> tuple[tuple[str, Any, str], ...]:
-    """Datapath facts the user states, each with where: the command line wins over the config."""
+def run_facts(command: CommandLine, config: Config, unit: str | None = None) -> ClusterFacts:
+    """What the user states about the cluster: of the run, or of one unit of `units:` (its keys
+    over the top level's). The command line wins over both; an error names the key's line."""
+    section = unit_sections(config)[unit] if unit is not None else {}
+
+    def configured(key: str) -> Any:
+        return section[key] if key in section else config.get(key)
+
+    def pick(option: Any, key: str) -> Any:
+        return option if option not in (None, (), "") else configured(key)
+
+    def port_range(option: str | None, key: str) -> tuple[int, int] | None:
+        if option:
+            return parse_range_option(option)
+        if configured(key):
+            try:
+                return parse_range_option(configured(key))
+            except ValueError as error:
+                raise config.error(["units", unit, key] if key in section else [key], str(error)) from None
+        return None
+
+    return ClusterFacts(node_port_range=port_range(command.node_port_range, "node-port-range"),
+                        proxy_mode=pick(command.proxy_mode, "proxy-mode"),
+                        service_cidr=pick(command.service_cidr, "service-cidr"),
+                        pod_cidr=pick(command.pod_cidr, "pod-cidr"), stated=stated_facts(command, config, unit),
+                        ephemeral_port_range=port_range(command.ephemeral_port_range, "ephemeral-port-range"),
+                        pod_templates=pod_templates(config))
+
+
+def stated_facts(command: CommandLine, config: Config, unit: str | None = None) -> tuple[tuple[str, Any, str], ...]:
+    """Datapath facts the user states, each with where: the command line wins over the config,
+    and a unit's own (`units: {NAME: {facts: ...}}`), fact by fact, over the top level's."""
     where = config.path or "the configuration"
     stated: dict[str, tuple[str, Any, str]] = {}
-    for name, value in (config.get("facts") or {}).items():
-        stated[name] = (name, value, f"{where} facts.{name}")
-    if config.get("proxy-mode"):
-        stated["proxy-mode"] = ("proxy-mode", config.get("proxy-mode"), f"{where} proxy-mode")
+    section = unit_sections(config)[unit] if unit is not None else {}
+    for prefix, facts in (("", config.get("facts")), (f"units.{unit}.", section.get("facts"))):
+        for name, value in (facts or {}).items():
+            stated[name] = (name, value, f"{where} {prefix}facts.{name}")
+    for prefix, proxy_mode in (("", config.get("proxy-mode")), (f"units.{unit}.", section.get("proxy-mode"))):
+        if proxy_mode:
+            stated["proxy-mode"] = ("proxy-mode", proxy_mode, f"{where} {prefix}proxy-mode")
     for name, value in (("proxy-mode", command.proxy_mode), ("cni-plugins-version", command.cni_plugins_version)):
         if value:
             stated[name] = (name, value, f"--{name}")
@@ -278,8 +341,10 @@ def helm_options(given: dict[str, Any], config: Config):
     per_chart = []
     for index, chart in enumerate(charts):
         path = config.inside(["charts", index, "path"], chart["path"], OPTIONS["charts"])
-        if not os.path.isfile(os.path.join(path, "Chart.yaml")):
-            raise config.error(["charts", index, "path"], f"{chart['path']!r} is not a chart directory (no Chart.yaml)")
+        packaged = os.path.isfile(path) and path.endswith((".tgz", ".tar.gz"))
+        if not (packaged or os.path.isfile(os.path.join(path, "Chart.yaml"))):
+            raise config.error(["charts", index, "path"],
+                               f"{chart['path']!r} is not a chart directory (no Chart.yaml) nor a packaged chart (.tgz)")
         from_config = {
             "values": tuple(config.inside(["charts", index, "values", number], v, OPTIONS["values"])
                             for number, v in enumerate(chart.get("values", ()))),
@@ -319,6 +384,7 @@ def effective(settings: Settings) -> dict[str, Any]:
                    for path, helm in options.chart_helm],
         "baseline": {"file": settings.baseline_file, "findings": len(options.baseline)} if settings.baseline_file
         else None,
+        **({"units": effective_units(options)} if options.units.configured else {}),
         "exemptions": [dataclasses.asdict(e) for e in options.exemptions],
         **{key: settings.config.get(key) for key in ("select", "ignore") if settings.config.get(key) is not None},
         "limits": {name.replace("_", "-"): value for name, value in dataclasses.asdict(options.limits).items()},
@@ -326,3 +392,25 @@ def effective(settings: Settings) -> dict[str, Any]:
                          **({"source": p.path} if not p.path.startswith(builtin) else {})}
                   for p in settings.policies},
     }
+
+
+def effective_units(options: LintOptions) -> dict[str, dict[str, Any]]:
+    """The units of `units:` as a run uses them: paths, and what each states of its own cluster."""
+    own = dict(options.unit_inputs)
+    shown = {}
+    for name, paths in options.units.configured:
+        entry: dict[str, Any] = {"paths": list(paths)}
+        inputs = own.get(name)
+        if inputs is not None:
+            for key, files in (("nodes", inputs.node_files), ("cluster", inputs.cluster_files)):
+                if files is not None:
+                    entry[key] = list(files)
+            if inputs.facts is not None:
+                facts = inputs.facts
+                entry.update({"node-port-range": "{}-{}".format(*(facts.node_port_range or (30000, 32767))),
+                              "proxy-mode": facts.proxy_mode, "service-cidr": facts.service_cidr,
+                              "pod-cidr": facts.pod_cidr,
+                              "facts": {fact: {"value": value, "source": source}
+                                        for fact, value, source in facts.stated}})
+        shown[name] = entry
+    return shown

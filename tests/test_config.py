@@ -76,6 +76,11 @@ def test_no_config_is_an_empty_config(tmp_path):
     ("pod-templates:\n  argoproj.io/Rollout: spec.template\n  Rollout: spec.template\n", 3, "Rollout"),
     ("pod-templates:\n  a.io/X: {template: spec.template, replicas: -1}\n", 2, "pod-templates"),
     ("pod-templates:\n  a.io/X: {replicas: per-node}\n", 2, "template"),
+    ("units:\n  prod:\n    paths: [prod]\n    node: [n.yaml]\n", 4, "did you mean 'nodes'"),
+    ("units:\n  prod:\n    nodes: [n.yaml]\n", 2, "'paths' is a required property"),
+    ("units:\n  prod: prod\n", 2, "neither a list of paths nor a mapping"),
+    ("units:\n  prod:\n    paths: [prod]\n    facts: {hostport: maybe}\n", 4, "units.prod.facts.hostport"),
+    ("units:\n  prod: {paths: [prod], proxy-mode: userspace}\n", 2, "units.prod.proxy-mode"),
 ])
 def test_bad_config_is_a_clear_error_with_line(tmp_path, text, line, words):
     path = write(tmp_path / ".kubelint-ports.yaml", text)

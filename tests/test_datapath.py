@@ -298,10 +298,10 @@ TRAFFIC_WORDS = ("DNAT", "SNAT", "masquerad", "MASQUERADE", "REJECT", "DROP", "A
                  "KUBE-NODEPORTS", "CNI-HOSTPORT-DNAT", "PREROUTING", "hostPort rule", "traffic of")
 # String literals of check modules that may hold such words: names of things, not stories.
 ALLOWED_LITERALS = {
-    ("node_snapshot.py", "nat KUBE-SERVICES masquerade"),  # a finding's field path in the dump (its identity)
-    ("node_snapshot.py", "DNAT to "),  # related places' labels: the rule a line holds
-    ("node_snapshot.py", "hostPort DNAT "),
-    ("node_snapshot.py", "live entry shadowed: "),
+    ("snapshot_kube_proxy.py", "nat KUBE-SERVICES masquerade"),  # a finding's field path in the dump (its identity)
+    ("snapshot_host_ports.py", "DNAT to "),  # related places' labels: the rule a line holds
+    ("snapshot_listeners.py", "hostPort DNAT "),
+    ("snapshot_host_ports.py", "live entry shadowed: "),
 }
 
 

@@ -54,10 +54,30 @@ def fingerprints(report) -> dict[str, object]:
     return {finding.fingerprint: finding for finding in report.findings if not finding.suppressed}
 
 
+FIX_FIXTURES = ROOT / "tests" / "fix"
+
+
 def fixable_fixtures() -> list[Path]:
-    """Every fail fixture of a rule with a fix, and the examples."""
+    """Every fail fixture of a rule with a fix, the fix fixtures that are one file, and the examples."""
     found = [path for rule in sorted(FIXES) for path in sorted((POLICIES / rule).glob("fail-*.yaml"))]
-    return found + sorted((ROOT / "examples").glob("*.yaml"))
+    return found + sorted(FIX_FIXTURES.glob("*/*.yaml")) + sorted((ROOT / "examples").glob("*.yaml"))
+
+
+# Trees a fix edits across files: (what to copy, what to lint in the copy, Helm values files).
+FIXABLE_TREES = {
+    "fix-chart": ("tests/fix/charts/shop", ["shop"], ()),
+    "fix-chart-user-values": ("tests/fix/charts/shop", ["shop"], ("shop/values-prod.yaml",)),
+    "test-chart-web": ("tests/charts/web", ["web"], ("web/values-hostports.yaml",)),
+    "fix-kustomize": ("tests/fix/kustomize", ["kustomize/overlays"], ()),
+    "test-kustomize-shop": ("tests/kustomize/shop", ["shop"], ()),
+}
+
+
+def lint_tree(paths: list[str], values: tuple[str, ...]):
+    from kubelint_ports.engine import LintOptions
+    from kubelint_ports.loading.helm import HelmOptions
+
+    return lint_paths(paths, LintOptions(helm=HelmOptions(values=values) if values else None))
 
 
 def fixed_copy(tmp_path: Path, source: Path, unsafe: bool, monkeypatch):
@@ -69,35 +89,59 @@ def fixed_copy(tmp_path: Path, source: Path, unsafe: bool, monkeypatch):
     return report, changes(report, unsafe=unsafe), target
 
 
+def assert_fixes_touch_only_their_lines_and_make_no_new_finding(before, found, unsafe: bool, relint) -> None:
+    """Each change touches only its fixes' lines; written, the fixed findings are gone and no
+    finding is new, but those a fix uncovered or carried along on its own field: a quoted port the
+    API server rejected hid what the port means (a hostPort's KP101), and a moved port's own
+    findings (KP101 "claims hostPort N") name the new port."""
+    allowed = fix_lines(before, unsafe)
+    for change in found:
+        assert change.old == Path(change.file).read_bytes()
+        assert changed_lines(change.old, change.new) <= allowed[change.path], f"a fix touched other lines of {change.path}"
+    for change in found:
+        Path(change.file).write_bytes(change.new)
+    after = relint()
+    fixed = {finding.fingerprint for change in found for finding in change.fixed}
+    remaining = fingerprints(after)
+    assert not fixed & set(remaining), "a fixed finding is still reported"
+    edited = {(f.subject, f.field_path) for change in found for f in change.fixed}
+    unquoted = {(f.subject, f.field_path) for change in found for f in change.fixed if f.rule_id == "KP001"}
+    reported = {(f.rule_id, f.subject, f.field_path) for f in before.findings}
+    new = [f for key, f in remaining.items() if key not in fingerprints(before)
+           and (f.subject, f.field_path) not in unquoted
+           and not ((f.subject, f.field_path) in edited and (f.rule_id, f.subject, f.field_path) in reported)]
+    assert not new, f"the fix made new findings: {[f'{f.location} {f.rule_id} {f.message[:80]}' for f in new]}"
+
+
 @pytest.mark.parametrize("unsafe", [False, True], ids=["safe", "unsafe"])
 @pytest.mark.parametrize("source", fixable_fixtures(), ids=lambda path: f"{path.parent.name}/{path.name}")
 def test_fix_changes_only_its_lines_and_makes_no_new_finding(source, unsafe, tmp_path, monkeypatch):
     before, found, target = fixed_copy(tmp_path, source, unsafe, monkeypatch)
-    old = target.read_bytes()
-    allowed = fix_lines(before, unsafe)
-    for change in found:
-        assert change.old == old
-        assert changed_lines(change.old, change.new) <= allowed[change.path], "a fix touched lines outside its edit"
-        target.write_bytes(change.new)
-    after = lint_paths([source.name])
-    fixed = {finding.fingerprint for change in found for finding in change.fixed}
-    remaining = fingerprints(after)
-    assert not fixed & set(remaining), "a fixed finding is still reported"
-    # A quoted port the API server rejected hid what the port itself means (a hostPort's KP101):
-    # unquoted, those findings on the same field are the port's own, not the fix's making.
-    unquoted = {(f.subject, f.field_path) for change in found for f in change.fixed if f.rule_id == "KP001"}
-    new = [f for key, f in remaining.items() if key not in fingerprints(before) and (f.subject, f.field_path) not in unquoted]
-    assert not new, f"the fix made new findings: {[f'{f.location} {f.rule_id} {f.message[:80]}' for f in new]}"
+    assert all(Path(change.file).resolve() == target.resolve() for change in found)
+    assert_fixes_touch_only_their_lines_and_make_no_new_finding(before, found, unsafe, lambda: lint_paths([source.name]))
+
+
+@pytest.mark.parametrize("unsafe", [False, True], ids=["safe", "unsafe"])
+@pytest.mark.parametrize("tree", sorted(FIXABLE_TREES))
+def test_fix_of_a_chart_or_a_kustomization_changes_only_its_lines_and_makes_no_new_finding(
+        tree, unsafe, tmp_path, monkeypatch):
+    source, paths, values = FIXABLE_TREES[tree]
+    shutil.copytree(ROOT / source, tmp_path / Path(paths[0]).parts[0])
+    monkeypatch.chdir(tmp_path)
+    before = describe(lint_tree(paths, values), edits=True)
+    found = changes(before, unsafe=unsafe)
+    assert found or not unsafe, "the tree has a finding to fix"
+    assert_fixes_touch_only_their_lines_and_make_no_new_finding(before, found, unsafe, lambda: lint_tree(paths, values))
 
 
 def test_every_fixable_rule_fixes_something_in_its_fixtures(tmp_path, monkeypatch):
     fixed_rules = set()
-    for rule in sorted(FIXES):
-        for source in sorted((POLICIES / rule).glob("fail-*.yaml")):
-            case = tmp_path / rule / source.stem
-            case.mkdir(parents=True)
-            _, found, _ = fixed_copy(case, source, True, monkeypatch)
-            fixed_rules |= {finding.rule_id for change in found for finding in change.fixed}
+    sources = [path for rule in sorted(FIXES) for path in sorted((POLICIES / rule).glob("fail-*.yaml"))]
+    for source in [*sources, *sorted(FIX_FIXTURES.glob("*/*.yaml"))]:
+        case = tmp_path / source.parent.name / source.stem
+        case.mkdir(parents=True)
+        _, found, _ = fixed_copy(case, source, True, monkeypatch)
+        fixed_rules |= {finding.rule_id for change in found for finding in change.fixed}
     assert fixed_rules == set(FIXES)
 
 
@@ -245,8 +289,7 @@ spec:
         'targetPort: "9090"', "targetPort: 9090"), result.output
 
 
-def test_unsafe_fix_moves_a_node_port_to_the_lowest_free_one(tmp_path, monkeypatch):
-    text = """\
+COLLIDING_NODE_PORTS = """\
 apiVersion: v1
 kind: Service
 metadata: {name: a, namespace: ops}
@@ -267,6 +310,10 @@ spec:
       port: 90
       nodePort: 8080    # outside the range
 """
+
+
+def test_unsafe_fix_moves_a_node_port_to_the_lowest_free_one(tmp_path, monkeypatch):
+    text = COLLIDING_NODE_PORTS
     result, fixed = fix_text(tmp_path, monkeypatch, text)
     assert fixed.decode() == text, "nodePort moves are unsafe: --fix alone leaves them"
     assert "0 fixable with --fix (2 more with --unsafe-fixes)" in result.output

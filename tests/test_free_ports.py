@@ -3,11 +3,23 @@
 from __future__ import annotations
 
 import json
+import random
+import re
+import shutil
+from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from kubelint_ports.cli import app
-from kubelint_ports.model.free_ports import free_ranges, nearest
+from kubelint_ports.engine import LintOptions, lint_paths
+from kubelint_ports.findings import split_message
+from kubelint_ports.model.free_ports import (free_ports, free_ranges, free_runs, host_port_holders,
+                                             host_port_holders_by_node, nearest, nearest_in_runs, run_ports)
+from kubelint_ports.policies import builtin_policies, enabled_by_default
+from kubelint_ports.portmap import reserved_for_free_ports
+
+COLLISIONS = Path(__file__).resolve().parent / "fix" / "host-ports" / "collisions.yaml"
 
 runner = CliRunner()
 
@@ -69,3 +81,127 @@ def test_text_output_is_deterministic(tmp_path):
 def test_helpers():
     assert free_ranges([1, 2, 3, 5, 7, 8]) == [(1, 3), (5, 5), (7, 8)]
     assert nearest([10, 12, 8, 7], 10, 3) == [10, 8, 12]
+
+
+# --- one implementation: runs from the taken ports, checked against a walk over every port ----------------
+
+def test_nearest_in_runs_is_nearest_over_every_free_port():
+    rng = random.Random(25)
+    for _ in range(500):
+        taken = rng.sample(range(1, 100), rng.randint(0, 60))
+        runs = free_runs(taken, (), 1, 100)
+        near, count = rng.randint(-5, 105), rng.randint(1, 8)
+        assert nearest_in_runs(runs, near, count) == nearest(run_ports(runs), near, count), (runs, near, count)
+
+
+INVENTORY = """\
+apiVersion: v1
+kind: List
+items:
+  - {apiVersion: v1, kind: Node, metadata: {name: a1, labels: {pool: a}}, spec: {}}
+  - {apiVersion: v1, kind: Node, metadata: {name: a2, labels: {pool: a}}, spec: {}}
+  - {apiVersion: v1, kind: Node, metadata: {name: b1, labels: {pool: b}}, spec: {}}
+"""
+
+# A Deployment on the nodes of pool a, a pod pinned to b1 (one on a nodePort of the range): JSON documents.
+POOLS = "\n---\n".join(json.dumps(document) for document in (
+    {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "api", "namespace": "shop"},
+     "spec": {"replicas": 2, "selector": {"matchLabels": {"app": "api"}},
+              "template": {"metadata": {"labels": {"app": "api"}}, "spec": {
+                  "nodeSelector": {"pool": "a"},
+                  "containers": [{"name": "api", "ports": [{"containerPort": 8090, "hostPort": 8090}]}]}}}},
+    {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "debug", "namespace": "ops"},
+     "spec": {"nodeName": "b1", "containers": [{"name": "debug", "ports": [
+         {"containerPort": 7000, "hostPort": 7000}, {"containerPort": 1, "hostPort": 30010}]}]}}))
+
+
+def pools_cluster(tmp_path):
+    (tmp_path / "nodes.yaml").write_text(INVENTORY)
+    (tmp_path / "m.yaml").write_text(MANIFESTS + "---\n" + POOLS + "\n")
+    return lint_paths([str(tmp_path / "m.yaml")], LintOptions(node_files=(str(tmp_path / "nodes.yaml"),))).cluster
+
+
+def test_each_nodes_free_host_ports_are_those_a_walk_over_every_port_finds(tmp_path):
+    cluster = pools_cluster(tmp_path)
+    reserved = reserved_for_free_ports(enabled_by_default(builtin_policies()))
+    found = free_ports(cluster, reserved, near=8090, count=3)
+    node_ports, *hosts = found.scopes
+    assert [scope.node for scope in hosts] == ["a1", "a2", "b1"]
+    for scope in hosts:
+        walked = [port for port in range(1024, 65536) if port not in scope.held
+                  and not 30000 <= port <= 32767 and not 32768 <= port <= 60999]
+        assert (scope.free, scope.count) == (tuple(free_ranges(walked)), len(walked)), scope.node
+        assert list(scope.suggested) == nearest(walked, 8090, 3)
+    a1, a2, b1 = hosts
+    assert 8090 in a1.held and 8090 not in b1.held and 7000 in b1.held and 7000 not in a1.held
+    assert a1.suggested == (8089, 8091, 8088) and b1.suggested == (8090, 8089, 8091)
+    assert b1.held[30010] == ("ops/Pod/debug (hostPort)",) and 30010 not in a1.held
+    walked = [port for port in range(30000, 32768) if port not in node_ports.held and port not in reserved]
+    assert (node_ports.free, node_ports.count) == (tuple(free_ranges(walked)), len(walked))
+
+
+def test_nodes_the_same_pods_may_run_on_share_one_answer(tmp_path):
+    cluster = pools_cluster(tmp_path)
+    by_node = host_port_holders_by_node(cluster, {10250: "kubelet"})
+    assert by_node["a1"] is by_node["a2"] and by_node["b1"] is not by_node["a1"]
+    assert host_port_holders(cluster, "b1", {10250: "kubelet"}) == by_node["b1"]
+    assert by_node["a1"][10250] == ("kubelet (node daemon)",)
+    assert host_port_holders(cluster, "", {})[7000] == ("ops/Pod/debug (hostPort)",)  # "": any node, every pod
+
+
+def test_a_500_node_corpus_is_worked_out_once_per_kind_of_node(tmp_path):
+    """500 nodes in 10 pools, 30 of them running a pinned pod: 40 answers, not 500 walks."""
+    from portmap_corpus import NODES, PINNED, POOLS, write
+
+    manifests, nodes = write(tmp_path)
+    cluster = lint_paths([str(manifests)], LintOptions(node_files=(str(nodes),))).cluster
+    by_node = host_port_holders_by_node(cluster, {})
+    assert len(by_node) == NODES and len({id(holders) for holders in by_node.values()}) == POOLS + PINNED
+
+
+# --- collision messages name the port the unsafe fix moves to ---------------------------------------------
+
+def lint_json(tmp_path, *args: str) -> list[dict]:
+    result = runner.invoke(app, ["lint", "--format", "json", *args])
+    return json.loads(result.stdout)["findings"]
+
+
+@pytest.mark.parametrize("inventory", [False, True])
+def test_host_port_collisions_name_the_free_host_port_the_fix_takes(tmp_path, monkeypatch, inventory):
+    shutil.copyfile(COLLISIONS, tmp_path / "c.yaml")
+    (tmp_path / "nodes.yaml").write_text(INVENTORY)
+    monkeypatch.chdir(tmp_path)
+    findings = lint_json(tmp_path, "c.yaml", "--select", "KP201", *(("--nodes", "nodes.yaml") if inventory else ()))
+    [finding] = findings
+    named = re.search(r"The nearest (.*) is (\d+) \(`kubelint-ports ports --free --near 31123`\)\.$",
+                      finding["message"])
+    moved = re.match(r"move hostPort 31123 to (\d+),", finding["fix"]["description"])
+    assert named and moved and named.group(2) == moved.group(1) == "29999", finding
+    assert named.group(1) == ("free hostPort on every node this pod may run on" if inventory
+                              else "hostPort that no pod, nodePort or node daemon of the inputs holds")
+    assert "nearest" not in split_message(finding["message"])[0]  # the claim stays the claim
+
+
+SECOND_CLAIM = MANIFESTS + "---\n" + json.dumps(  # a second Service on web's nodePort 30002
+    {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "copy", "namespace": "shop"},
+     "spec": {"type": "NodePort", "ports": [{"port": 80, "nodePort": 30002}]}})
+
+
+def test_node_port_collisions_name_the_lowest_free_node_port_the_fix_takes(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "s.yaml").write_text(SECOND_CLAIM)
+    findings = lint_json(tmp_path, "s.yaml", "--select", "KP203")
+    named = {re.search(r"The lowest nodePort of 30000-32767 the inputs leave free is (\d+) ", f["message"]).group(1)
+             for f in findings}
+    moved = [re.match(r"move nodePort 30002 to (\d+),", f["fix"]["description"]).group(1)
+             for f in findings if f.get("fix")]
+    assert named == set(moved) == {"30003"}  # 30000-30002 are the Services' and the agent's
+
+
+def test_a_message_names_no_free_port_when_the_range_is_full(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "s.yaml").write_text(SECOND_CLAIM)
+    findings = lint_json(tmp_path, "s.yaml", "--select", "KP203", "--node-port-range", "30000-30002")
+    assert findings and not any("leave free" in finding["message"] for finding in findings)
+    findings = lint_json(tmp_path, "s.yaml", "--select", "KP203", "--node-port-range", "30000-30003")
+    assert findings and all("30000-30003 the inputs leave free is 30003 " in finding["message"] for finding in findings)

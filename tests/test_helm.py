@@ -690,7 +690,7 @@ def test_charts_found_while_walking_are_rendered_once_and_templates_never_read_a
     found = list(discover([CHARTS, WEB, f"{WEB}/templates/deployment.yaml",
                            f"{WEB}/charts/db/templates/statefulset.yaml"]))
     assert found == [f"{CHARTS}/values-bad-schema.yaml", f"{CHARTS}/web-rendered.yaml", f"{CHARTS}/agents",
-                     f"{CHARTS}/broken-template", f"{CHARTS}/linked/app", f"{CHARTS}/linked/library",
+                     f"{CHARTS}/branches", f"{CHARTS}/broken-template", f"{CHARTS}/linked/app", f"{CHARTS}/linked/library",
                      f"{CHARTS}/missing-dep", f"{CHARTS}/remote-schema", f"{CHARTS}/web"]
 
 
@@ -828,6 +828,129 @@ def test_index_calls_and_items_matched_by_name(mapped):
         (3, ".Values.ports, used at t/deployment.yaml:28")]
 
 
+def document_of(tmp_path, template: str, rendered: str, values: str = "") -> TemplateDocument:
+    """A rendered object placed in its template (and values file), for the mapping alone."""
+    (tmp_path / "t.yaml").write_text(template)
+    (tmp_path / "values.yaml").write_text(values)
+    source = TemplateSource("t.yaml", str(tmp_path / "t.yaml"), ValuesSource([(ValuesFile(str(tmp_path / "values.yaml")), ())]),
+                            rendered_count=1)
+    result = LoadResult()
+    load_bytes(rendered.encode(), "rendered", result)
+    return TemplateDocument("t.yaml", result.documents[0].root, "c/templates/t.yaml", source=source)
+
+
+BESIDE_START = """\
+apiVersion: v1
+kind: Pod
+metadata: {name: p}
+spec:
+  containers:
+    - name: ids
+      ports:
+        - name: first
+          containerPort: 1
+"""
+BESIDE_TEMPLATE = BESIDE_START + """\
+        {{- toYaml .Values.extra | nindent 8 }}
+        - name: last
+          containerPort: 2
+    - name: places
+      ports:
+        - containerPort: {{ .Values.port }}
+        {{- toYaml .Values.extra | nindent 8 }}
+    - name: ranged
+      ports:
+        {{- range .Values.ranged }}
+        - containerPort: {{ . }}
+        {{- end }}
+        {{- toYaml .Values.extra | nindent 8 }}
+"""
+BESIDE_RENDERED = BESIDE_START + """\
+        - name: x
+          containerPort: 10
+        - name: y
+          containerPort: 11
+        - name: last
+          containerPort: 2
+    - name: places
+      ports:
+        - containerPort: 8080
+        - name: x
+          containerPort: 10
+        - name: y
+          containerPort: 11
+    - name: ranged
+      ports:
+        - containerPort: 80
+        - containerPort: 443
+        - name: x
+          containerPort: 10
+"""
+BESIDE_VALUES = """\
+port: 8080
+ranged: [80, 443]
+extra:
+  - name: x
+    containerPort: 10
+  - name: y
+    containerPort: 11
+"""
+
+
+def test_list_items_beside_a_toyaml_are_told_apart_by_their_ids_then_their_places(tmp_path):
+    document = document_of(tmp_path, BESIDE_TEMPLATE, BESIDE_RENDERED, BESIDE_VALUES)
+
+    def at(container: int, port: int) -> tuple[int, list[int]]:
+        path = f"spec.containers[{container}].ports[{port}].containerPort"
+        return document.location(path).line, [r.line for r in document.value_locations(path)]
+
+    # Literal names: `first` and `last` are the template's items, x and y the toYaml's (values from [0]).
+    assert [at(0, index) for index in range(4)] == [(9, []), (10, [5]), (10, [7]), (12, [])]
+    # No literal id tells: the literal item comes first, then the toYaml's items.
+    assert [at(1, index) for index in range(3)] == [(15, [1]), (16, [5]), (16, [7])]
+    # A `range` item repeats: how many it wrote is unknown, so its items stay on it (as before).
+    assert [at(2, index)[0] for index in range(2)] == [20, 20]
+
+
+def test_if_else_branches_are_read_from_the_values(tmp_path):
+    from kubelint_ports.loading.templatemap import parse_outline
+    from kubelint_ports.loading.templatemap_values import branch_taken
+
+    template = textwrap.dedent("""\
+        {{- if .Values.a }}
+        one
+        {{- else if and .Values.b (not .Values.c) }}
+        two
+        {{- else if .Values.d }}
+        three
+        {{- else }}
+        four
+        {{- end }}
+        {{- with .Values.missing }}
+        five
+        {{- else }}
+        six
+        {{- end }}
+        {{- if eq .Values.a "x" }}
+        seven
+        {{- end }}
+        """)
+    (tmp_path / "values.yaml").write_text("a: ''\nb: yes\nc: 0\nd: [1]\n")
+    _, actions, lines = parse_outline(template)
+    values = ValuesSource([(ValuesFile(str(tmp_path / "values.yaml")), ())])
+
+    def taken(values: ValuesSource) -> dict[str, bool | None]:
+        return {lines[number].strip(): branch_taken(actions, number, values, None)
+                for number in range(len(lines)) if not lines[number].strip().startswith("{{")}
+
+    assert taken(values) == {"one": False, "two": True, "three": False, "four": False, "five": False, "six": True,
+                             "seven": None}
+    # A key set on the command line is not known here: the branches after it are not either.
+    unknown = ValuesSource(values.layers, [["c"]])
+    assert taken(unknown) == {"one": False, "two": None, "three": None, "four": False, "five": False, "six": True,
+                              "seven": None}
+
+
 AGENTS_TEMPLATE = """\
 apiVersion: apps/v1
 kind: DaemonSet
@@ -912,20 +1035,150 @@ def test_set_keys_and_merge_follow_helm():
         "a": {"b": 3, "c": 2}, "l": [1, 5]}
 
 
-@needs_engine
-def test_packaged_subchart_findings_name_the_archive(tmp_path):
-    import helm_python
+# --- packaged charts -------------------------------------------------------------------------------
 
+
+def package(chart: Path, destination: Path) -> Path:
+    """What `helm package` writes, without Helm: the chart's files under its name, gzip."""
+    import tarfile
+
+    archive = destination / f"{chart.name}-0.1.0.tgz"
+    with tarfile.open(archive, "w:gz") as packed:
+        packed.add(chart, arcname=chart.name)
+    return archive
+
+
+def placed(report, shown: str, instead: str) -> list[tuple]:
+    """Each finding's rule, place, message and related places, `shown` written as `instead`."""
+    def path(text: str) -> str:
+        return text.replace(shown, instead)
+
+    return sorted((f.rule_id, path(f.location.path), f.location.line, f.location.column, f.message,
+                   tuple((path(r.path), r.line, r.column, path(r.message)) for r in f.related))
+                  for f in report.findings)
+
+
+@needs_engine
+def test_a_packaged_chart_is_linted_as_its_directory_is(tmp_path):
+    """`kubelint-ports lint web-0.1.0.tgz`, as `helm template web-0.1.0.tgz` renders it: the same
+    findings as the chart's directory, at `<archive>:<member>:line:column`, values locations in
+    the archive's values.yaml too."""
+    archive = package(ROOT / WEB, tmp_path)
+    shown = display_path(str(archive))
+    packaged = lint(str(archive), values=(HOSTPORTS,))
+    unpacked = lint(WEB, values=(HOSTPORTS,))
+    assert packaged.diagnostics == [] and packaged.notes == unpacked.notes
+    assert (packaged.objects, packaged.files) == (unpacked.objects, unpacked.files)
+    assert len(packaged.findings) >= 5
+    assert placed(packaged, f"{shown}:web/", f"{WEB}/") == placed(unpacked, "", "")
+    assert one(packaged, "KP101", "web-web").location.path == f"{shown}:web/templates/deployment.yaml"
+    # service.nodePort comes from the chart's own values.yaml: a place inside the archive.
+    assert any(r.path == f"{shown}:web/values.yaml" for f in packaged.findings for r in f.related)
+    output = CliRunner().invoke(app, ["lint", str(archive), "-f", HOSTPORTS]).output
+    line = one(packaged, "KP101", "web-web").location
+    assert f"{shown}:web/templates/deployment.yaml:{line.line}:{line.column}: warning KP101" in output
+
+
+@needs_engine
+def test_a_packaged_chart_fails_and_is_noted_where_its_directory_is(tmp_path):
+    """Helm's template error at the member's line; a missing dependency says how to package it
+    again; a remote schema's note at the member; per-chart options (the config's `charts:`) by
+    the archive's path."""
+    broken = package(ROOT / CHARTS / "broken-template", tmp_path)
+    [diagnostic] = lint(str(broken)).diagnostics
+    assert where(diagnostic.location) == (f"{display_path(str(broken))}:broken-template/templates/service.yaml", 8, 26)
+    [missing] = lint(str(package(ROOT / CHARTS / "missing-dep", tmp_path))).diagnostics
+    assert "declared in Chart.yaml but not in the archive's charts/; package it again" in missing.message
+    remote = package(ROOT / CHARTS / "remote-schema", tmp_path)
+    report = lint(str(remote))
+    assert report.diagnostics == [] and len(report.findings) == 1
+    assert report.notes[0].startswith(f"{display_path(str(remote))}:remote-schema/values.schema.json:10:11: refers to")
+    web = package(ROOT / WEB, tmp_path)
+    per_chart = lint_paths([str(web)], LintOptions(chart_helm=((str(web), HelmOptions(values=(HOSTPORTS,))),)))
+    assert per_chart.findings and \
+        placed(per_chart, f"{display_path(str(web))}:web/", f"{WEB}/") == placed(lint(WEB, values=(HOSTPORTS,)), "", "")
+
+
+@needs_engine
+def test_packaged_subcharts_point_at_their_members(tmp_path):
+    """`charts/db-0.1.0.tgz` in a chart directory, and the same inside a packaged chart: findings
+    at the subchart template's line in the archive (`<archive>:db/templates/...`, an archive
+    inside an archive adds its own `:<member>`), as in the directory."""
     chart = tmp_path / "web"
     shutil.copytree(ROOT / WEB, chart)
-    archive = helm_python.package(chart / "charts" / "db", destination=chart / "charts")
+    subchart = package(chart / "charts" / "db", chart / "charts")
     shutil.rmtree(chart / "charts" / "db")
-    report = lint_paths([str(chart)], LintOptions(helm=HelmOptions(values=(str(chart / "values-hostports.yaml"),))))
+    values = (str(chart / "values-hostports.yaml"),)
+    unpacked = one(lint(WEB, values=(HOSTPORTS,)), "KP101", "web-db")
+    assert unpacked.location.path == f"{WEB}/charts/db/templates/statefulset.yaml"
+    database = one(lint_paths([str(chart)], LintOptions(helm=HelmOptions(values=values))), "KP101", "web-db")
+    assert database.location.path == f"{display_path(str(subchart))}:db/templates/statefulset.yaml"
+    assert where(database.location)[1:] == where(unpacked.location)[1:]
+    assert database.related[0].line == 12  # db.hostPort in the parent's values file
+    (tmp_path / "out").mkdir()
+    nested = package(chart, tmp_path / "out")
+    inside = one(lint_paths([str(nested)], LintOptions(helm=HelmOptions(values=values))), "KP101", "web-db")
+    assert inside.location.path == f"{display_path(str(nested))}:web/charts/db-0.1.0.tgz:db/templates/statefulset.yaml"
+    assert where(inside.location)[1:] == where(unpacked.location)[1:]
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="a shebang script stands in for helm")
+def test_helm_template_renders_a_private_copy_of_the_archive_checked(tmp_path, monkeypatch):
+    """With `helm template` too, Helm reads the bytes that were checked, from a private temporary
+    directory that is gone after the render; never the archive file again."""
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
+    archive = package(ROOT / WEB, tmp_path)
+    script = tmp_path / "helm"
+    script.write_text(textwrap.dedent(f"""\
+        #!{sys.executable}
+        import shutil, sys
+        with open({str(tmp_path / "calls.txt")!r}, "a") as handle:
+            handle.write(" ".join(sys.argv[1:]) + "\\n")
+        shutil.copy(sys.argv[3], {str(tmp_path / "rendered.tgz")!r})
+        sys.stdout.write(open({str(RENDERED)!r}).read())
+        """))
+    script.chmod(script.stat().st_mode | stat.S_IXUSR)
+    report = lint(str(archive), values=(HOSTPORTS,), helm_binary=str(script))
     assert report.diagnostics == []
-    database = one(report, "KP101", "web-db")
-    assert database.location.path.endswith("web/charts/" + os.path.basename(archive))
-    assert (database.location.line, database.location.column) == (0, 0)
-    assert database.related[0].line == 12  # db.hostPort in the parent's values file still maps
+    command = (tmp_path / "calls.txt").read_text().split()
+    assert command[:2] == ["template", "web"] and command[2].startswith(str(tmp_path / "tmp" / "kubelint-ports-chart-"))
+    assert (tmp_path / "rendered.tgz").read_bytes() == archive.read_bytes()
+    assert list((tmp_path / "tmp").iterdir()) == []  # the private copy is removed
+    assert one(report, "KP101", "web-web").location.path == f"{display_path(str(archive))}:web/templates/deployment.yaml"
+
+
+# --- branches, and list items beside a toYaml ------------------------------------------------------
+
+BRANCHES = f"{CHARTS}/branches"
+BRANCHES_TEMPLATE = f"{BRANCHES}/templates/deployment.yaml"
+
+
+@needs_engine
+@pytest.mark.parametrize("values_file, line, port", [
+    (None, 26, 8443), ("values-config.yaml", 23, 7000), ("values-literal.yaml", 29, 8080)])
+def test_a_port_written_in_if_else_if_else_branches_lands_in_the_branch_taken(values_file, line, port):
+    """cert-manager's webhook writes `containerPort:` three times, in `if $config.securePort`,
+    `else if .Values.webhook.securePort` and `else`: findings landed on the first (issue 24, N7).
+    The branch is the one the values take, else the one whose values key holds the rendered port."""
+    report = lint(BRANCHES, values=(f"{BRANCHES}/{values_file}",) if values_file else ())
+    assert report.diagnostics == []
+    found = [f for f in findings_of(report, "KP101") if f.field_path.endswith("ports[0].hostPort")]
+    assert [(where(f.location), f.port) for f in found] == [((BRANCHES_TEMPLATE, line, 15), port)]
+
+
+@needs_engine
+def test_list_items_written_by_toyaml_after_a_literal_item_land_on_the_toyaml():
+    """`- name: https` written literally, then `{{- toYaml . | nindent 12 }}` inside `with
+    .Values.web.extraPorts`: the extra ports land on the toYaml line (not on the literal item),
+    and their values locations count from the action's first item (extraPorts[0], [1])."""
+    report = lint(BRANCHES)
+    extra = sorted((f.port, where(f.location), [(r.path, r.line) for r in f.related])
+                   for f in findings_of(report, "KP101") if not f.field_path.endswith("ports[0].hostPort"))
+    assert extra == [(9101, (BRANCHES_TEMPLATE, 32, 13), [(f"{BRANCHES}/values.yaml", 7)]),
+                     (9201, (BRANCHES_TEMPLATE, 32, 13), [(f"{BRANCHES}/values.yaml", 10)])]
 
 
 # --- the render worker and the SDK's private render call ------------------------------------------

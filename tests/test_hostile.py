@@ -8,6 +8,7 @@ performance assertions (figures are in docs/safety.md).
 
 from __future__ import annotations
 
+import gzip
 import io
 import json
 import os
@@ -21,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from kubelint_ports.engine import LintOptions, lint_paths
-from kubelint_ports.loading import load, load_bytes, LoadResult
+from kubelint_ports.loading import budgets, load, load_bytes, LoadResult
 from kubelint_ports.loading import yamltree as yt
 from kubelint_ports.model import network, placement
 
@@ -485,7 +486,136 @@ def test_a_remote_schema_inside_a_packaged_subchart_is_noted_not_fetched(tmp_pat
     (chart / "charts" / "sub-0.1.0.tgz").write_bytes(buffer.getvalue())
     report = lint_paths([str(chart)])
     assert report.diagnostics == []
-    assert any("sub-0.1.0.tgz: sub/values.schema.json line 1: refers to the schema" in note for note in report.notes)
+    assert any("sub-0.1.0.tgz:sub/values.schema.json:1:" in note and ": refers to the schema" in note
+               for note in report.notes)
+
+
+# --- packaged charts named directly (`lint mychart-1.2.3.tgz`) ---------------------------------------
+
+CHART_YAML = b"apiVersion: v2\nname: c\nversion: 0.1.0\n"
+CONFIG_MAP = b"apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c}\n"
+
+
+def member(name: str, data: bytes = b"", kind: bytes = tarfile.REGTYPE, link: str = "", size: int | None = None
+           ) -> tuple[tarfile.TarInfo, bytes]:
+    info = tarfile.TarInfo(name)
+    info.type, info.linkname = kind, link
+    info.size = len(data) if size is None else size
+    return info, data
+
+
+def tgz(*members: tuple[tarfile.TarInfo, bytes], chart: bool = True) -> bytes:
+    """A gzip tar of `members` (after a Chart.yaml and a template, unless `chart` is False)."""
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:gz") as archive:
+        for info, data in ((member("c/Chart.yaml", CHART_YAML), member("c/templates/cm.yaml", CONFIG_MAP))
+                           if chart else ()) + members:
+            archive.addfile(info, io.BytesIO(data) if info.isfile() else None)
+    return buffer.getvalue()
+
+
+def zeros_member(name: str, size: int, extra: bytes = b"") -> bytes:
+    """A gzip tar whose member `name` is `size` zero bytes, written as a stream (a bomb costs
+    milliseconds to make, 60 KiB per 60 MiB)."""
+    out = io.BytesIO()
+    with gzip.GzipFile(fileobj=out, mode="wb", mtime=0) as packed:
+        for info, data in (member("c/Chart.yaml", CHART_YAML),):
+            packed.write(info.tobuf() + data + b"\0" * (-len(data) % 512))
+        info = tarfile.TarInfo(name)
+        info.size = size
+        packed.write(info.tobuf())
+        chunk = b"\0" * (1 << 20)
+        for start in range(0, size, len(chunk)):
+            packed.write(chunk[:min(len(chunk), size - start)])
+        packed.write(b"\0" * (-size % 512) + extra + b"\0" * 1024)
+    return out.getvalue()
+
+
+def text_noise(size: int) -> bytes:
+    """Text that gzip packs about 2:1 (hex digits of a hash chain): no bomb, but big unpacked."""
+    import hashlib
+
+    block, blocks = b"seed", []
+    while sum(map(len, blocks)) < size:
+        block = hashlib.sha256(block).hexdigest().encode()
+        blocks.append(block)
+    return b"".join(blocks)[:size]
+
+
+HOSTILE_ARCHIVES = {
+    "gzip-bomb": (lambda: zeros_member("c/templates/zeros.yaml", 60 * 2**20), "unpacks to more than 100 times"),
+    "member-over-the-size-budget": (lambda: gzip.compress(
+        member("c/templates/big.yaml", size=100 * 2**20)[0].tobuf() + b"\0" * 1024),  # refused at its header
+        "is more than 64 MiB once unpacked (limit max-file-mib)"),
+    "total-over-the-size-budget": (lambda: tgz(member("c/files/a", text_noise(700_000)),
+                                               member("c/files/b", text_noise(700_001)[1:])),
+                                   "more than 1 MiB once unpacked (limit max-file-mib)"),
+    "parent-directory": (lambda: tgz(member("c/../../kubelint-evil.yaml", CONFIG_MAP)), "a path leaving the archive"),
+    "absolute-path": (lambda: tgz(member("/tmp/kubelint-evil.yaml", CONFIG_MAP)), "a path leaving the archive"),
+    "symlink-leaving": (lambda: tgz(member("c/templates/passwd.yaml", kind=tarfile.SYMTYPE,
+                                           link="../../../../etc/passwd")), "outside the archive"),
+    "symlink-absolute": (lambda: tgz(member("c/templates/passwd.yaml", kind=tarfile.SYMTYPE, link="/etc/passwd")),
+                         "outside the archive"),
+    "hardlink-absolute": (lambda: tgz(member("c/templates/passwd.yaml", kind=tarfile.LNKTYPE, link="/etc/passwd")),
+                          "outside the archive"),
+    "device": (lambda: tgz(member("c/templates/tty.yaml", kind=tarfile.CHRTYPE)), "is not a file"),
+    "fifo": (lambda: tgz(member("c/templates/pipe.yaml", kind=tarfile.FIFOTYPE)), "is not a file"),
+    "too-many-members": (lambda: tgz(*(member(f"c/files/{n}") for n in range(10_001))), "more than 10,000 members"),
+    "not-gzip": (lambda: tarfile_bytes(), "not a gzip-compressed chart archive"),
+    "truncated": (lambda: tgz(member("c/files/a", text_noise(100_000)))[:20_000], "not a readable chart archive"),
+    "bomb-inside": (lambda: tgz(member("c/charts/sub-0.1.0.tgz", zeros_member("sub/templates/z.yaml", 60 * 2**20))),
+                    "c/charts/sub-0.1.0.tgz: unpacks to more than 100 times"),
+}
+
+
+def tarfile_bytes() -> bytes:
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w") as archive:
+        info, data = member("c/Chart.yaml", CHART_YAML)
+        archive.addfile(info, io.BytesIO(data))
+    return buffer.getvalue()
+
+
+@pytest.mark.parametrize("case", sorted(HOSTILE_ARCHIVES))
+def test_hostile_chart_archives_are_input_errors_within_the_budgets(tmp_path, monkeypatch, case):
+    """Read once, under the budgets, before Helm sees it: an input error naming the archive and
+    what is wrong, quickly, and nothing unpacked or written anywhere (no temporary file left)."""
+    import tempfile
+    import time
+
+    build, expected = HOSTILE_ARCHIVES[case]
+    (tmp_path / "tmp").mkdir()
+    (tmp_path / "in").mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
+    archive = tmp_path / "in" / "c-0.1.0.tgz"
+    archive.write_bytes(build())
+    limits = budgets.parse_limits({"max-file-mib": 1}) if case.startswith("total") else budgets.DEFAULT_LIMITS
+    started = time.monotonic()
+    report = lint_paths([str(archive)], LintOptions(limits=limits))
+    assert time.monotonic() - started < 20
+    assert [(d.location.path, d.internal) for d in report.diagnostics] == [(str(archive), False)]
+    assert report.diagnostics[0].message.startswith(f"cannot render Helm chart {archive}: ")
+    assert expected in report.diagnostics[0].message, report.diagnostics[0].message
+    assert sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*")) == ["in", "in/c-0.1.0.tgz", "tmp"]
+    assert not (tmp_path.parent / "kubelint-evil.yaml").exists()
+
+
+def test_a_gzip_bomb_exits_2_naming_the_archive(tmp_path):
+    (tmp_path / "c-0.1.0.tgz").write_bytes(HOSTILE_ARCHIVES["gzip-bomb"][0]())
+    done = cli("lint", "c-0.1.0.tgz", cwd=tmp_path)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert b"c-0.1.0.tgz: input-error cannot render Helm chart c-0.1.0.tgz: unpacks to more than 100 times its size" \
+        in done.stdout
+
+
+@needs_engine
+def test_links_that_stay_inside_a_chart_archive_read_as_helm_reads_them(tmp_path):
+    """Helm reads a link in an archive as an empty file: one that stays inside is no danger."""
+    archive = tmp_path / "c-0.1.0.tgz"
+    archive.write_bytes(tgz(member("c/templates/same.yaml", kind=tarfile.SYMTYPE, link="cm.yaml"),
+                            member("c/templates/again.yaml", kind=tarfile.LNKTYPE, link="c/templates/cm.yaml")))
+    report = lint_paths([str(archive)])
+    assert report.diagnostics == [] and report.objects == 1
 
 
 def test_chart_symlinks_leaving_the_chart_are_refused(tmp_path):

@@ -191,16 +191,16 @@ def test_backtracking_pattern_runs_in_linear_time_with_re2(redos):
     ({"properties": {"labels": {"propertyNames": {"pattern": "^(\\w+\\s?)*$"}}}}, "propertyNames.pattern"),
 ])
 def test_pattern_properties_and_property_names_are_checked_too(tmp_path, monkeypatch, schema, keys):
-    from kubelint_ports.checks import port_schema
+    from kubelint_ports.loading import user_schemas
 
-    monkeypatch.setattr(port_schema, "re2_compiled", lambda pattern: None)  # as without google-re2
-    port_schema.matcher.cache_clear()
+    monkeypatch.setattr(user_schemas, "re2_compiled", lambda pattern: None)  # as without google-re2
+    user_schemas.matcher.cache_clear()
     try:
         write_policy(tmp_path / "policies", schema)
         with pytest.raises(PolicyError, match=f"params.schema.properties.labels.{keys}"):
             policies_with([str(tmp_path / "policies")])
     finally:
-        port_schema.matcher.cache_clear()
+        user_schemas.matcher.cache_clear()
 
 
 def test_every_pattern_keyword_goes_through_the_bounded_matcher(monkeypatch):
@@ -230,13 +230,14 @@ def test_a_pattern_past_its_deadline_fails_the_port_once(monkeypatch):
     import threading
 
     from kubelint_ports.checks import port_schema
+    from kubelint_ports.loading import user_schemas
 
     # The deadline is a timer signal, which only the main thread receives; pytest-xdist before 3.6
     # ran a worker's tests in another thread now and then (execnet's "thread" model).
     assert threading.current_thread() is threading.main_thread(), "tests must run in the main thread"
-    monkeypatch.setattr(port_schema, "re2_compiled", lambda pattern: None)
-    monkeypatch.setattr(port_schema, "PATTERN_SECONDS", 0.2)
-    port_schema.matcher.cache_clear()
+    monkeypatch.setattr(user_schemas, "re2_compiled", lambda pattern: None)
+    monkeypatch.setattr(user_schemas, "PATTERN_SECONDS", 0.2)
+    user_schemas.matcher.cache_clear()
     try:
         polynomial = ".*.*.*=x"  # cubic, no repeated group: some 5 s on 600 characters, unbounded
         assert port_schema.schema_problem_at({"properties": {"name": {"pattern": polynomial}}}) is None
@@ -245,7 +246,7 @@ def test_a_pattern_past_its_deadline_fails_the_port_once(monkeypatch):
             [error] = list(validator.iter_errors({"name": "a" * 600}))
             assert "took over 0.2 s" in error.message
     finally:
-        port_schema.matcher.cache_clear()
+        user_schemas.matcher.cache_clear()
 
 
 # --- schemas that refer to themselves ---------------------------------------------------------------
@@ -290,6 +291,45 @@ def test_referring_to_definitions_without_a_loop_still_works(tmp_path):
     (tmp_path / "app.yaml").write_text(PORT.replace("NAME", "api"))
     report = lint_paths([str(tmp_path / "app.yaml")], policies=[policy])
     assert [f.rule_id for f in report.findings] == ["KP901"] and not report.diagnostics
+
+
+# --- a policy's own parameters: their schemas and what they fill in are bounded too --------------------
+
+def write_parameterised_policy(directory: Path, declared: dict, value) -> Path:
+    path = write_policy(directory, {"properties": {"name": {"pattern": {"$param": "names"}}}})
+    data = yaml.safe_load(path.read_text())
+    data["params"] |= {"parameters": {"names": declared}, "names": value}
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return path
+
+
+def test_a_parameters_own_schema_that_refers_to_itself_is_refused_at_load(tmp_path):
+    path = write_parameterised_policy(tmp_path / "policies", {"$ref": "#"}, "^api$")
+    with pytest.raises(PolicyError) as raised:
+        policies_with([str(tmp_path / "policies")])
+    assert raised.value.message.startswith("params.parameters.names.$ref refers back to itself")
+    assert raised.value.line == line_of(path, "$ref")
+
+
+@pytest.mark.parametrize("where", ["policy", "config"])
+def test_a_backtracking_pattern_a_parameter_fills_in_is_refused_at_load(repository, monkeypatch, where):
+    """A parameter's value lands in the schema before the schema is judged: a pattern that Python's
+    re could take hours on is refused whether the policy or the configuration sets it."""
+    from kubelint_ports.loading import user_schemas
+
+    monkeypatch.setattr(user_schemas, "re2_compiled", lambda pattern: None)  # as without google-re2
+    user_schemas.matcher.cache_clear()
+    try:
+        write_parameterised_policy(repository / "policies", {"type": "string"},
+                                   CATASTROPHIC if where == "policy" else "^api$")
+        rules = {"rules": {"KP901": {"names": CATASTROPHIC}}} if where == "config" else {}
+        (repository / ".kubelint-ports.yaml").write_text(yaml.safe_dump({"policies": ["policies"], **rules}))
+        with pytest.raises((PolicyError, ConfigError)) as raised:
+            resolve(CommandLine(paths=("k8s",)))
+        assert "params.schema.properties.name.pattern" in raised.value.message
+        assert "exponential" in raised.value.message
+    finally:
+        user_schemas.matcher.cache_clear()
 
 
 # --- a file named twice is read once ----------------------------------------------------------------

@@ -18,6 +18,7 @@ import re
 import sys
 from html.parser import HTMLParser
 from pathlib import Path
+from urllib.parse import quote
 
 import pytest
 
@@ -56,6 +57,7 @@ def hostile(field: str) -> str:
             f"</script><!--javascript:alert('{field}')")
 
 
+LINK_BASE = "https://git.example/o/r/blob/0123abc"  # locations link under it, their paths percent-encoded
 # A file name cannot hold `/`: this one closes the attribute it may land in and opens a tag.
 HOSTILE_FILE = "manifest\"'><img src=x onerror=window.__pwned='file'>.yaml"
 # Controls and a bidi override: shown as escapes, as every format writes them (`printable`).
@@ -90,7 +92,11 @@ def hostile_workspace(folder: Path) -> tuple[Path, Path]:
                         encoding="utf-8")
     nodes = folder / "nodes.yaml"
     nodes.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": [
-        {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": {"role": hostile("label")}}}
+        {"apiVersion": "v1", "kind": "Node",
+         "metadata": {"name": name, "labels": {"role": hostile("label"), hostile("label-key"): hostile("label-value"),
+                                               f"node-role.kubernetes.io/{hostile('role')}": ""}},
+         "spec": {"taints": [{"key": hostile("taint-key"), "value": hostile("taint-value"),
+                              "effect": hostile("taint-effect")}]}}
         for name in HOSTILE_NODES]}), encoding="utf-8")
     return manifest, nodes
 
@@ -110,13 +116,16 @@ def hostile_page(folder: Path, monkeypatch) -> tuple[Path, dict[str, str]]:
     report.diagnostics.append(Diagnostic(Location(hostile("error-file"), 2, 1), hostile("error-message")))
     port_map = port_map_of(report)
     port_map.datapath_facts = {"proxy-mode": {"value": "ipvs", "source": hostile("fact-source")}}
+    port_map.commit = hostile("commit")  # what a repository could hold, were it not checked
     page = folder / "report.html"
     with page.open("w", encoding="utf-8") as out:
-        write_page(report, port_map, out, findings_first=True)
+        write_page(report, port_map, out, findings_first=True,
+                   options=FormatOptions(link_base=LINK_BASE, source_root=str(folder)))
     shown = {field: hostile(field) for field in (
         "node-a", "node-b", "daemonset-name", "daemonset-namespace", "deployment-name", "service-name",
         "service-namespace", "protocol", "host-ip", "rule-id", "rule-name", "message", "suppressed", "template",
-        "related-file", "related-message", "error-file", "error-message", "fact-source",
+        "related-file", "related-message", "error-file", "error-message", "fact-source", "label", "label-key",
+        "label-value", "role", "taint-key", "taint-value", "taint-effect", "commit",
         "container")}  # the container's name: quoted in a finding's message
     shown["file"] = HOSTILE_FILE
     shown["namespace"] = "javascript:alert('namespace')"
@@ -164,6 +173,10 @@ def everything_shown(browser) -> str:
     for index in range(count):
         browser.execute_script("document.querySelectorAll('#grid .cell')[arguments[0]].click()", index)
         texts.append(browser.find_element("id", "details").text)
+    rows = browser.execute_script("return document.querySelectorAll('#grid .rowlabel').length")
+    for index in range(rows):  # a node's labels, taints and free ports
+        browser.execute_script("document.querySelectorAll('#grid .rowlabel .node-name')[arguments[0]].click()", index)
+        texts.append(browser.find_element("id", "details").text)
     texts += browser.execute_script("return [...document.querySelectorAll('[title]')].map(e => e.title)")
     return "\n".join(texts)
 
@@ -178,7 +191,8 @@ def test_hostile_values_in_every_field_are_shown_as_text_and_never_run(browser, 
     assert browser.execute_script("return window.__alerts") == []
     assert browser.execute_script("return window.__violations") == []
     # No element came from a value: only the page's own two scripts, no image, frame, SVG or
-    # other tag a payload names, no inline handler, no link but the page's own to its findings.
+    # other tag a payload names, no inline handler, no link but the page's own: to its findings,
+    # to the report's JSON it made (a blob:), and to the files under the link base.
     assert browser.execute_script("return document.scripts.length") == 2
     assert browser.execute_script(
         "return document.querySelectorAll('img, svg, iframe, frame, object, embed, video, audio, math, base, link, "
@@ -189,7 +203,12 @@ def test_hostile_values_in_every_field_are_shown_as_text_and_never_run(browser, 
     links = browser.execute_script("return [...document.querySelectorAll('[href], [src], [action]')]"
                                    ".map(e => e.getAttribute('href') || e.getAttribute('src') || "
                                    "e.getAttribute('action'))")
-    assert links and all(re.fullmatch(r"#f\d+", link) for link in links), links
+    assert links and all(re.fullmatch(r"#f\d+|blob:null/[0-9a-f-]+", link) or (
+        link.startswith(LINK_BASE + "/") and re.fullmatch(r"[A-Za-z0-9_.~/%-]+(#L\d+)?", link[len(LINK_BASE) + 1:]))
+        for link in links), links
+    linked = [link for link in links if link.startswith(LINK_BASE)]
+    assert LINK_BASE + "/" + quote(HOSTILE_FILE) in linked, "the input file's name, percent-encoded"
+    assert any(link.startswith(LINK_BASE + "/" + quote(HOSTILE_FILE) + "#L") for link in linked)
     # The page works: every node and port drawn (4 nodes x 3 ports, and the nodePort's row).
     assert browser.execute_script("return document.querySelectorAll('#grid .cell').length") == 13
     assert CONTROLS not in text and "\u202e" not in text and "\x1b" not in text

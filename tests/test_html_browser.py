@@ -45,6 +45,12 @@ def ports(*args: str) -> str:
     return result.stdout
 
 
+def lint(*args: str) -> str:
+    result = runner.invoke(app, ["lint", *args])
+    assert result.exit_code == 1, result.output  # the examples hold errors on purpose
+    return result.stdout
+
+
 @pytest.fixture(scope="module")
 def browser(tmp_path_factory):
     driver = chromium_driver(str(tmp_path_factory.mktemp("chromium-profile")), 1400, 900)
@@ -230,8 +236,204 @@ def test_the_page_works_under_its_content_security_policy(browser, examples_page
         assert "KP301 host-port-conflict" in browser.find_element("id", "details").text
         type_into(browser, "filter-port", "443")
         browser.execute_script("document.getElementById('filters').requestSubmit()")  # as Enter would
-        assert browser.current_url == page.as_uri() and set(cells(browser)) == {("edge-1", "443/TCP")}
+        assert browser.current_url == page.as_uri() + "#port=443" and set(cells(browser)) == {("edge-1", "443/TCP")}
         browser.execute_script("return new Promise(r => setTimeout(r, 100));")  # violations are reported async
         assert browser.execute_script("return window.__violations") == []
     finally:
         browser.execute_cdp_cmd("Page.removeScriptToEvaluateOnNewDocument", {"identifier": watch["identifier"]})
+
+
+# --- free ports, nodes, the address, the JSON, links ------------------------------------------------
+
+LINK_BASE = "https://github.example/o/r/blob/0123abc"
+
+
+@pytest.fixture(scope="module")
+def lint_page(tmp_path_factory):
+    """`lint --format html` of the examples with a link base, and `lint --format json` of the same run."""
+    folder = tmp_path_factory.mktemp("lint-page")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.chdir(ROOT)
+        args = ("examples/", "--nodes", INVENTORY)
+        page = folder / "lint.html"
+        page.write_text(lint(*args, "--format", "html", "--link-base", LINK_BASE), encoding="utf-8")
+        report = lint(*args, "--format", "json")
+    return page, report
+
+
+def test_filters_are_kept_in_the_address(browser, examples_page):
+    page, _ = examples_page
+    load(browser, page)
+    from selenium.webdriver.support.ui import Select
+
+    Select(browser.find_element("id", "filter-namespace")).select_by_value("edge")
+    type_into(browser, "filter-port", "30000-32767")
+    browser.find_element("id", "group-nodes").click()  # one row per node
+    browser.find_element("id", "filter-problems").click()
+    address = browser.current_url
+    assert address == page.as_uri() + "#namespace=edge&port=30000-32767&problems=1&group=0"
+    shown = cells(browser)
+    assert shown == {("worker-1", "30584/TCP"): ("X", "capture"), ("worker-2", "30584/TCP"): ("X", "capture")}
+    # The address reopens the same view: fields, boxes and grid.
+    browser.get("about:blank")
+    browser.get(address)
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    WebDriverWait(browser, 20).until(lambda d: d.execute_script("return document.body.dataset.ready === 'true'"))
+    assert browser.find_element("id", "filter-namespace").get_attribute("value") == "edge"
+    assert browser.find_element("id", "filter-port").get_attribute("value") == "30000-32767"
+    assert browser.find_element("id", "filter-problems").is_selected()
+    assert not browser.find_element("id", "group-nodes").is_selected()
+    assert cells(browser) == shown
+    # An address pasted over it (a fragment changed) filters again; clearing the filters clears it.
+    browser.execute_script("location.hash = 'port=443&node=edge-*'")
+    WebDriverWait(browser, 5).until(lambda d: set(cells(d)) == {("edge-1", "443/TCP")})
+    assert browser.find_element("id", "filter-node").get_attribute("value") == "edge-*"
+    assert not browser.find_element("id", "filter-problems").is_selected()
+    type_into(browser, "filter-port", "")
+    type_into(browser, "filter-node", "")
+    assert browser.current_url == page.as_uri()
+    # A finding named in a cell's details is scrolled to without losing the filters.
+    type_into(browser, "filter-port", "9100")
+    browser.find_element("css selector", '.cell[data-node="worker-1"][data-port="9100/TCP"]').click()
+    link = browser.find_element("css selector", "#details .cell-findings a")
+    target = link.get_attribute("href").split("#")[1]
+    link.click()
+    assert browser.current_url == page.as_uri() + "#port=9100"
+    assert "current" in browser.find_element("id", target).get_attribute("class")
+
+
+def test_errors_are_listed_before_warnings_and_notes(browser, lint_page):
+    page, report = lint_page
+    load(browser, page)
+    shown = browser.execute_script(
+        "return [...document.querySelectorAll('#findings li.finding[id]')].map(li => "
+        "[li.dataset.severity, li.classList.contains('suppressed')]);")
+    findings = json.loads(report)["findings"]
+    assert len(shown) == len(findings)
+    rank = {"error": 0, "warning": 1, "note": 2}
+    order = [(suppressed, rank[severity]) for severity, suppressed in shown]
+    assert order == sorted(order) and order[0] == (False, 0)
+    headings = browser.execute_script("return [...document.querySelectorAll('#findings h3')].map(h => h.textContent)")
+    counts = json.loads(report)["summary"]
+    assert [h for h in headings if not h.startswith("Input")] == [
+        f"Errors ({counts['error']})", f"Warnings ({counts['warning']})", f"Notes ({counts['note']})"]
+    # On screen too: the first error is above the first warning.
+    first = {severity: browser.execute_script(
+        f"return document.querySelector('#findings li.sev-{severity}[id]').getBoundingClientRect().top")
+        for severity in ("error", "warning", "note")}
+    assert first["error"] < first["warning"] < first["note"]
+
+
+def test_the_download_link_saves_the_reports_json(browser, lint_page, tmp_path):
+    page, report = lint_page
+    load(browser, page)
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    WebDriverWait(browser, 10).until(lambda d: d.execute_script(
+        "return document.getElementById('download-json').href.startsWith('blob:')"))
+    downloads = tmp_path / "downloads"
+    downloads.mkdir()
+    browser.execute_cdp_cmd("Browser.setDownloadBehavior", {"behavior": "allow", "downloadPath": str(downloads)})
+    link = browser.find_element("id", "download-json")
+    assert link.is_displayed() and link.text == "Download the report (JSON)"
+    link.click()
+    saved = downloads / "kubelint-ports.json"
+    WebDriverWait(browser, 10).until(lambda _: saved.exists() and saved.read_text(encoding="utf-8") == report)
+    assert json.loads(saved.read_text(encoding="utf-8"))["findings"]
+
+
+def test_free_ports_and_the_node_port_ranges_occupancy_show(browser, examples_page):
+    page, _ = examples_page
+    with pytest.MonkeyPatch.context() as patch:
+        patch.chdir(ROOT)
+        free = json.loads(ports("examples/", "--nodes", INVENTORY, "--free", "--format", "json"))
+        near = json.loads(ports("examples/", "--nodes", INVENTORY, "--free", "--near", "9100", "--format", "json"))
+    load(browser, page)
+    [node_ports] = [scope for scope in free["scopes"] if scope["kind"] == "nodePort"]
+    taken = 32767 - 30000 + 1 - node_ports["freeCount"]
+    occupancy = browser.find_element("id", "nodeport-occupancy").text
+    assert occupancy.startswith(f"nodePorts 30000-32767: {taken} of 2768 taken"), occupancy
+    rows = browser.execute_script("return [...document.querySelectorAll('#nodeports-taken tr')].slice(1)"
+                                  ".map(tr => [...tr.cells].map(td => td.textContent))")
+    assert [int(port) for port, _ in rows] == sorted(int(port) for port in node_ports["taken"])
+    assert ["30584", "edge/DaemonSet/web-server (hostNetwork), shop/Service/api"] in rows
+    bar = browser.execute_script("return [...document.querySelectorAll('#nodeport-bar .occ')].map(c => c.title)")
+    assert 50 < len(bar) <= 100 and bar[0].startswith("30000-") and bar[-1].split(":")[0].endswith("-32767")
+    assert sum(int(title.split(": ")[1].split()[0]) for title in bar) == taken
+
+    def free_rows():
+        return browser.execute_script("return [...document.querySelectorAll('#free-hosts tbody tr')]"
+                                      ".map(tr => [...tr.cells].map(td => td.textContent))")
+
+    def runs(scope, low=0, high=65535):
+        kept = [(max(a, low), min(b, high)) for a, b in scope["free"] if a <= high and b >= low]
+        return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in kept)
+
+    hosts = {scope["node"]: scope for scope in free["scopes"] if scope["kind"] == "hostPort"}
+    assert {row[0]: row[1:] for row in free_rows()} == {
+        name: [str(scope["freeCount"]), runs(scope)] for name, scope in hosts.items()}
+    # The port filter cuts the lists; the node filter (a label here) picks the rows.
+    type_into(browser, "filter-port", "9090-9110")
+    type_into(browser, "filter-node", "node-role.kubernetes.io/worker=")
+    assert {row[0]: row[2] for row in free_rows()} == {
+        name: runs(hosts[name], 9090, 9110) for name in ("worker-1", "worker-2")}
+    assert "9100" not in free_rows()[0][2]  # node-exporter's
+    # A cell's details suggest the free ports nearest its port, as `ports --free --near` does.
+    type_into(browser, "filter-node", "worker-1")
+    browser.find_element("css selector", '.cell[data-node="worker-1"][data-port="9100/TCP"]').click()
+    [suggested] = [scope["suggested"] for scope in near["scopes"] if scope["node"] == "worker-1"]
+    assert (f"Free host ports nearest 9100 on worker-1: {', '.join(map(str, suggested))}"
+            in browser.find_element("id", "details").text)
+    # Anywhere in the range and beyond it, the page's pick is the model's.
+    from kubelint_ports.model.free_ports import nearest
+
+    every_free = [port for first, last in hosts["worker-1"]["free"] for port in range(first, last + 1)]
+    for port in (1, 1024, 6060, 9100, 29999, 30000, 45000, 61000, 65535):
+        picked = browser.execute_script("return nearestFree(arguments[0], arguments[1], 7)", hosts["worker-1"]["free"], port)
+        assert picked == nearest(every_free, port, 7), port
+
+
+def test_node_rows_show_labels_and_taints(browser, examples_page):
+    page, _ = examples_page
+    load(browser, page)
+    browser.find_element("id", "group-nodes").click()  # every node on its own row
+    labels = {row.find_element("css selector", ".node-name").text: row
+              for row in browser.find_elements("css selector", ".rowlabel")}
+    edge = labels["edge-1"]
+    assert [tag.text for tag in edge.find_elements("css selector", ".tag")] == ["edge", "dedicated=edge:NoSchedule"]
+    assert "labels: kubernetes.io/hostname=edge-1, node-role.kubernetes.io/edge" in edge.get_attribute("title")
+    assert "taints: dedicated=edge:NoSchedule" in edge.get_attribute("title")
+    assert [tag.text for tag in labels["worker-2"].find_elements("css selector", ".tag")] == ["worker", "cordoned"]
+    edge.find_element("css selector", ".node-name").click()
+    details = browser.find_element("id", "details").text
+    for text in ("edge-1", "Labels", "node-role.kubernetes.io/edge", "Taints", "dedicated=edge:NoSchedule",
+                 "Free host ports ("):
+        assert text in details, text
+    type_into(browser, "filter-node", "node-role.kubernetes.io/edge=")
+    assert {node for node, _ in cells(browser)} == {"edge-1"}
+
+
+def test_locations_link_under_the_link_base(browser, lint_page):
+    page, _ = lint_page
+    load(browser, page)
+    links = browser.execute_script("return [...document.querySelectorAll('a.loc')].map(a => a.getAttribute('href'))")
+    assert links and all(link.startswith(LINK_BASE + "/examples/") for link in links), links
+    assert LINK_BASE + "/examples/node-agents.yaml#L51" in links
+    assert LINK_BASE + "/examples/inventory/nodes.yaml" in links  # the inputs' list
+    browser.find_element("css selector", '.cell[data-node="worker-1"][data-port="9100/TCP"]').click()
+    where = browser.execute_script(
+        "return [...document.querySelectorAll('#details table a.loc')].map(a => a.getAttribute('href'))")
+    assert LINK_BASE + "/examples/node-agents.yaml#L51" in where
+
+
+def test_no_link_without_an_http_link_base(browser, tmp_path):
+    page = tmp_path / "lint.html"
+    with pytest.MonkeyPatch.context() as patch:
+        patch.chdir(ROOT)
+        page.write_text(lint("examples/", "--nodes", INVENTORY, "--format", "html",
+                             "--link-base", "javascript:alert(document.domain)//"), encoding="utf-8")
+    load(browser, page)
+    assert browser.execute_script("return document.querySelectorAll('a.loc').length") == 0
+    browser.find_element("css selector", '.cell[data-node="worker-1"][data-port="9100/TCP"]').click()
+    assert browser.execute_script("return document.querySelectorAll('#details a.loc').length") == 0

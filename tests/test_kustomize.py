@@ -441,8 +441,8 @@ def test_kubectl_log_wrapping_is_removed_from_messages():
               "\taccumulating resources: accumulation err='accumulating resources from '../app': "
               "'/tmp/app' must resolve to a file': recursed accumulation of path '/tmp/app': "
               "trouble configuring builtin PatchTransformer\n >\n")
-    assert kustomize.one_line(stderr) == "trouble configuring builtin PatchTransformer"
-    assert kustomize.one_line("Error: must build at directory: not a valid directory\n") == \
+    assert kustomize.kustomize_message(stderr) == "trouble configuring builtin PatchTransformer"
+    assert kustomize.kustomize_message("Error: must build at directory: not a valid directory\n") == \
         "must build at directory: not a valid directory"
 
 

@@ -63,6 +63,18 @@ def test_list_item_location_points_at_the_item():
     location = document.location("spec.template.spec.containers[0].ports[1]")
     assert (location.line, location.column) == (14, 15)
 
+def test_descend_stops_at_the_deepest_segment_present():
+    root = load_text(DEPLOYMENT).documents[0].root
+    segments = yt.parse_field_path("spec.template.spec.containers[0].ports[1].hostPort")
+    key_node, value_node, depth = yt.descend(root, segments)
+    assert (depth, key_node.value, value_node.value) == (len(segments), "hostPort", "8443")
+    assert yt.at_segments(root, segments) is value_node
+    key_node, value_node, depth = yt.descend(root, segments[:6] + [7, "hostPort"])  # ports[7]: absent
+    assert (depth, key_node.value) == (6, "ports") and isinstance(value_node, yt.SequenceNode)
+    assert yt.at_segments(root, segments[:6] + [7]) is None
+    assert yt.descend(None, ["spec"]) == (None, None, 0)
+
+
 
 def test_multi_document_and_kind_list_expansion():
     text = DEPLOYMENT + "---\n" + """\
@@ -455,25 +467,3 @@ def test_what_git_ignores_and_virtualenvs_are_not_walked_unless_named(tmp_path, 
     assert sorted(discover(["."])) == ["./k8s/app.yaml", "./tools/env/nested.yaml"]
     assert sorted(discover(["build", "venv", "k8s/app.generated.yaml"])) == [
         "build/out.yaml", "k8s/app.generated.yaml", "venv/lib/site/data.yaml"]
-
-
-def test_a_packaged_chart_named_directly_says_how_to_lint_it(tmp_path):
-    """A `.tgz` was read as YAML ("control characters are not allowed"): say what it is, and a
-    command that works (issue 24 corpus)."""
-    import io
-    import subprocess
-    import tarfile
-
-    buffer = io.BytesIO()
-    with tarfile.open(fileobj=buffer, mode="w:gz") as archive:
-        data = b"apiVersion: v2\nname: web\nversion: 0.1.0\n"
-        info = tarfile.TarInfo("web/Chart.yaml")
-        info.size = len(data)
-        archive.addfile(info, io.BytesIO(data))
-    (tmp_path / "web-0.1.0.tgz").write_bytes(buffer.getvalue())
-    result = load([str(tmp_path / "web-0.1.0.tgz")])
-    [diagnostic] = result.diagnostics
-    assert "a packaged Helm chart" in diagnostic.message and "tar -xzf" in diagnostic.message
-    command = diagnostic.message.split("`")[1]
-    subprocess.run(command.split(), cwd=tmp_path, check=True)
-    assert (tmp_path / "web" / "Chart.yaml").is_file()

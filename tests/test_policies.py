@@ -68,8 +68,9 @@ UPDATE_GOLDEN = os.environ.get("KUBELINT_UPDATE_GOLDEN") == "1"
 PORT_KEYS = ("containerPort", "hostPort", "port", "targetPort", "nodePort", "healthCheckNodePort")
 # Keys whose written value (a port name, an address, a type, a flag's value) the message must name.
 VALUE_KEYS = ("name", "hostIP", "type", "hostNetwork", "value")
-# Keys holding a mapping: the position is right, the message names what is inside.
-BLOCK_KEYS = ("selector", "httpGet", "tcpSocket", "grpc")
+# Keys holding a mapping or a list: the position is right, the message names what is inside (or
+# that it lacks something: a Service's `spec` without `ports`, or its empty `ports`).
+BLOCK_KEYS = ("selector", "httpGet", "tcpSocket", "grpc", "spec", "ports")
 # A command-line flag in a list item: `- --service-node-port-range=30000-39999`.
 FLAG_AT = re.compile(r"--[a-z0-9-]+[= ](?P<value>\S+)")
 RANGE_FLAGS = ("node_port_range", "ephemeral_port_range")

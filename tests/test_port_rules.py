@@ -78,7 +78,7 @@ def test_organisation_policies_are_off_until_the_config_names_them(tmp_path):
     chosen = {p.id: p for p in apply_rules(list(builtin_policies()), config)}
     assert {"KP551", "KP552", "KP553"} <= set(chosen)
     assert not {"KP554", "KP555"} & set(chosen)
-    assert chosen["KP553"].params == {"types": ["LoadBalancer"]}
+    assert chosen["KP553"].params["types"] == ["LoadBalancer"]
 
 
 def test_the_cli_runs_an_organisation_policy_only_when_turned_on(tmp_path):
@@ -134,6 +134,57 @@ def test_ephemeral_range_option_moves_the_findings(tmp_path):
     assert len(lines_of(default, "KP106")) == 2
     narrow = lint(tmp_path, manifest, facts=ClusterFacts(ephemeral_port_range=(50000, 60000)))
     assert [f.port for f in narrow.findings if f.rule_id == "KP106"] == [55000]
+
+
+# --- one check for a hostPort and a hostNetwork port -----------------------------------------------------
+
+HOLDER_TWINS = (("KP102", "KP103"), ("KP105", "KP106"), ("KP201", "KP202"))
+
+BOTH_HOLDERS = """\
+    apiVersion: v1
+    kind: Pod
+    metadata: {name: dnat, namespace: x}
+    spec:
+      containers: [{name: c, image: i, ports: [{containerPort: 8080, hostPort: 31001}]}]
+    ---
+    apiVersion: v1
+    kind: Pod
+    metadata: {name: socket, namespace: x}
+    spec:
+      hostNetwork: true
+      containers: [{name: c, image: i, ports: [{containerPort: 31002}]}]
+    ---
+    apiVersion: v1
+    kind: Service
+    metadata: {name: web, namespace: x}
+    spec:
+      type: NodePort
+      selector: {app: web}
+      ports: [{name: a, port: 80, nodePort: 31001}, {name: b, port: 81, nodePort: 31002}]
+    """
+
+
+def test_one_check_serves_a_host_port_rule_and_its_host_network_twin(tmp_path):
+    """Each twin pair is one check told by its policy's `holder` param which ports to read: the
+    hostPort policy reports the DNAT pod only, the hostNetwork policy the socket pod only."""
+    for host_port, host_network in HOLDER_TWINS:
+        dnat, socket = find_policy(host_port), find_policy(host_network)
+        assert dnat.check == socket.check, (host_port, host_network)
+        assert (dnat.params, socket.params) == ({"holder": "hostPort"}, {"holder": "hostNetwork"})
+    report = lint(tmp_path, BOTH_HOLDERS, facts=ClusterFacts(ephemeral_port_range=(31000, 31999)))
+    found = {(f.rule_id, f.port, f.subject.name) for f in report.findings if f.rule_id < "KP3"}
+    twins = {rule for pair in HOLDER_TWINS for rule in pair}
+    assert {entry for entry in found if entry[0] in twins} == {
+        ("KP102", 31001, "dnat"), ("KP105", 31001, "dnat"), ("KP201", 31001, "dnat"),
+        ("KP103", 31002, "socket"), ("KP106", 31002, "socket"), ("KP202", 31002, "socket")}, found
+
+
+def test_a_holder_the_check_does_not_know_is_refused_at_its_config_line(tmp_path):
+    manifest = write(tmp_path / "in.yaml", BOTH_HOLDERS)
+    config = write(tmp_path / "c.yaml", "rules:\n  KP103:\n    holder: hostPod\n")
+    result = CliRunner().invoke(app, ["lint", "--config", str(config), str(manifest)])
+    assert result.exit_code == 2, result.output
+    assert "c.yaml:3" in result.output and "hostPod" in result.output, result.output
 
 
 # --- Service routing ------------------------------------------------------------------------------------

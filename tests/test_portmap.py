@@ -401,3 +401,157 @@ def test_ports_takes_lints_rule_choice_and_helm_options():
 
     assert {"KP201", "KP301"} <= marks(every.stdout)
     assert marks(only_kp3.stdout) and all(rule.startswith("KP3") for rule in marks(only_kp3.stdout))
+
+
+# --- what the page shows beside the grid: free ports, nodes, inputs, commit, links --------------------
+
+@pytest.mark.parametrize("folder, files, flags", fixture_sets())
+def test_the_pages_free_ports_are_ports_free(folder, files, flags):
+    """The page's free ports (worked out as runs, for every node at once) are `ports --free`'s
+    (model.free_ports, port by port), on every example and fixture set."""
+    from kubelint_ports.model.free_ports import free_ports
+
+    report = lint_report(folder, files, flags)
+    port_map = port_map_of(report)
+    view = port_map.free_view()
+    expected = free_ports(report.cluster, port_map.reserved)
+    node_ports, *hosts = expected.scopes
+    assert (view.node_ports_free, view.node_ports_free_count) == (node_ports.free, node_ports.count)
+    low, high = view.node_port_range
+    assert {port for port, _ in view.node_ports_taken} == (
+        set(node_ports.held) | {port for port in port_map.reserved if low <= port <= high})
+    assert view.node_ports_free_count + len(view.node_ports_taken) == high - low + 1
+    assert [(h.node, h.free, h.count) for h in view.host_ports] == [(s.node, s.free, s.count) for s in hosts]
+
+
+def test_the_page_embeds_what_ports_free_prints(monkeypatch):
+    """The command line's reserved ports (the node-reserved-port rules, examples/policies' GPU
+    daemon too) and the page's are the same: the same free ports, node by node."""
+    monkeypatch.chdir(ROOT)
+    args = ("examples/", "--nodes", INVENTORY, "--policies", "examples/policies")
+    free = json.loads(page("ports", *args, "--free", "--format", "json"))
+    data = embedded_data(page("ports", *args, "--format", "html"))["free"]
+    [node_ports] = [scope for scope in free["scopes"] if scope["kind"] == "nodePort"]
+    assert data["nodePorts"] == node_ports["free"] and data["nodePortCount"] == node_ports["freeCount"]
+    hosts = {scope["node"]: scope for scope in free["scopes"] if scope["kind"] == "hostPort"}
+    assert [name for name, _, _ in data["hosts"]] == list(hosts) == ["edge-1", "worker-1", "worker-2"]
+    for name, runs, count in data["hosts"]:
+        assert (data["runs"][runs], count) == (hosts[name]["free"], hosts[name]["freeCount"]), name
+    assert [9100, 9100] not in data["runs"][data["hosts"][1][1]]  # node-exporter's, on worker-1
+
+
+def test_free_runs_leave_out_taken_ports_and_ranges():
+    from kubelint_ports.model.free_ports import free_runs
+
+    assert free_runs([], [], 1024, 1030) == ((1024, 1030),)
+    assert free_runs([1024, 1026, 2000, 80], [(1028, 1029)], 1024, 1030) == ((1025, 1025), (1027, 1027), (1030, 1030))
+    assert free_runs([], [(1000, 1040)], 1024, 1030) == ()
+    assert free_runs([1030], [(1020, 1024)], 1024, 1030) == ((1025, 1029),)
+    assert free_runs([], [(30000, 32767), (32768, 60999)]) == ((1024, 29999), (61000, 65535))
+
+
+def test_nodes_carry_their_labels_and_taints(monkeypatch):
+    monkeypatch.chdir(ROOT)
+    data = embedded_data(page("ports", "examples/", "--nodes", INVENTORY, "--format", "html"))
+    info = dict(zip(data["nodes"], data["nodeInfo"]))
+    labels, taints, cordoned = info["edge-1"]
+    assert ["node-role.kubernetes.io/edge", ""] in labels and taints == ["dedicated=edge:NoSchedule"] and not cordoned
+    assert info["worker-2"][2] == 1  # spec.unschedulable
+    assert info["(every node)"] == 0
+
+
+def test_the_page_names_its_files_and_their_commit(tmp_path, monkeypatch):
+    import subprocess
+
+    repository = tmp_path / "repo"
+    (repository / "k8s").mkdir(parents=True)
+    (repository / "k8s" / "m.yaml").write_text(deployment("a", 8080, replicas=3))
+    (repository / "nodes.yaml").write_text(TWO_FREE_NODES)
+    git = ["git", "-C", str(repository), "-c", "user.name=t", "-c", "user.email=t@example.invalid"]
+    for command in (["init", "-q"], ["add", "."], ["commit", "-q", "-m", "first"]):
+        subprocess.run([*git, *command], check=True, capture_output=True)
+    commit = subprocess.run([*git, "rev-parse", "HEAD"], check=True, capture_output=True, text=True).stdout.strip()
+    # A caller's GIT_DIR (a hook's) names another repository: the inputs' own is read.
+    monkeypatch.setenv("GIT_DIR", str(ROOT / ".git"))
+    monkeypatch.chdir(repository / "k8s")
+    html = page("lint", "m.yaml", "--nodes", "../nodes.yaml", "--format", "html")
+    assert f'at commit <code id="commit">{commit}</code>' in html
+    assert ('<ul id="inputs"><li><span class="role">linted</span> <code class="loc">m.yaml</code></li><li>'
+            '<span class="role">inventory (--nodes)</span> <code class="loc">../nodes.yaml</code></li></ul>') in html
+    assert html == page("lint", "m.yaml", "--nodes", "../nodes.yaml", "--format", "html")  # byte for byte
+
+    # Not a checkout, or files from two: no commit.
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "m.yaml").write_text(deployment("a", 8080))
+    monkeypatch.chdir(outside)
+    assert "(no commit: the inputs are not all in one git checkout)" in page("lint", "m.yaml", "--format", "html")
+    mixed = page("lint", "m.yaml", str(repository / "k8s" / "m.yaml"), "--format", "html")
+    assert "no commit" in mixed and commit not in mixed
+
+
+def test_reading_the_commit_never_hangs(tmp_path, monkeypatch):
+    """A git that does not answer (a hung network filesystem, a wrapper that waits) is given up on
+    after the timeout: the page names no commit rather than never coming."""
+    import time
+
+    from kubelint_ports import portmap
+
+    (tmp_path / ".git").mkdir()
+    (tmp_path / "m.yaml").write_text("")
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    (fake / "git").write_text("#!/bin/sh\nsleep 30\n")  # a child that holds the pipe open
+    (fake / "git").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{fake}:{__import__('os').environ['PATH']}")
+    monkeypatch.setattr(portmap, "GIT_SECONDS", 0.5)
+    started = time.monotonic()
+    assert portmap.repository_commit([str(tmp_path / "m.yaml")]) == ""
+    assert time.monotonic() - started < 5
+    (fake / "git").write_text("#!/bin/sh\necho '<script>alert(1)</script>'\n")  # not an object name
+    assert portmap.repository_commit([str(tmp_path / "m.yaml")]) == ""
+    assert portmap.repository_commit(["-"]) == portmap.repository_commit([]) == ""  # standard input: no repository
+
+
+@pytest.mark.parametrize("link_base, linked", [
+    ("https://github.example/o/r/blob/0123abc", True),
+    ("HTTP://git.example/r/-/blob/main/", True),
+    ("javascript:alert(1)//", False),
+    ("JaVaScRiPt:alert(1)", False),
+    ("data:text/html,<script>alert(1)</script>", False),
+    ("//evil.example/r", False),  # no scheme: relative to the page's own (file:)
+    ("https:evil", False),  # no host
+    ("file:///etc", False),
+])
+def test_locations_link_only_under_an_http_link_base(link_base, linked, tmp_path):
+    from kubelint_ports.findings import Location
+    from kubelint_ports.formatters.html import Links
+
+    links = Links(link_base, str(tmp_path))
+    inside = Location(str(tmp_path / "k8s" / "a b\"<x>.yaml"), 12, 3)
+    url = links.url(inside)
+    if linked:
+        assert url == link_base.rstrip("/") + "/k8s/a%20b%22%3Cx%3E.yaml#L12"
+        assert links.html(inside).startswith(f'<a class="loc" href="{url}" rel="noreferrer"><code>')
+    else:
+        assert url == "" and links.html(inside).startswith('<code class="loc">')
+    assert links.url(Location("/elsewhere/x.yaml", 1, 1)) == ""  # outside the repository: no relative address
+    assert links.url(Location("-", 1, 1)) == links.url(Location("command line", 0, 0)) == ""
+
+
+def test_lint_page_lists_errors_before_warnings_before_notes(monkeypatch):
+    monkeypatch.chdir(ROOT)
+    html = page("lint", "examples/", "--nodes", INVENTORY, "--format", "html")
+    findings = html[html.index('<section id="findings"'):html.index("</section>", html.index('<section id="findings"'))]
+    shown = re.findall(r'<li id="f(\d+)" class="finding sev-(\w+)( suppressed)?"', findings)
+    report = json.loads(page("lint", "examples/", "--nodes", INVENTORY, "--format", "json"))
+    rank = {"error": 0, "warning": 1, "note": 2}
+    assert len(shown) == len(report["findings"])
+    order = [(bool(suppressed), rank[severity]) for _, severity, suppressed in shown]
+    assert order == sorted(order) and order[0] == (False, 0) and {r for _, r in order} == {0, 1, 2}
+    for severity in ("error", "warning", "note"):  # the report's order within each severity
+        indices = [int(index) for index, sev, suppressed in shown if sev == severity and not suppressed]
+        assert indices == sorted(indices)
+    counts = report["summary"]
+    assert (f'Errors ({counts["error"]})' in findings and f'Warnings ({counts["warning"]})' in findings
+            and f'Notes ({counts["note"]})' in findings)

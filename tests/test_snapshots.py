@@ -361,10 +361,10 @@ def test_snapshot_named_unlike_its_node(tmp_path: Path):
 def test_jump_positions_are_not_compared_across_backends():
     """iptables-nft's CNI-HOSTPORT-DNAT at rule 1 and iptables-legacy's KUBE-SERVICES at rule 1:
     two tables at one hook priority, no order between them (in the lab the hostPort pod won)."""
-    from kubelint_ports.model.node_state import datapath_facts
+    from kubelint_ports.model.node_state import facts_from_dumps
 
     directory = QA / "mixed-backends" / "node-m"
-    assert datapath_facts(build_node_state(load_snapshot(str(directory))[0])).hostport_order is None
+    assert facts_from_dumps(build_node_state(load_snapshot(str(directory))[0])).hostport_order is None
     result = run_node(str(directory))
     assert "KP803" not in result.stdout, result.stdout
 
@@ -404,3 +404,106 @@ def test_a_sandbox_the_runtime_calls_ready_is_never_stale():
     assert result.exit_code == 0 and "KP801" not in result.stdout, result.stdout
     assert "10.244.1.5" in (directory / "iptables-save").read_text(encoding="utf-8")
     assert "10.244.1.5" not in (directory / "ipam").read_text(encoding="utf-8")  # the lease really is missing
+
+
+# --- large dumps: read fast, and the same as token by token ---------------------------------------
+
+SIMPLE_LINES = (  # the shapes `_SIMPLE_RULE` reads with one match, and near misses it must leave alone
+    '-A KUBE-SERVICES -d 10.96.0.1/32 -p tcp -m comment --comment "default/kubernetes:https cluster IP" -m tcp '
+    "--dport 443 -j KUBE-SVC-NPX46M4PTMTKRN6Y",
+    '-A KUBE-SVC-NPX46M4PTMTKRN6Y ! -s 10.244.0.0/16 -d 10.96.0.1/32 -p tcp -m comment --comment "default/kubernetes:'
+    'https cluster IP" -m tcp --dport 443 -j KUBE-MARK-MASQ',
+    '-A KUBE-NODEPORTS -p udp -m comment --comment "" -m udp --dport 30053 -j KUBE-EXT-LOLE4ISW44XBNF3G',
+    "-A CNI-DN-b174b2b51888da32f91e5 -s fd00::7/128 -p tcp -m tcp --dport 09090 -j CNI-HOSTPORT-SETMARK",
+    '-A KUBE-SERVICES -d 10.96.0.1/32 -p tcp -m comment --comment "a \\"quoted\\" name" -m tcp --dport 443 -j X',
+    '-A KUBE-SERVICES -d 10.96.0.1/32 -p tcp -m comment --comment "x"  -m tcp --dport 443 -j X',
+    "-A KUBE-SERVICES -d 10.96.0.1/32 -p 6 -m tcp --dport 443 -j X",
+    "-A KUBE-SERVICES -d 10.96.0.1/32 -p tcp -m tcp --dport 443 -j REJECT --reject-with icmp-port-unreachable",
+    "-A KUBE-SERVICES ! -d 10.96.0.1/32 -p tcp -m tcp --dport 443 -j X",
+    "-A KUBE-SERVICES -p tcp -m tcp --dport 443 -j X ",
+)
+
+
+def dump_lines() -> list[str]:
+    """Every rule line of the committed dumps, and SIMPLE_LINES."""
+    root = Path(__file__).resolve().parent
+    dumps = [*FORMATS.glob("iptables*"), *(root / "snapshots" / "qa").rglob("iptables*"),
+             *(root / "policies").glob("KP80*/*/*/iptables*")]
+    found = [line for dump in dumps for line in dump.read_text(encoding="utf-8").split("\n") if line.startswith("-A ")]
+    return found + list(SIMPLE_LINES)
+
+
+def test_rules_read_with_one_match_are_the_rules_read_token_by_token():
+    from kubelint_ports.loading.snapshot import iptables_save
+    from kubelint_ports.loading.snapshot.records import Chain, Table
+
+    fast, slow, simple = Table("nat", 1), Table("nat", 1), 0
+    for number, line in enumerate(dump_lines(), start=1):
+        name = line.split()[1]
+        for table in (fast, slow):
+            table.chains.setdefault(name, Chain(name, 1, "-"))
+        if iptables_save._simple_rule(line, number, fast.chains):
+            simple += 1
+            iptables_save._tokenised_rule(line, number, slow, header_less=False)
+            assert fast.chains[name].rules[-1] == slow.chains[name].rules[-1], line
+    assert simple > 60  # most kube-proxy and portmap lines of the fixtures take the short way
+    matched = [bool(iptables_save._SIMPLE_RULE.fullmatch(line)) for line in SIMPLE_LINES]
+    assert matched == [True] * 4 + [False] * (len(SIMPLE_LINES) - 4)
+
+
+def test_port_past_65535_in_a_simple_rule_is_still_an_input_error():
+    from kubelint_ports.loading.snapshot.iptables_save import read_iptables_save
+
+    text = ("*nat\n:KUBE-SERVICES - [0:0]\n:KUBE-SVC-A - [0:0]\n-A KUBE-SERVICES -d 10.96.0.1/32 -p tcp -m comment "
+            '--comment "a/b:c cluster IP" -m tcp --dport 99999 -j KUBE-SVC-A\nCOMMIT\n')
+    _, problems = read_iptables_save(text, "rules")
+    assert [(p.location.line, p.location.column, p.message) for p in problems] == [
+        (4, 88, "--dport '99999' is not a port list")]
+
+
+def test_jump_rules_of_kube_proxy_chains_keep_their_line_and_target():
+    from dataclasses import MISSING, fields
+
+    from kubelint_ports.loading.snapshot.records import JumpRule, Rule
+
+    dump = QA / "partial-shadow" / "node-802" / "iptables-save"
+    lines = dump.read_text(encoding="utf-8").split("\n")
+    chains = read_file(str(dump))[0].ruleset.tables["nat"].chains
+    endpoint = chains["KUBE-SEP-BBBBBBBBBBBBBBBB"].rules
+    assert [(type(r), r.target, r.end_column) for r in endpoint] == [
+        (JumpRule, "KUBE-MARK-MASQ", len(lines[endpoint[0].line - 1]) + 1),
+        (JumpRule, "DNAT", len(lines[endpoint[1].line - 1]) + 1)]
+    masquerade, jump = chains["KUBE-SVC-LOLE4ISW44XBNF3G"].rules
+    assert type(masquerade) is Rule and masquerade.negated == {"-s"} and masquerade.source == "10.244.0.0/16"
+    assert type(jump) is JumpRule and jump.target == "KUBE-SEP-BBBBBBBBBBBBBBBB" and jump.matches_port(80)
+    for field in fields(Rule):  # what a jump rule does not say reads as "not matched on"
+        if field.name not in JumpRule.__slots__:
+            assert field.default is not MISSING and getattr(jump, field.name) == field.default, field.name
+
+
+@pytest.mark.parametrize("line", [
+    "-A KUBE-SEP-X -m comment --comment x -j DNAT", "-A KUBE-SEP-X -m  comment -j X", "-A KUBE-SEP-X -m -m tcp -j X",
+    "-A KUBE-SEP-X -m comment\t-j X", "-A KUBE-SEP-X -j X -m tcp", "-A KUBE-SEP-X -j X -m",
+    "-A KUBE-SEP-X -m tcpx -j X",
+    "-A KUBE-SEP-X -m tcp -m foo -j X", "-A KUBE-SEP-X -m statistic -m recent -j X", "-A KUBE-SEP-X -j X",
+])
+def test_the_search_for_unknown_match_modules_agrees_with_each_line(line):
+    """The whole dump is searched once for a ` -m NAME` that is no match module; where that finds
+    none, no line's own check could have failed."""
+    from kubelint_ports.loading.snapshot.iptables_save import _UNKNOWN_MODULE, _modules_known
+
+    assert (_UNKNOWN_MODULE.search(line) is None) == _modules_known(line)
+
+
+def test_a_dump_split_a_piece_at_a_time_has_the_lines_of_the_whole():
+    import random
+
+    from kubelint_ports.loading.snapshot.iptables_save import _lines
+    from kubelint_ports.loading.snapshot.text import lines
+
+    rng = random.Random(7)
+    texts = ["", "\n", "\n\n", "a", "a\n", "a\n\n", "\nb", "ab\ncd\n", "ab\ncd"]
+    texts += ["".join(rng.choice("ab\n") for _ in range(rng.randrange(30))) for _ in range(200)]
+    for text in texts:
+        for size in range(1, 8):
+            assert list(_lines(text, size)) == lines(text), (text, size)

@@ -1,8 +1,11 @@
 """What a start-up imports. Every pre-commit run lints a few small plain files, so `lint` imports
-only what such a run uses: not the node-dump machinery (`node`), not Helm or Kustomize (charts),
+only what such a run uses: not typer (its command line is read without it), not the node-dump
+machinery (`node`), not Helm or Kustomize (charts), not the fix machinery when no finding is
+fixable, not the readers of kube-proxy, kubeadm and CNI configurations when no input holds one,
 not jsonschema (custom policies), networkx, sarif-om or a process pool, and no formatter but the
-one it writes. Each command runs in a fresh interpreter, which prints the modules it ended with.
-No timings here: `benchmarks/bench_lint.py` measures them (docs/development.md)."""
+one it writes; and the built-in policies come from their index, not from 40-odd YAML files. Each
+command runs in a fresh interpreter, which prints the modules it ended with. No timings here:
+`benchmarks/bench_lint.py` measures them (docs/development.md)."""
 
 from __future__ import annotations
 
@@ -36,7 +39,11 @@ NOT_FOR_PLAIN_LINT = (
     "kubelint_ports.loading.snapshot",
     "kubelint_ports.model.node_state",
     "kubelint_ports.model.node_context",
-    "kubelint_ports.checks.node_snapshot",
+    "kubelint_ports.checks.node_snapshot",  # what the node-snapshot rules share
+    "kubelint_ports.checks.snapshot_host_ports",
+    "kubelint_ports.checks.snapshot_kube_proxy",
+    "kubelint_ports.checks.snapshot_listeners",
+    "kubelint_ports.checks.snapshot_drift",
     "kubelint_ports.checks.port_schema",  # custom policies' `check: port-schema` only
     "kubelint_ports.loading.helm",
     "kubelint_ports.loading.helm_chart",
@@ -60,6 +67,16 @@ NOT_FOR_PLAIN_LINT = (
     "kubelint_ports.formatters.junit",
     "kubelint_ports.formatters.gitlab",
     "kubelint_ports.formatters.github",
+    "typer",  # lint's command line is read without it (cli_options.parse_command_line)
+    "click",
+    "rich",
+    "kubelint_ports.fixes.run",  # the fix machinery: only for a fixable finding
+    "kubelint_ports.fixes.rules",
+    "kubelint_ports.fixes.source",
+    "kubelint_ports.loading.kube_proxy_config",  # the network readers: only for such documents
+    "kubelint_ports.loading.kubeadm_config",
+    "kubelint_ports.loading.cni_config",
+    "kubelint_ports.loading.embedded_config",
 )
 
 
@@ -84,7 +101,22 @@ def test_lint_of_a_plain_file_imports_only_what_it_uses():
 def test_lint_with_findings_and_json_imports_only_its_formatter():
     modules = imported("lint", "--format", "json", str(EXAMPLES / "nginx-hostport-nodeport.yaml"))
     assert "kubelint_ports.formatters.json_format" in modules
-    assert present(modules, set(NOT_FOR_PLAIN_LINT) - {"kubelint_ports.formatters.json_format"}) == []
+    # KP201 is fixable: its fix is described (the fix machinery loads, still without ruamel).
+    fixing = {"kubelint_ports.fixes.run", "kubelint_ports.fixes.rules", "kubelint_ports.fixes.source"}
+    assert fixing <= modules
+    assert present(modules, set(NOT_FOR_PLAIN_LINT) - {"kubelint_ports.formatters.json_format"} - fixing) == []
+
+
+def test_lint_of_kube_proxy_configuration_loads_its_reader():
+    """The other side of the network readers' entry above: a document they read loads them."""
+    modules = imported("lint", str(EXAMPLES / "cluster-config" / "kube-proxy.yaml"))
+    assert {"kubelint_ports.loading.kube_proxy_config", "kubelint_ports.loading.embedded_config"} <= modules
+
+
+def test_a_usage_error_is_said_by_typer():
+    """A command line the fast path cannot vouch for goes to typer, which says what is wrong."""
+    modules = imported("lint", "--format", "bogus", str(EXAMPLES / "clean.yaml"))
+    assert "typer" in modules
 
 
 def test_the_per_file_hook_imports_only_what_it_uses():
@@ -98,15 +130,58 @@ def test_node_imports_the_snapshot_machinery():
     names modules that exist and the lint test can fail)."""
     modules = imported("node", str(INCIDENT / "node-26"), "--cluster", str(INCIDENT / "pods-wide.txt"))
     for name in ("kubelint_ports.loading.snapshot", "kubelint_ports.model.node_state",
-                 "kubelint_ports.model.node_context", "kubelint_ports.checks.node_snapshot"):
+                 "kubelint_ports.model.node_context", "kubelint_ports.checks.node_snapshot",
+                 "kubelint_ports.checks.snapshot_host_ports", "kubelint_ports.checks.snapshot_drift"):
         assert name in modules, name
 
 
 @pytest.mark.parametrize("args", [("--help",), ("--version",), ("lint", "--help")])
 def test_help_and_version_import_no_engine(args):
     modules = imported(*args)
+    assert "typer" in modules  # typer writes the help
     assert present(modules, ("kubelint_ports.engine", "kubelint_ports.model", "kubelint_ports.checks",
                              "kubelint_ports.loading", "yaml")) == []
+
+
+def test_the_fixable_rules_are_the_fixes():
+    """`fixes.FIXABLE` says which rules have a fix without importing them; it must be `FIXES`' keys."""
+    from kubelint_ports import fixes
+    from kubelint_ports.fixes.rules import FIXES
+
+    assert fixes.FIXABLE == set(FIXES) and fixes.fixable_rules() == tuple(sorted(FIXES))
+
+
+def test_the_policy_index_is_fresh():
+    """Start-up reads the built-in policies from their index; a stale entry is read from its YAML
+    (correct, slower). Regenerate it with `python -m kubelint_ports.docs`."""
+    from kubelint_ports import policies
+
+    directory = policies.builtin_policy_dir()
+    index = policies.read_index(directory)
+    assert index, f"no index: run `python -m kubelint_ports.docs` ({directory / policies.INDEX})"
+    fresh = {entry["name"]: entry for entry in policies.policy_index(directory)["policies"]}
+    stale = sorted(name for name in fresh.keys() | index.keys() if fresh.get(name) != index.get(name))
+    assert not stale, f"the policy index is stale for {stale}: run `python -m kubelint_ports.docs`"
+
+
+def test_policies_from_the_index_are_the_policies_from_their_files(tmp_path):
+    """The index gives the policies their YAML gives; an entry whose file changed is read from it."""
+    import shutil
+
+    from kubelint_ports import policies
+
+    directory = policies.builtin_policy_dir()
+    from_yaml = [policies.policy_from_data(policies.read_policy_file(path, shipped=True), str(path))
+                 for path in sorted(directory.glob("*.y*ml"))]
+    assert policies.load_policies() == from_yaml
+    copy = tmp_path / "policies"
+    shutil.copytree(directory, copy)
+    first = sorted(copy.glob("*.yaml"))[0]
+    first.write_text(first.read_text(encoding="utf-8").replace("\nsummary: ", "\nsummary: Edited. ", 1),
+                     encoding="utf-8")
+    entry = policies.read_index(copy)[first.name]
+    assert policies.indexed_data(first, policies.read_index(copy))["summary"].startswith("Edited. ")
+    assert not entry["data"]["summary"].startswith("Edited. ")
 
 
 def test_the_check_registry_names_every_check_in_its_module():
@@ -120,5 +195,8 @@ def test_the_check_registry_names_every_check_in_its_module():
         assert check.function.__module__ == f"kubelint_ports.checks.{checks.MODULES[name]}", name
         assert checks.reads_of(name) == check.reads, name
         assert checks.cross_object_of(name) == check.cross_object, name
-    family_files = {path.stem for path in (ROOT / "kubelint_ports" / "checks").glob("*.py")} - {"__init__", "traffic"}
+    # The modules of checks/ that hold no check: the registry, and the helpers the manifest rules
+    # (traffic) and the node-snapshot rules (node_snapshot) share.
+    helpers = {"__init__", "traffic", "node_snapshot"}
+    family_files = {path.stem for path in (ROOT / "kubelint_ports" / "checks").glob("*.py")} - helpers
     assert family_files == set(checks.MODULES.values())

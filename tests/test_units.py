@@ -169,3 +169,193 @@ def test_unit_rules_match_paths_below_a_unit_only():
 
     assert rules.units_of(Document("/repo/deploy/prod/a.yaml")) == ("prod",)
     assert rules.units_of(Document("/repo/deploy/production/a.yaml")) == ("",)
+
+
+# --- what each unit states of its own cluster ----------------------------------------------------
+
+def host_port_pods(kind: str, name: str, namespace: str, port: int, **pod_spec) -> str:
+    """A workload whose one container takes `port` on its node (JSON, which YAML reads)."""
+    labels = {"app": name}
+    container = {"name": name, "image": name, "ports": [{"containerPort": port, "hostPort": port}]}
+    return json.dumps({"apiVersion": "apps/v1", "kind": kind, "metadata": {"name": name, "namespace": namespace},
+                       "spec": {"selector": {"matchLabels": labels}, "template": {
+                           "metadata": {"labels": labels}, "spec": {"containers": [container], **pod_spec}}}})
+
+
+# Two node agents on hostPort 9400, each on its own pool of nodes.
+AGENTS = "\n---\n".join(host_port_pods("DaemonSet", f"{pool}-agent", "ops", 9400, nodeSelector={label: pool})
+                        for label, pool in (("pool", "gpu"), ("disk", "ssd")))
+
+
+def inventory(*nodes: tuple[str, dict]) -> str:
+    return json.dumps({"apiVersion": "v1", "kind": "List", "items": [
+        {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": labels}} for name, labels in nodes]})
+
+
+def lint_json(*args: str) -> dict:
+    result = CliRunner().invoke(app, ["lint", "--format", "json", *args])
+    assert result.exit_code in (0, 1) and not isinstance(result.exception, Exception), result.output
+    return json.loads(result.stdout)
+
+
+@pytest.fixture
+def two_inventories(chdir):
+    """The same two node agents in prod and staging: on prod's one node both agents run (the
+    top-level inventory), on staging's two nodes each has its own node (its own inventory)."""
+    write(chdir, {"prod/agents.yaml": AGENTS, "staging/agents.yaml": AGENTS,
+                  "inventory/prod.json": inventory(("both", {"pool": "gpu", "disk": "ssd"})),
+                  "inventory/staging.json": inventory(("gpu-1", {"pool": "gpu"}), ("ssd-1", {"disk": "ssd"})),
+                  ".kubelint-ports.yaml": "nodes: [inventory/prod.json]\n"
+                                          "units:\n  prod: [prod]\n"
+                                          "  staging:\n    paths: [staging]\n    nodes: [inventory/staging.json]\n"})
+    return chdir
+
+
+def test_each_unit_places_pods_on_its_own_node_inventory(two_inventories):
+    """A hostPort conflict that exists on prod's nodes only: staging's inventory keeps the agents apart."""
+    found = [(f["file"], f["units"]) for f in lint_json()["findings"] if f["rule"] == "KP301"]
+    assert found == [("prod/agents.yaml", ["prod"])] * 2
+    assert all("on the same node (both)" in f["message"] for f in lint_json()["findings"] if f["rule"] == "KP301")
+
+
+def test_the_port_map_has_a_section_per_unit_with_its_nodes(two_inventories):
+    text = CliRunner().invoke(app, ["ports"]).stdout
+    prod, staging = text.split("\n\n")
+    assert prod.startswith("unit prod\nboth\n") and prod.count("CONFLICT KP301") == 2
+    assert staging.startswith("unit staging\ngpu-1\n") and "\nssd-1\n" in staging and "CONFLICT" not in staging
+    data = json.loads(CliRunner().invoke(app, ["ports", "--format", "json"]).stdout)
+    assert [(unit["name"], [node["name"] for node in unit["nodes"]]) for unit in data["units"]] == [
+        ("prod", ["both"]), ("staging", ["gpu-1", "ssd-1"])]
+    assert "nodes" not in data
+
+
+def test_the_map_of_all_units_never_puts_two_units_on_one_node(two_inventories):
+    """What the page draws: every node named with its unit, the conflict only on prod's."""
+    report = lint_paths(["."], settings_of().options)
+    shown = report.port_map
+    assert shown.nodes == ["[prod] both", "[staging] gpu-1", "[staging] ssd-1"]
+    staging = {h.state_on(node) for h in shown.holders for node in h.nodes if node.startswith("[staging]")}
+    assert staging == {"runs"}
+    assert {h.state_on("[prod] both") for h in shown.holders if "[prod] both" in h.nodes} == {"conflict"}
+    assert not shown.unplaced
+
+
+def test_a_units_inventory_without_nodes_is_an_input_error(chdir):
+    write(chdir, {"prod/agents.yaml": AGENTS, "lab/agents.yaml": AGENTS,
+                  "inventory/wrong.yaml": SERVICE.format(name="x"),
+                  ".kubelint-ports.yaml": "units:\n  prod: {paths: [prod], nodes: [inventory/wrong.yaml]}\n"
+                                          "  lab: [lab]\n"})
+    result = CliRunner().invoke(app, ["lint"])
+    assert result.exit_code == 2
+    assert "inventory/wrong.yaml: input-error the node inventory holds no Node" in result.output
+
+
+def test_config_shows_each_units_own_inputs(two_inventories):
+    import yaml
+
+    shown = yaml.safe_load(CliRunner().invoke(app, ["config"]).stdout)["units"]
+    assert shown["prod"] == {"paths": ["prod"]}
+    assert shown["staging"] == {"paths": ["staging"], "nodes": ["inventory/staging.json"]}
+
+
+def settings_of():
+    from kubelint_ports.settings import CommandLine, resolve
+
+    return resolve(CommandLine())
+
+
+# A hostPort on a ClusterIP Service's port.
+CAPTURE = host_port_pods("Deployment", "ingress", "shop", 443) + "\n---\n" + json.dumps(
+    {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "api", "namespace": "shop"},
+     "spec": {"selector": {"app": "api"}, "ports": [{"port": 443, "targetPort": 8443}]}})
+
+
+def test_each_unit_has_its_own_facts_over_the_top_level_ones(chdir):
+    """A hostPort on a Service's port: in IPVS mode with nftables portmap (the top level's
+    backend, prod's own mode) its DNAT takes the Service's traffic, an error; with iptables for
+    both (edge's own) it does not; where the mode is unknown (lab, no facts of its own) it may,
+    a note."""
+    write(chdir, {"prod/m.yaml": CAPTURE, "edge/m.yaml": CAPTURE, "lab/m.yaml": CAPTURE,
+                  ".kubelint-ports.yaml": "facts: {portmap-backend: nftables}\n"
+                                          "units:\n  prod: {paths: [prod], proxy-mode: ipvs}\n"
+                                          "  edge:\n    paths: [edge]\n    proxy-mode: iptables\n"
+                                          "    facts: {portmap-backend: iptables}\n"
+                                          "  lab: [lab]\n"})
+    found = {tuple(f["units"]): f for f in lint_json()["findings"] if f["rule"] == "KP304"}
+    assert {units: f["severity"] for units, f in found.items()} == {("prod",): "error", ("lab",): "note"}
+    facts = found[("prod",)]["traffic"]["facts"]
+    assert facts["proxy-mode"] == {"value": "ipvs", "source": ".kubelint-ports.yaml units.prod.proxy-mode"}
+    assert facts["hostport-backend"]["source"] == ".kubelint-ports.yaml facts.portmap-backend"
+    # The command line wins for every unit, as it does over the top level: with iptables mode,
+    # only nftables portmap (prod's and lab's) may still take the traffic.
+    found = {tuple(f["units"]): f for f in lint_json("--proxy-mode", "iptables")["findings"] if f["rule"] == "KP304"}
+    assert {units: (f["severity"], f["traffic"]["facts"]["proxy-mode"]["source"]) for units, f in found.items()} == {
+        ("prod",): ("note", "--proxy-mode"), ("lab",): ("note", "--proxy-mode")}
+
+
+UNIT_ERRORS = {  # `units:` -> (the line of the error, what it says)
+    "  prod: [../elsewhere]\n": (2, "outside the repository"),
+    "  prod:\n    paths: [prod]\n    nodes: [missing.yaml]\n": (4, "no such file"),
+    "  prod: {paths: [prod, prdo]}\n": (2, "no such file or directory 'prdo'"),
+    "  prod:\n    paths: [prod]\n    node-port-range: 32000-31000\n": (4, "not a range of ports"),
+}
+
+
+def test_a_units_paths_and_facts_are_checked_at_their_line(chdir):
+    from kubelint_ports.config import ConfigError
+
+    (chdir / "prod").mkdir()
+    for units, (line, words) in UNIT_ERRORS.items():
+        (chdir / ".kubelint-ports.yaml").write_text("units:\n" + units)
+        with pytest.raises(ConfigError) as raised:
+            settings_of()
+        assert raised.value.line == line and words in str(raised.value), raised.value
+
+
+# --- a chart with several values sets ------------------------------------------------------------
+
+CHART = {
+    "chart/Chart.yaml": "apiVersion: v2\nname: shop\nversion: 0.1.0\n",
+    "chart/values.yaml": "nodePorts: {}\n",
+    "chart/templates/services.yaml": """\
+{{- range $name, $port := .Values.nodePorts }}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: {{ $name }}, namespace: shop}
+spec:
+  type: NodePort
+  ports: [{port: 80, nodePort: {{ $port }}}]
+{{- end }}
+""",
+    "chart/values-dev.yaml": "nodePorts: {a: 30001, b: 30002}\n",
+    ".kubelint-ports.yaml": "charts:\n  - {path: chart, values: [chart/values-dev.yaml]}\n"
+                            "  - {path: chart, values: [chart/values-prod.yaml]}\n",
+}
+
+
+def test_each_values_set_of_a_chart_is_its_own_unit(chdir):
+    """dev's b and prod's a share nodePort 30002, in two clusters: no collision (unless `units:`
+    puts the chart, every set of it, in one). Within prod's set, a and b share 30005: a collision
+    of that set's unit."""
+    write(chdir, {**CHART, "chart/values-prod.yaml": "nodePorts: {a: 30002, b: 30003}\n"})
+    data = lint_json()
+    assert data["summary"]["objects"] == 4 and not [f for f in data["findings"] if f["rule"] == "KP203"]
+    write(chdir, {".kubelint-ports.yaml": CHART[".kubelint-ports.yaml"] + "units:\n  one: [chart]\n"})
+    assert sorted(f["object"]["name"] for f in lint_json()["findings"] if f["rule"] == "KP203") == ["a", "b"]
+    write(chdir, {".kubelint-ports.yaml": CHART[".kubelint-ports.yaml"]})
+    write(chdir, {"chart/values-prod.yaml": "nodePorts: {a: 30005, b: 30005}\n"})
+    found = [(f["object"]["name"], f["units"]) for f in lint_json()["findings"] if f["rule"] == "KP203"]
+    assert sorted(found) == [("a", ["chart[values-prod]"]), ("b", ["chart[values-prod]"])]
+    text = CliRunner().invoke(app, ["ports"]).stdout
+    assert text.startswith("unit chart[values-dev]\n") and "\n\nunit chart[values-prod]\n" in text
+
+
+def test_units_place_a_values_set_by_its_values_file(chdir):
+    """The prod set lands with the prod manifests (and collides with them); dev stays its own."""
+    write(chdir, {**CHART, "chart/values-prod.yaml": "nodePorts: {a: 30080}\n",
+                  "prod/svc.yaml": SERVICE.format(name="web"),
+                  ".kubelint-ports.yaml": CHART[".kubelint-ports.yaml"]
+                  + "units:\n  prod: [prod, chart/values-prod.yaml]\n"})
+    found = [(f["object"]["name"], f["units"]) for f in lint_json()["findings"] if f["rule"] == "KP203"]
+    assert sorted(found) == [("a", ["prod"]), ("web", ["prod"])]

@@ -58,8 +58,9 @@ class Check:
     cross_object: bool = False
     # What the check reads: "cluster" (manifests, `lint`) or "node-snapshot" (dumps, `node`).
     reads: str = "cluster"
-    # What the params schema cannot say: params -> why they are refused, or None.
-    check_params: Callable[[Mapping[str, Any]], str | None] | None = None
+    # What the params schema cannot say: params -> (the keys below params where, why they are
+    # refused), or None.
+    check_params: Callable[[Mapping[str, Any]], tuple[list, str] | None] | None = None
 
 
 # Where each built-in check lives: its name -> its family's module under `checks/`. A module is
@@ -68,11 +69,9 @@ class Check:
 # readers), nor `port-schema` unless a custom policy uses it. `register` refuses a check missing
 # here or placed in another module, so the table cannot drift from the code.
 MODULES: dict[str, str] = {
-    **dict.fromkeys(("invalid-port-name", "duplicate-port"), "api_validation"),
-    **dict.fromkeys(("host-network-port-in-ephemeral-range", "host-port-in-ephemeral-range",
-                     "node-port-range-overlaps-ephemeral-range"), "ephemeral_ports"),
-    **dict.fromkeys(("host-port", "host-port-in-node-port-range", "host-network-port-in-node-port-range"),
-                    "host_ports"),
+    **dict.fromkeys(("invalid-port-name", "duplicate-port", "service-without-ports"), "api_validation"),
+    **dict.fromkeys(("host-port-in-ephemeral-range", "node-port-range-overlaps-ephemeral-range"), "ephemeral_ports"),
+    **dict.fromkeys(("host-port", "host-port-in-node-port-range"), "host_ports"),
     "host-port-in-init-container": "init_container_ports",
     "invalid-port": "invalid_ports",
     **dict.fromkeys(("invalid-cidr", "kube-proxy-cluster-cidr-missing", "kube-proxy-cluster-cidr-overlaps-service-cidr",
@@ -81,22 +80,24 @@ MODULES: dict[str, str] = {
     **dict.fromkeys(("external-ip-host-port-collision", "host-ip-not-on-node"), "node_addresses"),
     **dict.fromkeys(("host-port-conflict", "host-port-host-network-capture", "node-reserved-port",
                      "host-port-service-port-capture"), "node_model"),
-    **dict.fromkeys(("host-port-node-port-collision", "host-network-node-port-collision", "node-port-collision",
-                     "node-port-out-of-range"), "node_ports"),
-    **dict.fromkeys(("stale-host-port-dnat", "shadowed-host-port", "host-ports-ahead-of-kube-proxy",
-                     "kube-proxy-masquerade-rule", "host-process-loses-port", "node-drift"), "node_snapshot"),
-    **dict.fromkeys(("host-network", "host-port-not-allowed", "forbidden-service-type", "privileged-port",
-                     "forbidden-container-port"), "peer_policies"),
+    **dict.fromkeys(("host-port-node-port-collision", "node-port-collision", "node-port-out-of-range"), "node_ports"),
+    **dict.fromkeys(("stale-host-port-dnat", "shadowed-host-port", "host-ports-ahead-of-kube-proxy"),
+                    "snapshot_host_ports"),
+    "kube-proxy-masquerade-rule": "snapshot_kube_proxy",
+    "host-process-loses-port": "snapshot_listeners",
+    "node-drift": "snapshot_drift",
+    "host-network": "peer_policies",
     "port-schema": "port_schema",
     **dict.fromkeys(("dangling-service", "target-port-name-not-declared", "target-port-number-not-declared",
                      "service-protocol-mismatch", "probe-port-name-not-declared"), "service_routing"),
 }
 # The families whose checks read node dumps (`node`); every other check reads the cluster (`lint`).
-NODE_SNAPSHOT_MODULES = frozenset({"node_snapshot"})
+NODE_SNAPSHOT_MODULES = frozenset({"snapshot_host_ports", "snapshot_kube_proxy", "snapshot_listeners",
+                                   "snapshot_drift"})
 # The built-in checks that compare several objects (`register(..., cross_object=True)`), which
 # `--scope object` (the per-file pre-commit hook) leaves out.
 CROSS_OBJECT = frozenset({
-    "dangling-service", "external-ip-host-port-collision", "host-ip-not-on-node", "host-network-node-port-collision",
+    "dangling-service", "external-ip-host-port-collision", "host-ip-not-on-node",
     "host-port-conflict", "host-port-host-network-capture", "host-port-node-port-collision",
     "host-port-service-port-capture", "kube-proxy-cluster-cidr-excludes-pod-cidr",
     "kube-proxy-cluster-cidr-overlaps-service-cidr", "kube-proxy-config-inconsistent", "node-port-collision",
@@ -177,7 +178,7 @@ CHECKS: dict[str, Check] = Registry()
 
 def register(name: str, params_schema: Mapping[str, Any] | None = None, *,
              cross_object: bool = False, reads: str = "cluster",
-             check_params: Callable[[Mapping[str, Any]], str | None] | None = None
+             check_params: Callable[[Mapping[str, Any]], tuple[list, str] | None] | None = None
              ) -> Callable[[CheckFunction], CheckFunction]:
     def decorate(function: CheckFunction) -> CheckFunction:
         if dict.__contains__(CHECKS, name):

@@ -1,12 +1,12 @@
-"""Port names and duplicates the API server rejects, as kubernetes/kubernetes
+"""Port names, duplicates and missing ports the API server rejects, as kubernetes/kubernetes
 pkg/apis/core/validation/validation.go decides them (validateContainerPorts,
 AccumulateUniqueHostPorts, validateServicePort, ValidateService, ValidatePortNumOrName).
-Number fields (range, type, missing ports) are invalid-port's."""
+Number fields (range, type, a port entry without its number) are invalid-port's."""
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from functools import lru_cache
 from typing import Any
 
@@ -18,32 +18,35 @@ _DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
 _PORT_NAME_CHARS = re.compile(r"[-a-z0-9]+")
 
 
+def name_problems(name: str, longest: int, rules: tuple[tuple[Callable[[str], bool], str], ...]) -> tuple[str, ...]:
+    """What is wrong with a name, one text per rule broken: its length, then `rules` (a test that
+    holds when the name breaks the rule, and what the rule says)."""
+    too_long = (f"is {len(name)} characters long (at most {longest})",) if len(name) > longest else ()
+    return too_long + tuple(text for broken, text in rules if broken(name))
+
+
+# apimachinery's IsValidPortName: an IANA_SVC_NAME (RFC 6335 section 5.1), at most 15 characters
+PORT_NAME_RULES = (
+    (lambda name: not _PORT_NAME_CHARS.fullmatch(name), "may hold only lowercase letters, digits and '-'"),
+    (lambda name: not re.search(r"[a-z]", name), "needs at least one letter"),
+    (lambda name: "--" in name, "must not hold '--'"),
+    (lambda name: name.startswith("-") or name.endswith("-"), "must not begin or end with '-'"),
+)
+# apimachinery's IsDNS1123Label, at most 63 characters: what a Service port name must be
+DNS_LABEL_RULES = (
+    (lambda name: not _DNS_LABEL.fullmatch(name),
+     "must be lowercase letters, digits and '-', starting and ending with a letter or digit"),
+)
+
+
 @lru_cache(maxsize=4096)  # the same few names (http, metrics) come back in every workload
 def port_name_problems(name: str) -> tuple[str, ...]:
-    """apimachinery's IsValidPortName (an IANA_SVC_NAME, RFC 6335 section 5.1), one text per rule broken."""
-    problems = []
-    if len(name) > 15:
-        problems.append(f"is {len(name)} characters long (at most 15)")
-    if not _PORT_NAME_CHARS.fullmatch(name):
-        problems.append("may hold only lowercase letters, digits and '-'")
-    if not re.search(r"[a-z]", name):
-        problems.append("needs at least one letter")
-    if "--" in name:
-        problems.append("must not hold '--'")
-    if name.startswith("-") or name.endswith("-"):
-        problems.append("must not begin or end with '-'")
-    return tuple(problems)
+    return name_problems(name, 15, PORT_NAME_RULES)
 
 
 @lru_cache(maxsize=4096)
 def dns_label_problems(name: str) -> tuple[str, ...]:
-    """apimachinery's IsDNS1123Label: what a Service port name must be."""
-    problems = []
-    if len(name) > 63:
-        problems.append(f"is {len(name)} characters long (at most 63)")
-    if not _DNS_LABEL.fullmatch(name):
-        problems.append("must be lowercase letters, digits and '-', starting and ending with a letter or digit")
-    return tuple(problems)
+    return name_problems(name, 63, DNS_LABEL_RULES)
 
 
 def join(problems: tuple[str, ...]) -> str:
@@ -179,3 +182,19 @@ def duplicate_service_ports(service: Service) -> Iterator[Hit]:
                 (Related(service, f"{earlier.field_path}.port",
                          f"port {port.port}/{port.protocol} first declared here"),),
                 port=port.port)
+
+
+# --- service-without-ports -----------------------------------------------------------------------------
+
+@register("service-without-ports")
+def service_without_ports(cluster: Cluster, params: Mapping[str, Any]) -> Iterator[Hit]:
+    """ValidateService: `spec.ports` is required, except on a headless Service (clusterIP None)
+    and an ExternalName one, which answer by DNS alone."""
+    for service in cluster.services:
+        if not service.ports and not service.is_headless and service.type != "ExternalName":
+            fix = "e.g. `ports: [{name: http, port: 80, targetPort: 8080}]`"
+            if service.type == "ClusterIP":  # a NodePort or LoadBalancer Service cannot be headless
+                fix += ", or make it headless (`clusterIP: None`) if it only gives its pods DNS names"
+            yield Hit(service, "spec.ports", (
+                f"Service {service.ref.name} has no ports: the API server rejects a {service.type} Service without "
+                f"`spec.ports` (spec.ports: Required value). Add the ports clients connect to, {fix}."))

@@ -9,7 +9,8 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from kubelint_ports.checks import Hit, register
-from kubelint_ports.model import Cluster, HostClaim, Workload
+from kubelint_ports.checks.host_ports import HOLDER_PARAMS
+from kubelint_ports.model import Cluster, HostClaim
 from kubelint_ports.model.datapath import phrases_rules
 from kubelint_ports.model.objects import DEFAULT_EPHEMERAL_PORT_RANGE
 
@@ -23,31 +24,28 @@ def range_origin(cluster: Cluster) -> str:
     return f"{cluster.ephemeral_port_range_text} ({'Linux default ' if default else ''}net.ipv4.ip_local_port_range)"
 
 
-def claims_in_range(cluster: Cluster, via: str) -> Iterator[tuple[Workload, HostClaim, str]]:
-    for workload, claim, source in cluster.held_ports(via):
-        if in_range(claim.port, cluster.ephemeral_port_range):
-            yield workload, claim, source
+@register("host-port-in-ephemeral-range", params_schema=HOLDER_PARAMS)
+def host_port_in_ephemeral_range(cluster: Cluster, params: Mapping[str, Any]) -> Iterator[Hit]:
+    """A hostNetwork pod's bind() fails while an outgoing connection of the node holds its port; a
+    hostPort's DNAT can take the replies of such a connection."""
+    for workload, claim, source in cluster.held_ports(params["holder"]):
+        if not in_range(claim.port, cluster.ephemeral_port_range):
+            continue
+        if claim.via == "hostNetwork":
+            message = bind_may_fail(cluster, claim, source)
+        else:
+            message = phrases_rules.ephemeral_host_port(claim.port, claim.protocol, claim.container,
+                                                        range_origin(cluster), cluster.ephemeral_port_range[0])
+        yield Hit(workload, claim.field_path, message, port=claim.port)
 
 
-@register("host-network-port-in-ephemeral-range")
-def host_network_port_in_ephemeral_range(cluster: Cluster, params: Mapping[str, Any]) -> Iterator[Hit]:
-    for workload, claim, source in claims_in_range(cluster, "hostNetwork"):
-        how = f", undeclared, {source}" if source else ""
-        yield Hit(workload, claim.field_path, (
-            f"hostNetwork port {claim.port}/{claim.protocol} (container '{claim.container}'{how}) is in the ephemeral "
+def bind_may_fail(cluster: Cluster, claim: HostClaim, source: str) -> str:
+    how = f", undeclared, {source}" if source else ""
+    return (f"hostNetwork port {claim.port}/{claim.protocol} (container '{claim.container}'{how}) is in the ephemeral "
             f"range: the node's kernel gives ports in {range_origin(cluster)} to outgoing connections of any "
             f"node process, so when one holds {claim.port} the pod's bind() fails with 'address already in "
             f"use' and it crash-loops on that node until the connection closes. Use a port below "
-            f"{cluster.ephemeral_port_range[0]}, or list it in the nodes' net.ipv4.ip_local_reserved_ports."),
-            port=claim.port)
-
-
-@register("host-port-in-ephemeral-range")
-def host_port_in_ephemeral_range(cluster: Cluster, params: Mapping[str, Any]) -> Iterator[Hit]:
-    for workload, claim, _ in claims_in_range(cluster, "hostPort"):
-        yield Hit(workload, claim.field_path, phrases_rules.ephemeral_host_port(
-            claim.port, claim.protocol, claim.container, range_origin(cluster), cluster.ephemeral_port_range[0]),
-            port=claim.port)
+            f"{cluster.ephemeral_port_range[0]}, or list it in the nodes' net.ipv4.ip_local_reserved_ports.")
 
 
 @register("node-port-range-overlaps-ephemeral-range", cross_object=True)

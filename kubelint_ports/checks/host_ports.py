@@ -1,4 +1,11 @@
-"""Single-object host port rules: a hostPort at all, and host ports inside the node-port range."""
+"""Single-object host port rules: a hostPort at all, and host ports inside the node-port range.
+
+A pod holds a port of its node in one of two ways, and a rule about such ports serves both with
+the `holder` param of its policy: `hostPort` (a container's hostPort: a DNAT to the pod) or
+`hostNetwork` (a port of a hostNetwork pod, declared or listened on without declaring it: a socket
+of the node). One check, two policies with their own id, name and severity (KP102 and KP103, KP105
+and KP106, KP201 and KP202).
+"""
 
 from __future__ import annotations
 
@@ -21,6 +28,16 @@ from kubelint_ports.model.datapath import (
     phrases_rules,
     traffic_data,
 )
+
+# The params of a check that serves both holders: which one its policy reports. Imported by the
+# other families of such checks (node_ports, ephemeral_ports).
+HOLDER_PARAMS = {
+    "type": "object",
+    "additionalProperties": False,
+    "required": ["holder"],
+    "properties": {"holder": {"enum": ["hostPort", "hostNetwork"]}},
+}
+HOLDER_NOUNS = {"hostPort": "hostPort", "hostNetwork": "hostNetwork port"}
 
 
 @register("host-port")
@@ -50,8 +67,10 @@ def host_port(cluster: Cluster, params: Mapping[str, Any]) -> Iterator[Hit]:
         yield Hit(workload, claim.field_path, message, port=claim.port, traffic=traffic_data(node, names, paths))
 
 
-def _in_range(cluster: Cluster, via: str, noun: str) -> Iterator[Hit]:
-    for workload, claim, source in cluster.held_ports(via):
+@register("host-port-in-node-port-range", params_schema=HOLDER_PARAMS)
+def host_port_in_node_port_range(cluster: Cluster, params: Mapping[str, Any]) -> Iterator[Hit]:
+    noun = HOLDER_NOUNS[params["holder"]]
+    for workload, claim, source in cluster.held_ports(params["holder"]):
         if cluster.in_node_port_range(claim.port):
             how = f", undeclared, {source}" if source else ""
             yield Hit(workload, claim.field_path, (
@@ -59,13 +78,3 @@ def _in_range(cluster: Cluster, via: str, noun: str) -> Iterator[Hit]:
                 f"range {cluster.node_port_range_text}: a Service that gets nodePort {claim.port} later, even one "
                 f"allocated at random, collides with it on every node this pod runs on. Use a port below "
                 f"{cluster.node_port_range[0]}."), port=claim.port)
-
-
-@register("host-port-in-node-port-range")
-def host_port_in_node_port_range(cluster: Cluster, params: Mapping[str, Any]) -> Iterator[Hit]:
-    return _in_range(cluster, "hostPort", "hostPort")
-
-
-@register("host-network-port-in-node-port-range")
-def host_network_port_in_node_port_range(cluster: Cluster, params: Mapping[str, Any]) -> Iterator[Hit]:
-    return _in_range(cluster, "hostNetwork", "hostNetwork port")

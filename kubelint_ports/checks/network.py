@@ -7,8 +7,9 @@ IP family, so a dual-stack pair is two ranges and an IPv4 range never meets an I
 
 from __future__ import annotations
 
+import functools
 from collections import Counter
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from kubelint_ports.checks import Hit, Related, register
@@ -22,6 +23,22 @@ KNOWN_MODES = ("ipvs", "iptables", "nftables")
 
 def network_of(cluster: Cluster) -> NetworkConfig | None:
     return getattr(cluster, "network", None)
+
+
+NetworkCheck = Callable[[NetworkConfig, Cluster], Iterator[Hit]]
+
+
+def network_check(name: str, *, cross_object: bool = False) -> Callable[[NetworkCheck], Callable]:
+    """Register a rule of the cluster's network configuration: `function(network, cluster)`, run
+    only when the inputs built one (`cluster.network`). None of these rules takes params."""
+    def decorate(function: NetworkCheck) -> Callable:
+        @functools.wraps(function)
+        def check(cluster: Cluster, params: Mapping[str, Any]) -> Iterator[Hit]:
+            network = network_of(cluster)
+            if network is not None:
+                yield from function(network, cluster)
+        return register(name, cross_object=cross_object)(check)
+    return decorate
 
 
 def source_related(source: CidrSource, message: str = "") -> Related | None:
@@ -57,11 +74,8 @@ def pod_cidr_advice(network: NetworkConfig, proxy: ProxyConfig) -> str:
 
 # --- KP400 -----------------------------------------------------------------------------------
 
-@register("invalid-cidr")
-def invalid_cidr(cluster: Cluster, params: Mapping[str, Any]) -> Iterator[Hit]:
-    network = network_of(cluster)
-    if network is None:
-        return
+@network_check("invalid-cidr")
+def invalid_cidr(network: NetworkConfig, cluster: Cluster) -> Iterator[Hit]:
     for invalid in network.invalid:
         if invalid.owner.live:
             continue
@@ -72,11 +86,8 @@ def invalid_cidr(cluster: Cluster, params: Mapping[str, Any]) -> Iterator[Hit]:
 
 # --- KP401 -----------------------------------------------------------------------------------
 
-@register("kube-proxy-cluster-cidr-missing")
-def kube_proxy_cluster_cidr_missing(cluster: Cluster, params: Mapping[str, Any]) -> Iterator[Hit]:
-    network = network_of(cluster)
-    if network is None:
-        return
+@network_check("kube-proxy-cluster-cidr-missing")
+def kube_proxy_cluster_cidr_missing(network: NetworkConfig, cluster: Cluster) -> Iterator[Hit]:
     for proxy in network.proxies:
         if proxy.owner.live or not proxy.missing_cluster_cidr:
             continue
@@ -121,11 +132,8 @@ def checked_cluster_cidrs(proxy: ProxyConfig):
     return proxy.cluster_cidrs
 
 
-@register("kube-proxy-cluster-cidr-overlaps-service-cidr", cross_object=True)
-def kube_proxy_cluster_cidr_overlaps_service_cidr(cluster: Cluster, params: Mapping[str, Any]) -> Iterator[Hit]:
-    network = network_of(cluster)
-    if network is None:
-        return
+@network_check("kube-proxy-cluster-cidr-overlaps-service-cidr", cross_object=True)
+def kube_proxy_cluster_cidr_overlaps_service_cidr(network: NetworkConfig, cluster: Cluster) -> Iterator[Hit]:
     for proxy in network.proxies:
         for cluster_range in checked_cluster_cidrs(proxy):
             overlapping = [(source, service_range) for source in network.service_ranges
@@ -151,11 +159,8 @@ def kube_proxy_cluster_cidr_overlaps_service_cidr(cluster: Cluster, params: Mapp
 
 # --- KP403 -----------------------------------------------------------------------------------
 
-@register("kube-proxy-cluster-cidr-excludes-pod-cidr", cross_object=True)
-def kube_proxy_cluster_cidr_excludes_pod_cidr(cluster: Cluster, params: Mapping[str, Any]) -> Iterator[Hit]:
-    network = network_of(cluster)
-    if network is None:
-        return
+@network_check("kube-proxy-cluster-cidr-excludes-pod-cidr", cross_object=True)
+def kube_proxy_cluster_cidr_excludes_pod_cidr(network: NetworkConfig, cluster: Cluster) -> Iterator[Hit]:
     for proxy in network.proxies:
         cluster_ranges = checked_cluster_cidrs(proxy)
         if not cluster_ranges:
@@ -183,12 +188,9 @@ def kube_proxy_cluster_cidr_excludes_pod_cidr(cluster: Cluster, params: Mapping[
 
 # --- KP404 -----------------------------------------------------------------------------------
 
-@register("service-cidr-overlaps-pod-cidr", cross_object=True)
-def service_cidr_overlaps_pod_cidr(cluster: Cluster, params: Mapping[str, Any]) -> Iterator[Hit]:
+@network_check("service-cidr-overlaps-pod-cidr", cross_object=True)
+def service_cidr_overlaps_pod_cidr(network: NetworkConfig, cluster: Cluster) -> Iterator[Hit]:
     """Reported at the Service range; at the pod range when the Service range is not in a linted file."""
-    network = network_of(cluster)
-    if network is None:
-        return
     reported: dict[tuple[int, int], list] = {}  # (id of subject source, family) -> overlapping ranges
     order: list[tuple[CidrSource, int]] = []
     for service in network.service_ranges:
@@ -234,12 +236,9 @@ def describe_setting(proxy: ProxyConfig) -> str:
     return f"{proxy.effective_mode} mode with {cidr}"
 
 
-@register("kube-proxy-config-inconsistent", cross_object=True)
-def kube_proxy_config_inconsistent(cluster: Cluster, params: Mapping[str, Any]) -> Iterator[Hit]:
+@network_check("kube-proxy-config-inconsistent", cross_object=True)
+def kube_proxy_config_inconsistent(network: NetworkConfig, cluster: Cluster) -> Iterator[Hit]:
     """Configurations that differ from the most common setting; on a tie, every configuration."""
-    network = network_of(cluster)
-    if network is None:
-        return
     proxies = [proxy for proxy in network.proxies if proxy.cluster_cidr_known]
     counts = Counter(proxy_setting(proxy) for proxy in proxies)
     if len(counts) < 2:

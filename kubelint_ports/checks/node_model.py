@@ -5,10 +5,11 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
 from typing import Any
 
+from kubelint_ports.findings import record
 from kubelint_ports.checks import Hit, Related, register, traffic
+from kubelint_ports.checks.node_ports import FreeHostPort
 from kubelint_ports.model import Cluster, Service, Workload
 from kubelint_ports.model.allocation import ANY_NODE, Claimant, Conflict, allocate, conflicts
 from kubelint_ports.model.datapath import (
@@ -64,12 +65,16 @@ def claimant_related(claimant: Claimant) -> Related:
 
 @register("host-port-conflict", cross_object=True)
 def host_port_conflict(cluster: Cluster, params: Mapping[str, Any]) -> Iterator[Hit]:
+    free_host_port = FreeHostPort(cluster)
     for conflict in conflicts(allocate(cluster)):
         # ANY_NODE: wherever each claimant runs (a DaemonSet covers the other's nodes).
         nodes = () if conflict.nodes == [ANY_NODE] else tuple(conflict.nodes)
         for claimant in conflict.claimants:
             others = [c for c in conflict.claimants if c is not claimant]
-            yield Hit(claimant.workload, claimant.claim.field_path, conflict_message(conflict, claimant, others),
+            # A pod that collides with itself (more replicas than nodes): no other port helps.
+            free = free_host_port.sentence(claimant.workload, conflict.port, claimant.claim.via) if others else ""
+            yield Hit(claimant.workload, claimant.claim.field_path,
+                      phrases_rules.with_free(conflict_message(conflict, claimant, others), free),
                       tuple(claimant_related(c) for c in others[:MAX_RELATED]), port=conflict.port, nodes=nodes)
 
 
@@ -198,9 +203,14 @@ RESERVED_PORT_SCHEMA = {
 })
 def node_reserved_port(cluster: Cluster, params: Mapping[str, Any]) -> Iterator[Hit]:
     reserved = reserved_ports(params)
+    told: set[tuple[int, str]] | None = None
     for workload, claim, source in cluster.held_ports():
         daemon = reserved.get((claim.protocol, claim.port))
         if daemon is None or not claim.on_the_node or is_the_daemon(workload, claim, daemon):
+            continue
+        if told is None:
+            told = told_by_host_port_conflict(cluster, reserved)
+        if (id(workload), claim.field_path) in told:
             continue
         data = answer = None
         words = {HOSTPORT: "this pod", HOST_PROCESS: daemon}
@@ -216,6 +226,20 @@ def node_reserved_port(cluster: Cluster, params: Mapping[str, Any]) -> Iterator[
             port=claim.port, traffic=data)
 
 
+def told_by_host_port_conflict(cluster: Cluster, reserved: Mapping[tuple[str, int], str]) -> set[tuple[int, str]]:
+    """The claims (workload, field path) that host-port-conflict reports against the node daemon's
+    own pods: when the daemon runs from the inputs (node-exporter's DaemonSet) and the scheduler
+    keeps the two apart, that conflict is the story, and "this is node-exporter's port" would say
+    it twice on the same line."""
+    told: set[tuple[int, str]] = set()
+    for conflict in conflicts(allocate(cluster)):
+        daemon = reserved.get((conflict.protocol, conflict.port))
+        if daemon is None or not any(is_the_daemon(c.workload, c.claim, daemon) for c in conflict.claimants):
+            continue
+        told.update((id(c.workload), c.claim.field_path) for c in conflict.claimants)
+    return told
+
+
 # --- host-port-service-port-capture -----------------------------------------------------------------
 
 # Services every cluster has (DOMAIN.md B): assumed unless --cluster shows the real ones.
@@ -227,7 +251,7 @@ DEFAULT_SERVICES = (
 )
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class ServiceTarget:
     """A Service port whose ClusterIP (and external or load-balancer IPs) a hostPort may take."""
 

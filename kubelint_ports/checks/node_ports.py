@@ -1,17 +1,21 @@
 """NodePort rules: allocation clashes between Services and host ports that take NodePort traffic.
 
 Every rule looks claims up in the cluster's nodePort index (port number -> claims), so the work
-is linear in the number of ports, never in pairs of objects.
+is linear in the number of ports, never in pairs of objects. Each finding names a free alternative
+(`model.free_ports`, the port `lint --fix --unsafe-fixes` moves to), worked out once per run of
+the check, at its first finding.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
+from functools import cache
 from itertools import islice
 from typing import Any
 
 from kubelint_ports.checks import Hit, Related, register, traffic
-from kubelint_ports.model import Cluster, NodePortClaim, Service
+from kubelint_ports.checks.host_ports import HOLDER_NOUNS, HOLDER_PARAMS
+from kubelint_ports.model import Cluster, NodePortClaim, Service, Workload
 from kubelint_ports.model.datapath import (
     FROM_OUTSIDE,
     FROM_POD,
@@ -23,6 +27,8 @@ from kubelint_ports.model.datapath import (
     traffic_data,
 )
 from kubelint_ports.model.datapath.service import service_use
+from kubelint_ports.model.free_ports import free_host_port_for, free_node_port, held_host_ports
+from kubelint_ports.model.port_holders import reserved_ports
 
 MAX_RELATED = 10
 
@@ -35,10 +41,49 @@ def node_port_related(service: Service, claim: NodePortClaim) -> Related:
     return Related(service, claim.field_path, f"{claim.label} {claim.port} of {service.ref}")
 
 
-def _host_claims_on_node_ports(cluster: Cluster, via: str) -> Iterator[Hit]:
+@cache
+def node_daemon_ports() -> Mapping[int, str]:
+    """port -> node daemon, from the built-in node-reserved-port policy: the ports a suggested free
+    port avoids. A check is handed its own policy's params only, so a configuration that changes
+    that policy's list is not seen here (the fixes and `ports --free` read the run's)."""
+    from kubelint_ports.policies import builtin_policies
+
+    return {port: daemon for policy in builtin_policies() if policy.check == "node-reserved-port"
+            for (_, port), daemon in sorted(reserved_ports(policy.params).items(), reverse=True)}
+
+
+def lowest_free_node_port(cluster: Cluster) -> str:
+    """The sentence naming the lowest free nodePort of the range (`phrases_rules.free_node_port`)."""
+    return phrases_rules.free_node_port(free_node_port(cluster, node_daemon_ports()), cluster.node_port_range_text)
+
+
+class FreeHostPort:
+    """The sentence naming the free host port nearest a colliding one (`phrases_rules.free_host_port`),
+    for the findings of one run of a host port check: the ports held on each node are worked out
+    at its first finding, once."""
+
+    def __init__(self, cluster: Cluster) -> None:
+        self.cluster = cluster
+        self.held_by_node: Mapping[str, frozenset[int]] | None = None
+
+    def sentence(self, workload: Workload, port: int, via: str) -> str:
+        if self.held_by_node is None:
+            self.held_by_node = held_host_ports(self.cluster, node_daemon_ports())
+        found = free_host_port_for(self.cluster, workload, port, self.held_by_node)
+        return phrases_rules.free_host_port(found, port, "hostPort" if via == "hostPort" else "port",
+                                            bool(self.cluster.nodes))
+
+
+@register("host-port-node-port-collision", params_schema=HOLDER_PARAMS, cross_object=True)
+def host_port_node_port_collision(cluster: Cluster, params: Mapping[str, Any]) -> Iterator[Hit]:
+    """A hostPort's DNAT and kube-proxy's nodePort rule, or a hostNetwork pod's socket and
+    kube-proxy's rule (or its health-check server), on one port: the datapath model says who wins."""
     by_number = cluster.node_ports_by_number()
     datapath = traffic.datapath_of(cluster)
-    for workload, claim, source in cluster.held_ports(via):
+    hostport = params["holder"] == "hostPort"
+    noun = HOLDER_NOUNS[params["holder"]]
+    free_host_port = FreeHostPort(cluster)
+    for workload, claim, source in cluster.held_ports(params["holder"]):
         found = f" (undeclared, {source})" if source else ""
         if claim.port not in by_number:
             continue
@@ -49,15 +94,14 @@ def _host_claims_on_node_ports(cluster: Cluster, via: str) -> Iterator[Hit]:
             continue
         service, node_port = owners[0]
         others = f" (and {len(owners) - 1} more)" if len(owners) > 1 else ""
-        hostport = via == "hostPort"
-        noun = "hostPort" if hostport else "hostNetwork port"
         theirs = f"{node_port.label} {claim.port} of {service.ref}"
         fix = (phrases_rules.HOST_PORT_FIX if hostport else phrases_rules.HOST_NETWORK_FIX).format(label=node_port.label)
         related = tuple(node_port_related(s, np) for s, np in owners[:MAX_RELATED])
+        free = free_host_port.sentence(workload, claim.port, claim.via)
         if node_port.label == "healthCheckNodePort" and not hostport:
             # kube-proxy serves health checks from its own socket: two processes, one port, no packet rule.
             yield Hit(workload, claim.field_path, phrases_rules.health_check_clash(
-                f"{noun} {claim.port}/{claim.protocol}{found}", theirs, others, fix), related, port=claim.port)
+                f"{noun} {claim.port}/{claim.protocol}{found}", theirs, others, fix, free), related, port=claim.port)
             continue
         if node_port.label == "healthCheckNodePort":
             use = PortUse(host_port_ip=claim.host_ip, host_process=True)
@@ -79,7 +123,7 @@ def _host_claims_on_node_ports(cluster: Cluster, via: str) -> Iterator[Hit]:
                                                     found)
         holds = not hostport and kube_proxy_may_hold_node_ports(datapath)
         yield Hit(workload, claim.field_path, phrases_rules.node_port_collision(
-            headline, others, answer, words, paths, fix, not hostport, holds),
+            headline, others, answer, words, paths, fix, not hostport, holds, free),
             related, port=claim.port, traffic=traffic_data(answer, names, paths))
 
 
@@ -87,16 +131,6 @@ def kube_proxy_may_hold_node_ports(datapath) -> bool:
     """kube-proxy held a listening socket on every nodePort until v1.23 (kubernetes#108496)."""
     version = datapath.facts.kube_proxy_version
     return version is None or version.value < (1, 24)
-
-
-@register("host-port-node-port-collision", cross_object=True)
-def host_port_node_port_collision(cluster: Cluster, params: Mapping[str, Any]) -> Iterator[Hit]:
-    return _host_claims_on_node_ports(cluster, "hostPort")
-
-
-@register("host-network-node-port-collision", cross_object=True)
-def host_network_node_port_collision(cluster: Cluster, params: Mapping[str, Any]) -> Iterator[Hit]:
-    return _host_claims_on_node_ports(cluster, "hostNetwork")
 
 
 def one_per_service(entries) -> list[tuple[Service, NodePortClaim]]:
@@ -117,6 +151,7 @@ def legal_share(a: NodePortClaim, b: NodePortClaim) -> bool:
 
 @register("node-port-collision", cross_object=True)
 def node_port_collision(cluster: Cluster, params: Mapping[str, Any]) -> Iterator[Hit]:
+    free = None  # the lowest free nodePort's sentence, made at the first finding
     for number, entries in cluster.node_ports_by_number().items():
         if len(entries) < 2:
             continue
@@ -124,8 +159,9 @@ def node_port_collision(cluster: Cluster, params: Mapping[str, Any]) -> Iterator
         for service, claim in one_per_service(entries):
             owners.setdefault(identity(service), []).append((service, claim))
         everyone = [entry for claims in owners.values() for entry in claims]
+        free = lowest_free_node_port(cluster) if free is None else free
         for key, claims in owners.items():
-            yield from _within_one_service(claims)
+            yield from _within_one_service(claims, free)
             other_services = len(owners) - 1
             if not other_services:
                 continue
@@ -134,34 +170,36 @@ def node_port_collision(cluster: Cluster, params: Mapping[str, Any]) -> Iterator
             more = f" (and {other_services - 1} more Service{'s' if other_services > 2 else ''})" \
                 if other_services > 1 else ""
             for service, claim in claims:
-                yield Hit(service, claim.field_path, (
+                yield Hit(service, claim.field_path, phrases_rules.with_free(
                     f"{claim.label} {number} is also claimed by {other_service.ref}{more}: nodePorts are "
                     f"allocated cluster-wide by number, whatever the protocol, so the API server rejects whichever "
                     f"is applied second ('provided port is already allocated'). Pick a free nodePort, or leave it "
-                    f"out and let the API server choose."),
+                    f"out and let the API server choose.", free),
                     tuple(node_port_related(s, c) for s, c in others), port=number)
 
 
-def _within_one_service(claims: list[tuple[Service, NodePortClaim]]) -> Iterator[Hit]:
+def _within_one_service(claims: list[tuple[Service, NodePortClaim]], free: str) -> Iterator[Hit]:
     for position, (service, claim) in enumerate(claims):
         for _, earlier in claims[:position]:
             if not legal_share(earlier, claim):
-                yield Hit(service, claim.field_path, (
+                yield Hit(service, claim.field_path, phrases_rules.with_free(
                     f"{claim.label} {claim.port} is used twice in this Service ({earlier.field_path}): one Service "
                     f"may reuse a nodePort only for TCP and UDP of the same port, so the API server rejects it. "
-                    f"Use another nodePort."), (node_port_related(service, earlier),), port=claim.port)
+                    f"Use another nodePort.", free), (node_port_related(service, earlier),), port=claim.port)
                 break
 
 
 @register("node-port-out-of-range")
 def node_port_out_of_range(cluster: Cluster, params: Mapping[str, Any]) -> Iterator[Hit]:
     low, high = cluster.node_port_range
+    free = None  # the lowest free nodePort's sentence, made at the first finding
     for service in cluster.services:
         if not service.has_node_ports:
             continue
         for claim in service.node_port_claims:
             if not low <= claim.port <= high:
-                yield Hit(service, claim.field_path, (
+                free = lowest_free_node_port(cluster) if free is None else free
+                yield Hit(service, claim.field_path, phrases_rules.with_free(
                     f"{claim.label} {claim.port} is outside the node-port range {low}-{high}: the API server "
                     f"rejects the Service ('provided port is not in the valid range'). Use a port in the range, "
-                    f"or pass the cluster's real range with --node-port-range."), port=claim.port)
+                    f"or pass the cluster's real range with --node-port-range.", free), port=claim.port)

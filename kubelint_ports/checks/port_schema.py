@@ -1,37 +1,63 @@
-"""Declarative policies: a JSON Schema that every container port (or Service port), seen in its
-context, must satisfy. Users write these in YAML without any Python (like Polaris checks).
+"""Declarative policies: a JSON Schema that every container port, Service port or Service, seen
+in its context, must satisfy, and the message a finding says when it does not. Users write these
+in YAML without any Python, as Polaris writes checks; so are the organisation policies KP552-KP555.
 
-Context of a container port: kind, namespace, name, labels (the pod's), hostNetwork, container,
-portName, containerPort, hostPort (the port on the node, also for hostNetwork pods; null when
-none), protocol, hostIP. Context of a Service port: kind ("Service"), namespace, name, labels,
-type, portName, port, targetPort, nodePort, protocol.
+The contexts (`TARGETS`), one per target:
+- container-port: every `ports` entry of every container, sidecars and plain init containers
+  included (as admission sees a Pod): kind, namespace, name, labels (the pod's), hostNetwork,
+  container, role (container, sidecar or init), portName, containerPort, hostPort (the port on
+  the node, also for hostNetwork pods; null when none), protocol, hostIP. A number that is no
+  port (0, quoted, out of range) is null here: invalid-port reports it.
+- service-port: every Service port: kind ("Service"), namespace, name, labels, type, portName,
+  port, targetPort, nodePort, protocol.
+- service: every Service once: kind, namespace, name, labels, type, ports (each port's portName,
+  port, targetPort, nodePort, protocol).
+
+A policy may declare parameters of its own (`parameters`: name -> the JSON Schema of its value),
+whose values sit beside them in `params`, where the configuration's `rules:` sets them as it sets
+a built-in check's (`rules: {privileged-port: {below: 1000}}`). The schema takes them as
+`{$param: NAME}`, or one subschema per item of a list as `{$param: NAME, each: TEMPLATE}` with
+`{$item: KEY}` (and `default:`) inside (spliced into the list it stands in); the message names
+context values and parameters as `{key}`, a list parameter as `{NAME:{min}-{max}}` (each item so,
+"none" when empty), and the item whose subschema failed as `{NAME.KEY}` (`filled`, `rendered`).
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator, Mapping
 from functools import cache, lru_cache
-from typing import Any
+from typing import Any, NamedTuple
 
 from kubelint_ports.checks import Hit, register
+from kubelint_ports.loading.user_schemas import PatternLimit, matcher, patterns_problem, references_problem
 from kubelint_ports.model import Cluster
+
+TARGETS = {
+    "container-port": ("kind", "namespace", "name", "labels", "hostNetwork", "container", "role", "portName",
+                       "containerPort", "hostPort", "protocol", "hostIP"),
+    "service-port": ("kind", "namespace", "name", "labels", "type", "portName", "port", "targetPort", "nodePort",
+                     "protocol"),
+    "service": ("kind", "namespace", "name", "labels", "type", "ports"),
+}
+OWN_KEYS = ("target", "schema", "message", "parameters")  # the rest of `params` are the declared parameters
+NAME = "[A-Za-z][A-Za-z0-9_-]*"  # a parameter's, or a context key's as a message names it
 
 PARAMS_SCHEMA = {
     "type": "object",
-    "additionalProperties": False,
     "required": ["target", "schema", "message"],
     "properties": {
-        "target": {"enum": ["container-port", "service-port"]},
-        "schema": {"type": "object", "description": "JSON Schema (draft 2020-12) the port context must satisfy."},
-        "message": {"type": "string", "minLength": 3, "description": "What is wrong and what to do."},
+        "target": {"enum": list(TARGETS)},
+        "schema": {"type": "object", "description": "JSON Schema (draft 2020-12) the context must satisfy; "
+                                                    "`{$param: NAME}` takes a parameter's value."},
+        "message": {"type": "string", "minLength": 3, "description": "What is wrong and what to do; `{key}` "
+                                                                      "names a context value or a parameter."},
+        "parameters": {"type": "object", "description": "The policy's own parameters: name -> the JSON Schema "
+                                                        "its value (beside it in params) must satisfy.",
+                       "propertyNames": {"pattern": f"^{NAME}$", "not": {"enum": list(OWN_KEYS)}},
+                       "additionalProperties": {"type": ["object", "boolean"]}},
     },
 }
-
-
-def schema_problem(params: Mapping[str, Any]) -> str | None:
-    """Why a user's schema is refused, or None (the `check_params` of the check)."""
-    found = schema_problem_at(params.get("schema"))
-    return f"params.schema{''.join(f'.{key}' for key in found[0])} {found[1]}" if found else None
 
 
 def schema_problem_at(schema: Any) -> tuple[list, str] | None:
@@ -47,406 +73,6 @@ def schema_problem_at(schema: Any) -> tuple[list, str] | None:
     if not isinstance(schema, dict):
         return None
     return references_problem(schema) or patterns_problem(schema)
-
-
-# --- references: `#...` only, resolved here, no loop ---------------------------------------------
-
-MAX_EXPANDED_SUBSCHEMAS = 100_000  # references inlined, a schema could be a "billion laughs"
-
-
-def subschemas(schema: dict) -> dict[tuple, Any]:
-    """Every node of the schema by its key path (iterative: depth is bounded by max-depth, not
-    by the stack)."""
-    nodes: dict[tuple, Any] = {}
-    stack: list[tuple[tuple, Any]] = [((), schema)]
-    while stack:
-        keys, node = stack.pop()
-        nodes[keys] = node
-        if isinstance(node, dict):
-            stack.extend(((*keys, key), value) for key, value in node.items())
-        elif isinstance(node, list):
-            stack.extend(((*keys, index), value) for index, value in enumerate(node))
-    return nodes
-
-
-def resource_of(keys: tuple, nodes: dict[tuple, Any]) -> tuple:
-    """The key path of the schema resource `keys` is in: the nearest node with an `$id` (a
-    fragment reference resolves inside it), else the document."""
-    for length in range(len(keys), 0, -1):
-        node = nodes[keys[:length]]
-        if isinstance(node, dict) and "$id" in node and keys[length - 1:length] != ("properties",):
-            return keys[:length]
-    return ()
-
-
-def anchors(nodes: dict[tuple, Any]) -> dict[tuple[tuple, str], tuple]:
-    """(resource, anchor name) -> the key path of the node declaring it, the first one found."""
-    found: dict[tuple[tuple, str], tuple] = {}
-    for keys, node in sorted(nodes.items(), key=lambda item: (len(item[0]), list(map(str, item[0])))):
-        if isinstance(node, dict):
-            for keyword in ("$anchor", "$dynamicAnchor"):
-                if isinstance(node.get(keyword), str):
-                    found.setdefault((resource_of(keys, nodes), node[keyword]), keys)
-    return found
-
-
-def resolve_fragment(fragment: str, resource: tuple, nodes: dict[tuple, Any], named: dict) -> tuple | None:
-    """The key path a `#...` reference inside `resource` leads to: a JSON pointer or an anchor."""
-    from urllib.parse import unquote
-
-    fragment = unquote(fragment[1:])
-    if fragment and not fragment.startswith("/"):
-        return named.get((resource, fragment))
-    keys = resource
-    for token in fragment.split("/")[1:]:
-        token = token.replace("~1", "/").replace("~0", "~")
-        node = nodes.get(keys)
-        if isinstance(node, list) and token.isdigit() and int(token) < len(node):
-            keys = (*keys, int(token))
-        elif isinstance(node, dict) and token in node:
-            keys = (*keys, token)
-        else:
-            return None
-    return keys
-
-
-def references_problem(schema: dict) -> tuple[list, str] | None:
-    """A `$dynamicRef`/`$recursiveRef` (resolved at run time: refused), a `$ref` to nothing in the
-    schema, a loop of `$ref`s (and subschemas) back to where it started, or references that would
-    inline the schema past MAX_EXPANDED_SUBSCHEMAS. A port's context is two levels deep: a
-    recursive schema has nothing to recurse into."""
-    nodes = subschemas(schema)
-    named = anchors(nodes)
-    edges: dict[tuple, list[tuple]] = {keys: [] for keys, node in nodes.items() if isinstance(node, (dict, list))}
-    for keys, node in sorted(nodes.items(), key=lambda item: list(map(str, item[0]))):
-        if keys and isinstance(nodes[keys[:-1]], (dict, list)) and isinstance(node, (dict, list)):
-            edges[keys[:-1]].append(keys)
-        if not isinstance(node, dict):
-            continue
-        for keyword in ("$dynamicRef", "$recursiveRef"):
-            if keyword in node:
-                return [*keys, keyword], (f"uses {keyword}, which is resolved while validating and can loop: "
-                                          "use $ref")
-        reference = node.get("$ref")
-        if isinstance(reference, str) and reference.startswith("#"):
-            target = resolve_fragment(reference, resource_of(keys, nodes), nodes, named)
-            if target is None:
-                return [*keys, "$ref"], f"refers to {reference}, which is not in the schema"
-            if not isinstance(nodes.get(target), (dict, bool)):  # a keyword's value, not a schema
-                return [*keys, "$ref"], f"refers to {reference}, which is not a schema (an object or true/false)"
-            edges[keys].append(target)
-    # Iterative depth-first search: a node met again while on the path is a loop; sizes of the
-    # schema with every reference inlined are summed bottom-up.
-    size: dict[tuple, int] = {}
-    on_path: set[tuple] = set()
-    stack: list[tuple[tuple, int]] = [((), 0)]
-    while stack:
-        keys, next_edge = stack.pop()
-        if next_edge == 0:
-            on_path.add(keys)
-        followed = edges.get(keys, [])
-        if next_edge < len(followed):
-            stack.append((keys, next_edge + 1))
-            child = followed[next_edge]
-            if child in on_path:
-                return [*keys, "$ref"] if "$ref" in nodes[keys] else list(keys), (
-                    f"refers back to itself (through {'#/' + '/'.join(map(str, child)) if child else '#'}): a "
-                    "validator would recurse for ever; a port's context needs no recursive schema")
-            if child not in size and child in edges:
-                stack.append((child, 0))
-            continue
-        on_path.discard(keys)
-        size[keys] = 1 + sum(size.get(child, 1) for child in followed)
-        if size[keys] > MAX_EXPANDED_SUBSCHEMAS:
-            return list(keys), (f"refers to its parts so often that, inlined, it would be over "
-                                f"{MAX_EXPANDED_SUBSCHEMAS:,} subschemas")
-    return None
-
-
-# --- patterns: linear time with RE2, else Python's re bounded --------------------------------------
-
-PATTERN_SECONDS = 2.0  # one match in Python's re: some 10^8 backtracking steps; a sane pattern takes microseconds
-
-
-class PatternLimit(ValueError):
-    """A pattern gave up: past PATTERN_SECONDS in Python's re."""
-
-
-class Matcher:
-    """One `pattern` compiled: with RE2 (`google-re2`, linear time) when it is installed and takes
-    the pattern, else with Python's `re` under a deadline where a timer signal can interrupt it
-    (`re` checks signals while it backtracks). A pattern that ran out of time once fails at once
-    afterwards: a rule must not spend the deadline again on every port."""
-
-    __slots__ = ("pattern", "compiled", "linear", "gave_up")
-
-    def __init__(self, pattern: str):
-        import re
-
-        self.pattern, self.gave_up = pattern, False
-        self.compiled, self.linear = re2_compiled(pattern), True
-        if self.compiled is None:
-            self.compiled, self.linear = re.compile(pattern), False
-
-    def search(self, text: str) -> bool:
-        if self.linear:
-            return self.compiled.search(text) is not None
-        if self.gave_up:
-            raise PatternLimit(self.limit_message())
-        from kubelint_ports.loading import files
-
-        try:
-            with files.time_limit(PATTERN_SECONDS):
-                return self.compiled.search(text) is not None
-        except files.InputTimeout:
-            self.gave_up = True
-            raise PatternLimit(self.limit_message()) from None
-
-    def limit_message(self) -> str:
-        return (f"the pattern {self.pattern!r} took over {PATTERN_SECONDS:g} s in Python's re (it backtracks): "
-                "rewrite it, or install the re2 extra (`pip install 'kubelint-ports[re2]'`), which matches in linear time")
-
-
-def re2_compiled(pattern: str):
-    """The pattern compiled by RE2, or None: not installed, or a pattern RE2 does not take
-    (lookaround, backreferences). Imported only here: most runs have no pattern."""
-    try:
-        import re2
-    except ImportError:
-        return None
-    options = re2.Options()
-    options.log_errors = False  # its refusals are expected: Python's re takes those patterns
-    try:
-        return re2.compile(pattern, options)
-    except Exception:  # re2.error, and TypeError/ValueError for what its wrapper refuses
-        return None
-
-
-@lru_cache(maxsize=256)
-def matcher(pattern: str) -> Matcher:
-    return Matcher(pattern)
-
-
-_ONE_SCHEMA = ("not", "if", "then", "else", "items", "contains", "additionalProperties", "unevaluatedProperties",
-               "unevaluatedItems", "propertyNames", "additionalItems")
-_SCHEMA_LISTS = ("allOf", "anyOf", "oneOf", "prefixItems", "items")
-_SCHEMA_MAPS = ("properties", "patternProperties", "$defs", "definitions", "dependentSchemas")
-
-
-def schema_nodes(schema: dict) -> Iterator[tuple[list, dict]]:
-    """Every subschema (by its keys), in a fixed order: only where a keyword takes a schema, so a
-    `const` or an `enum` holding a `pattern` key is no pattern."""
-    stack: list[tuple[list, Any]] = [([], schema)]
-    while stack:
-        keys, node = stack.pop()
-        if not isinstance(node, dict):
-            continue
-        yield keys, node
-        children = []
-        for keyword in sorted(node, key=str):
-            value = node[keyword]
-            if keyword in _ONE_SCHEMA:
-                children.append(([*keys, keyword], value))
-            if keyword in _SCHEMA_LISTS and isinstance(value, list):
-                children += [([*keys, keyword, index], item) for index, item in enumerate(value)]
-            if keyword in _SCHEMA_MAPS and isinstance(value, dict):
-                children += [([*keys, keyword, name], item) for name, item in value.items()]
-        stack.extend(reversed(children))
-
-
-def patterns_problem(schema: dict) -> tuple[list, str] | None:
-    """The first `pattern` or `patternProperties` key that does not compile, or that Python's re
-    could take exponential time on (when RE2 does not take it). `unevaluatedProperties` with
-    `patternProperties` is refused: jsonschema matches those patterns itself, out of reach."""
-    import re
-
-    pattern_properties = unevaluated = False
-    for keys, node in schema_nodes(schema):
-        found = []
-        if isinstance(node.get("pattern"), str):
-            found.append(([*keys, "pattern"], node["pattern"]))
-        if isinstance(node.get("patternProperties"), dict):
-            pattern_properties = True
-            found += [([*keys, "patternProperties", key], key) for key in node["patternProperties"]]
-        unevaluated = unevaluated or "unevaluatedProperties" in node
-        for where, pattern in found:
-            try:
-                compiled = matcher(pattern)
-            except (re.error, RecursionError, OverflowError) as error:
-                return where, f"is not a regular expression: {error}"
-            if not compiled.linear:
-                problem = backtracking_problem(pattern)
-                if problem:
-                    return where, (f"{problem}: Python's re can take exponential time on it (minutes on a "
-                                   "30-character name); rewrite it so no repeated group can match the same "
-                                   "text two ways (^[a-z0-9]+(-[a-z0-9]+)*$ rather than ^([a-z0-9]+-?)+$), "
-                                   "or install the re2 extra (`pip install 'kubelint-ports[re2]'`)")
-    if pattern_properties and unevaluated:
-        return ["unevaluatedProperties"], ("uses unevaluatedProperties with patternProperties, whose matching "
-                                           "kubelint-ports cannot bound: use additionalProperties")
-    return None
-
-
-def _parser():
-    try:
-        from re import _constants as constants, _parser as parser  # Python 3.11+
-    except ImportError:  # Python 3.10
-        import sre_constants as constants
-        import sre_parse as parser
-    return parser, constants
-
-
-def backtracking_problem(pattern: str) -> str | None:
-    """Why Python's backtracking `re` could take exponential time on `pattern`, or None: a
-    repeated group whose body holds another repetition of characters the body can also begin or
-    end with (`([a-z0-9]+-?)+`, `(a+)+`), or an alternation whose branches can begin alike
-    (`(ab|a.)*`). A body that begins or ends with a character no inner repetition takes
-    (`(-[a-z0-9]+)*`, `([a-z]+[.])+`) splits the text one way only. A heuristic that errs on the
-    side of refusing: what it misses still runs under the PATTERN_SECONDS deadline."""
-    parser, constants = _parser()
-    ignore_case = False
-    try:
-        parsed = parser.parse(pattern)
-        ignore_case = bool(parsed.state.flags & constants.SRE_FLAG_IGNORECASE)
-    except Exception:  # noqa: BLE001 - compiled already; an internal parser change is no reason to fail
-        return None
-    repeats = (constants.MAX_REPEAT, constants.MIN_REPEAT)
-
-    everything = frozenset(range(128)), True
-    named_classes = {"DIGIT": frozenset(b"0123456789"), "SPACE": frozenset(b" \t\n\r\f\v"),
-                     "WORD": frozenset(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_")}
-
-    def category(name) -> frozenset:
-        kind = str(name).replace("CATEGORY_", "")
-        found = named_classes.get(kind.removeprefix("NOT_"))
-        if found is None:  # a line break and the like: take it as anything
-            return everything[0]
-        return frozenset(range(128)) - found if kind.startswith("NOT_") else found
-
-    def chars(items) -> tuple[frozenset, bool]:
-        """The ASCII characters a subpattern can consume, and whether any non-ASCII one."""
-        found: set[int] = set()
-        wide = False
-        for op, argument in items:
-            if op == constants.LITERAL:
-                found.add(argument)
-            elif op in (constants.NOT_LITERAL, constants.ANY):
-                return everything
-            elif op == constants.IN:
-                members: set[int] = set()
-                for sub_op, sub_argument in argument:
-                    if sub_op == constants.LITERAL:
-                        members.add(sub_argument)
-                    elif sub_op == constants.RANGE:
-                        members.update(range(sub_argument[0], min(sub_argument[1], 128) + 1))
-                    elif sub_op == constants.CATEGORY:
-                        members |= category(sub_argument)
-                        wide = True  # \d, \w, \s take Unicode in a str pattern
-                    elif sub_op != constants.NEGATE:
-                        return everything
-                if any(sub_op == constants.NEGATE for sub_op, _ in argument):
-                    members = set(range(128)) - members
-                    wide = True
-                found |= members
-            elif op in (*repeats, constants.SUBPATTERN, constants.BRANCH):
-                parts = [argument[2]] if op in repeats else [argument[-1]] if op == constants.SUBPATTERN \
-                    else argument[1]
-                for part in parts:
-                    inner, inner_wide = chars(part)
-                    found |= inner
-                    wide = wide or inner_wide
-            elif op not in (constants.AT, constants.ASSERT, constants.ASSERT_NOT):
-                return everything  # group references and the like: anything
-        wide = wide or any(c >= 128 for c in found)
-        found = {c for c in found if c < 128}
-        if ignore_case:
-            found |= {ord(chr(c).swapcase()) for c in found if chr(c).isalpha()}
-        return frozenset(found), wide
-
-    def overlap(one: tuple[frozenset, bool], other: tuple[frozenset, bool]) -> bool:
-        return bool(one[0] & other[0]) or (one[1] and other[1])
-
-    def edge(items, from_end: bool) -> tuple[frozenset, bool] | None:
-        """The characters of the body's first (last) mandatory single character, when it is one."""
-        for op, argument in (reversed(items) if from_end else items):
-            if op in (constants.AT, constants.ASSERT, constants.ASSERT_NOT):
-                continue
-            if op in (constants.LITERAL, constants.NOT_LITERAL, constants.IN, constants.ANY):
-                return chars([(op, argument)])
-            if op == constants.SUBPATTERN:
-                return edge(argument[-1], from_end)
-            return None
-        return None
-
-    def inner_repeats(items) -> Iterator[tuple]:
-        for op, argument in items:
-            if op in repeats:
-                if argument[1] > 1:
-                    yield argument[2]
-                yield from inner_repeats(argument[2])
-            elif op == constants.SUBPATTERN:
-                yield from inner_repeats(argument[-1])
-            elif op == constants.BRANCH:
-                for branch in argument[1]:
-                    yield from inner_repeats(branch)
-
-    def first_chars(items) -> tuple[frozenset, bool]:
-        """The characters a subpattern can begin with (every optional element before the first
-        mandatory one counts)."""
-        found: set[int] = set()
-        wide = False
-        for op, argument in items:
-            if op in (constants.AT, constants.ASSERT, constants.ASSERT_NOT):
-                continue
-            if op in repeats:
-                inner = first_chars(argument[2])
-            elif op == constants.SUBPATTERN:
-                inner = first_chars(argument[-1])
-            else:
-                inner = chars([(op, argument)])
-            found |= inner[0]
-            wide = wide or inner[1]
-            if not (op in repeats and argument[0] == 0):
-                break
-        return frozenset(found), wide
-
-    def ambiguous_branch(items) -> bool:
-        for op, argument in items:
-            if op == constants.BRANCH:
-                branches = [first_chars(branch) for branch in argument[1] if branch]
-                if any(overlap(one, other) for index, one in enumerate(branches) for other in branches[index + 1:]):
-                    return True
-                if any(ambiguous_branch(branch) for branch in argument[1]):
-                    return True
-            elif op in repeats:
-                if ambiguous_branch(argument[2]):
-                    return True
-            elif op == constants.SUBPATTERN and ambiguous_branch(argument[-1]):
-                return True
-        return False
-
-    stack = [list(parsed)]
-    while stack:
-        for op, argument in stack.pop():
-            if op in repeats:
-                body = argument[2]
-                if argument[1] > 1:
-                    taken = [chars(inner) for inner in inner_repeats(body)]
-                    if taken:
-                        separators = [found for found in (edge(body, False), edge(body, True)) if found]
-                        if not any(all(not overlap(separator, inner) for inner in taken) for separator in separators):
-                            return ("it repeats a group that holds a repetition of the characters it may begin "
-                                    "or end with")
-                    if ambiguous_branch(body):
-                        return "it repeats an alternation whose branches can begin alike"
-                stack.append(list(body))
-            elif op == constants.SUBPATTERN:
-                stack.append(list(argument[-1]))
-            elif op == constants.BRANCH:
-                stack.extend(list(branch) for branch in argument[1])
-            elif op in (constants.ASSERT, constants.ASSERT_NOT):
-                stack.append(list(argument[1]))
-    return None
 
 
 # --- jsonschema with every pattern through `matcher` --------------------------------------------
@@ -526,55 +152,302 @@ def validator_for(schema_json: str):
     import referencing
 
     schema = json.loads(schema_json)
-    problem = schema_problem({"schema": schema})
-    if problem:  # policies are checked when loaded; this keeps the network and loops out even when not
-        raise ValueError(problem)
+    found = schema_problem_at(schema)
+    if found:  # policies are checked when loaded; this keeps the network and loops out even when not
+        raise ValueError(f"params.schema{dotted(found[0])} {found[1]}")
     validator_class = bounded_validator_class()
     validator_class.check_schema(schema)
     # A registry without `retrieve`: an unknown reference is an error, never a download.
     return validator_class(schema, registry=referencing.Registry())
 
 
-def container_port_contexts(cluster: Cluster) -> Iterator[tuple[Any, str, dict[str, Any]]]:
+def dotted(keys) -> str:
+    return "".join(f".{key}" for key in keys)
+
+
+# --- the policy's own parameters: checked, then filled into the schema and the message -------------
+
+PARAM, EACH, ITEM = "$param", "each", "$item"
+# `{name}`, `{name.key}` (the failing item's key) or `{name:TEMPLATE}` (each item through TEMPLATE)
+PLACEHOLDER = re.compile(rf"\{{({NAME})(?:\.({NAME})|:((?:[^{{}}]|\{{{NAME}\}})*))?\}}")
+ITEM_KEY = re.compile(rf"\{{({NAME})\}}")
+
+
+class TemplateError(ValueError):
+    def __init__(self, keys: list, why: str):
+        super().__init__(why)
+        self.keys, self.why = keys, why
+
+
+class Filled(NamedTuple):
+    schema: Any
+    items: dict[tuple, tuple[str, Any]]  # the filled schema's path of each `each` subschema -> (name, item)
+
+
+class Each(list):
+    """An `each` node filled: a subschema per item of a list parameter, `origins` the (name, item)
+    behind each."""
+
+    origins: list
+
+
+def filled(schema: Any, params: Mapping[str, Any]) -> Filled:
+    """The schema with the parameters in place of its `$param` nodes; TemplateError (the keys of
+    the node in the template, why) when one names no parameter or is malformed."""
+    items: dict[tuple, tuple[str, Any]] = {}
+
+    def note(value: Any, first: tuple, spliced: bool) -> None:
+        """Where the subschemas of an `each` land in the filled schema."""
+        for offset, origin in enumerate(getattr(value, "origins", ())):
+            items[(*first[:-1], first[-1] + offset) if spliced else (*first, offset)] = origin
+
+    def fill(node: Any, where: list, at: tuple, item: Any) -> Any:
+        if isinstance(node, list):
+            out: list = []
+            for index, child in enumerate(node):
+                value = fill(child, [*where, index], (*at, len(out)), item)
+                spliced = isinstance(child, dict) and PARAM in child and isinstance(value, list)
+                note(value, (*at, len(out)), spliced)
+                if spliced:  # `anyOf: [{type: "null"}, {$param: allowed, each: ...}]`: one branch per item
+                    out.extend(value)
+                else:
+                    out.append(value)
+            return out
+        if not isinstance(node, dict):
+            return node
+        if PARAM in node:
+            return parameter(node, where, item)
+        if ITEM in node:
+            return item_value(node, where, item)
+        result = {}
+        for key, child in node.items():
+            result[key] = fill(child, [*where, key], (*at, key), item)
+            note(result[key], (*at, key), False)
+        return result
+
+    def parameter(node: dict, where: list, item: Any) -> Any:
+        name = node[PARAM]
+        extra = sorted(set(node) - {PARAM, EACH}, key=str)
+        if extra:
+            raise TemplateError([*where, extra[0]], f"is not a key of a {PARAM} node (only {PARAM} and {EACH})")
+        if not isinstance(name, str) or name in OWN_KEYS or name not in params:
+            raise TemplateError([*where, PARAM], f"names {name!r}, which is no parameter of this policy "
+                                                 f"(declared: {', '.join(declared(params)) or 'none'})")
+        if EACH not in node:
+            return params[name]
+        if item is not None:
+            raise TemplateError([*where, EACH], f"stands inside another `{EACH}`: one level only")
+        if not isinstance(params[name], list):
+            raise TemplateError([*where, EACH], f"needs a list, but parameter {name} is {type(params[name]).__name__}")
+        values = Each(fill(node[EACH], [*where, EACH], (), each) for each in params[name])
+        values.origins = [(name, each) for each in params[name]]
+        return values
+
+    def item_value(node: dict, where: list, item: Any) -> Any:
+        if item is None:
+            raise TemplateError([*where, ITEM], f"stands outside the `{EACH}` of a {PARAM} node")
+        if set(node) - {ITEM, "default"}:
+            raise TemplateError([*where, ITEM], f"takes only `{ITEM}: KEY` and `default: VALUE`")
+        if not isinstance(item, dict):
+            raise TemplateError([*where, ITEM], f"names a key, but the parameter's items are {type(item).__name__}, "
+                                                "not mappings")
+        if node[ITEM] not in item and "default" not in node:
+            raise TemplateError([*where, ITEM], f"names {node[ITEM]!r}, which an item lacks: give a `default`")
+        return item.get(node[ITEM], node.get("default"))
+
+    return Filled(fill(schema, [], (), None), items)
+
+
+def declared(params: Mapping[str, Any]) -> list[str]:
+    parameters = params.get("parameters")
+    return list(parameters) if isinstance(parameters, dict) else []
+
+
+def params_problem(params: Mapping[str, Any]) -> tuple[list, str] | None:
+    """What PARAMS_SCHEMA cannot say (the `check_params` of the check): (the keys below `params`
+    of the offending part, why), or None. Every key is the check's or a declared parameter, each
+    parameter's value satisfies its schema, the filled schema is a safe JSON Schema, and every
+    placeholder of the message names something."""
+    import json
+
+    import jsonschema
+
+    names = declared(params)
+    for key in params:
+        if key not in OWN_KEYS and key not in names:
+            return [key], (f"params.{key} is not a parameter of this policy (declared: {', '.join(names) or 'none'}); "
+                           f"declare it in params.parameters with the JSON Schema of its value")
+    for name in names:
+        if name not in params:
+            return ["parameters", name], f"params.parameters.{name} has no value: set params.{name} (its default)"
+        found = schema_problem_at(params["parameters"][name])
+        if found:
+            return ["parameters", name, *found[0]], f"params.parameters.{name}{dotted(found[0])} {found[1]}"
+        try:
+            validator = validator_for(json.dumps(params["parameters"][name], sort_keys=True))
+        except jsonschema.SchemaError as error:
+            return (["parameters", name, *error.absolute_path],
+                    f"params.parameters.{name} is not a valid JSON Schema: {error.message}")
+        wrong = first_error(validator, params[name])
+        if wrong is not None:
+            return [name, *wrong.absolute_path], wrong.message
+    try:
+        schema = filled(params["schema"], params).schema
+    except TemplateError as error:
+        return ["schema", *error.keys], f"params.schema{dotted(error.keys)} {error.why}"
+    found = schema_problem_at(schema)
+    if found:
+        return ["schema", *found[0]], f"params.schema{dotted(found[0])} {found[1]}"
+    try:
+        validator_for(json.dumps(schema, sort_keys=True))
+    except jsonschema.SchemaError as error:
+        return ["schema", *error.absolute_path], f"params.schema is not a valid JSON Schema: {error.message}"
+    known = TARGETS[params["target"]]
+    for match in PLACEHOLDER.finditer(params["message"]):
+        name, key, template = match.groups()
+        if name not in names and (key is not None or template is not None or name not in known):
+            return ["message"], (f"params.message names {match[0]}, which is neither a value of the "
+                                 f"{params['target']} context ({', '.join(known)}) nor a parameter "
+                                 f"(declared: {', '.join(names) or 'none'})")
+    return None
+
+
+def first_error(validator, instance: Any):
+    """The error a finding reports: the first by the path of the value it is about."""
+    return next(iter(sorted(validator.iter_errors(instance), key=lambda e: list(map(str, e.path)))), None)
+
+
+def shown(value: Any) -> str:
+    """A value as a message says it (YAML's words for null and booleans; lists and maps flat)."""
+    if value is None:
+        return "none"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, list):
+        return ", ".join(shown(each) for each in value) or "none"
+    if isinstance(value, dict):
+        return ", ".join(f"{key}={shown(each)}" for key, each in value.items()) or "none"
+    return str(value)
+
+
+def rendered(message: str, context: Mapping[str, Any], params: Mapping[str, Any], failed: Mapping[str, Any]) -> str:
+    """The message with its placeholders filled: context values first, then parameters; `failed`
+    maps a list parameter to the item whose subschema the port failed."""
+    def one(match: re.Match) -> str:
+        name, key, template = match.groups()
+        if key is not None:
+            item = failed.get(name)
+            return shown(item.get(key)) if isinstance(item, dict) else ""
+        value = context[name] if name in context else params.get(name)
+        if template is None:
+            return shown(value)
+        items = value if isinstance(value, list) else [] if value is None else [value]
+        return ", ".join(ITEM_KEY.sub(lambda inner: shown(each.get(inner[1]) if isinstance(each, dict) else each),
+                                      template) for each in items) or "none"
+
+    return PLACEHOLDER.sub(one, message.strip())
+
+
+# --- contexts: what the schema validates, and where each of its keys is written ---------------------
+
+class Context(NamedTuple):
+    subject: Any
+    values: dict[str, Any]
+    fields: dict[tuple, str]  # a key path of `values` -> the field path where it is written
+    field: str  # where a finding points when the failing key has no field of its own
+    port: int | None  # the port a finding is about when the failing key is no port
+
+
+PORT_KEYS = ("containerPort", "hostPort", "port", "targetPort", "nodePort")
+
+
+def port_number(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= 65535 else None
+
+
+def container_port_contexts(cluster: Cluster) -> Iterator[Context]:
+    """Every container's port entries as written, init containers included; a hostNetwork pod's
+    ports are host ports (the API defaults hostPort = containerPort there)."""
     for workload in cluster.workloads:
-        for port in workload.container_ports:
-            field = f"{port.field_path}.hostPort" if port.host_port and not workload.host_network else \
-                f"{port.field_path}.containerPort"
-            yield workload, field, {
+        for port in workload.declared_ports:
+            container_port, written_host_port = port_number(port.container_port), port_number(port.host_port)
+            host_port = written_host_port or (container_port if workload.host_network else None)
+            entry = port.field_path
+            on_node = f"{entry}.hostPort" if written_host_port else f"{entry}.containerPort"
+            yield Context(workload, {
                 "kind": workload.ref.kind, "namespace": workload.ref.namespace, "name": workload.ref.name,
                 "labels": workload.pod_labels, "hostNetwork": workload.host_network, "container": port.container,
-                "portName": port.name, "containerPort": port.container_port, "hostPort": port.host_port,
-                "protocol": port.protocol, "hostIP": port.host_ip,
-            }
+                "role": port.role, "portName": port.name, "containerPort": container_port, "hostPort": host_port,
+                "protocol": port.protocol, "hostIP": port.host_ip or "0.0.0.0",
+            }, {("containerPort",): f"{entry}.containerPort", ("hostPort",): on_node, ("portName",): f"{entry}.name",
+                ("protocol",): f"{entry}.protocol", ("hostIP",): f"{entry}.hostIP"},
+                on_node if written_host_port and not workload.host_network else f"{entry}.containerPort",
+                host_port or container_port)
 
 
-def service_port_contexts(cluster: Cluster) -> Iterator[tuple[Any, str, dict[str, Any]]]:
+def service_port_values(port) -> dict[str, Any]:
+    return {"portName": port.name, "port": port.port, "targetPort": port.target_port, "nodePort": port.node_port,
+            "protocol": port.protocol}
+
+
+def service_port_fields(port, *prefix) -> dict[tuple, str]:
+    return {(*prefix, key): f"{port.field_path}.{written}" for key, written in (
+        ("portName", "name"), ("port", "port"), ("targetPort", "targetPort"), ("nodePort", "nodePort"),
+        ("protocol", "protocol"))}
+
+
+def service_values(service) -> dict[str, Any]:
+    labels = service.labels
+    return {"kind": "Service", "namespace": service.ref.namespace, "name": service.ref.name,
+            "labels": labels if isinstance(labels, dict) else {}, "type": service.type}
+
+
+def service_port_contexts(cluster: Cluster) -> Iterator[Context]:
     for service in cluster.services:
-        labels = service.labels
         for port in service.ports:
-            field = f"{port.field_path}.nodePort" if port.node_port else f"{port.field_path}.port"
-            yield service, field, {
-                "kind": "Service", "namespace": service.ref.namespace, "name": service.ref.name,
-                "labels": labels if isinstance(labels, dict) else {}, "type": service.type, "portName": port.name,
-                "port": port.port, "targetPort": port.target_port, "nodePort": port.node_port,
-                "protocol": port.protocol,
-            }
+            yield Context(service, service_values(service) | service_port_values(port),
+                          {("type",): "spec.type", **service_port_fields(port)},
+                          f"{port.field_path}.nodePort" if port.node_port else f"{port.field_path}.port",
+                          port.node_port or port.port)
 
 
-@register("port-schema", params_schema=PARAMS_SCHEMA, check_params=schema_problem)
+def service_contexts(cluster: Cluster) -> Iterator[Context]:
+    for service in cluster.services:
+        fields = {("type",): "spec.type", ("ports",): "spec.ports"}
+        for index, port in enumerate(service.ports):
+            fields |= {("ports", index): port.field_path, **service_port_fields(port, "ports", index)}
+        yield Context(service, service_values(service) | {"ports": [service_port_values(p) for p in service.ports]},
+                      fields, "metadata.name", None)
+
+
+CONTEXTS = {"container-port": container_port_contexts, "service-port": service_port_contexts,
+            "service": service_contexts}
+
+
+@register("port-schema", params_schema=PARAMS_SCHEMA, check_params=params_problem)
 def port_schema(cluster: Cluster, params: Mapping[str, Any]) -> Iterator[Hit]:
+    """Each context against the filled schema: a finding at the field of the first failing key.
+    A message without placeholders gets the validator's words, which name the value."""
     import json
 
     from kubelint_ports.loading.files import shortened
 
-    validator = validator_for(json.dumps(params["schema"], sort_keys=True))
-    contexts = container_port_contexts if params["target"] == "container-port" else service_port_contexts
-    for subject, field, context in contexts(cluster):
-        error = next(iter(sorted(validator.iter_errors(context), key=lambda e: list(map(str, e.path)))), None)
-        if error is not None:
-            where = ".".join(map(str, error.absolute_path)) or "port"
-            value = context.get("hostPort") or context.get("containerPort") or context.get("nodePort") or \
-                context.get("port")
+    schema, items = filled(params["schema"], params)
+    validator = validator_for(json.dumps(schema, sort_keys=True))
+    plain = PLACEHOLDER.search(params["message"]) is None
+    for context in CONTEXTS[params["target"]](cluster):
+        error = first_error(validator, context.values)
+        if error is None:
+            continue
+        path = tuple(error.absolute_path)
+        key = next((path[:length] for length in range(len(path), 0, -1) if path[:length] in context.fields), ())
+        if plain:
+            where = ".".join(map(str, path)) or "port"
             # jsonschema quotes the value whole: a manifest's megabyte name must not fill the report
-            yield Hit(subject, field, f"{params['message'].strip()} ({where}: {shortened(error.message)})",
-                      port=value if isinstance(value, int) else None)
+            message = f"{params['message'].strip()} ({where}: {shortened(error.message)})"
+        else:
+            schema_path = tuple(error.absolute_schema_path)  # the innermost `each` item it failed in wins
+            failed = dict(items[schema_path[:n]] for n in range(len(schema_path) + 1) if schema_path[:n] in items)
+            message = rendered(params["message"], context.values, params, failed)
+        number = port_number(error.instance) if path and path[-1] in PORT_KEYS else None
+        yield Hit(context.subject, context.fields.get(key, context.field), message, port=number or context.port)

@@ -15,7 +15,9 @@ from kubelint_ports.model.datapath import (
     Datapath,
     PortUse,
 )
-from kubelint_ports.model.port_holders import datapath_of, node_destination  # noqa: F401  (the checks' names)
+from kubelint_ports.model.port_holders import datapath_of, node_destination
+
+__all__ = ["datapath_of", "node_destination", "node_paths"]  # the model's two helpers, under the checks' names
 
 
 def node_paths(datapath: Datapath, use: PortUse, port: int, protocol: str, host_ip: str,

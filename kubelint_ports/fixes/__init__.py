@@ -11,22 +11,34 @@ findings point at, and works out edits; the command line writes them or prints t
   texts in memory and returns each changed file's old and new bytes.
 
 Everything outside an edit is kept byte for byte: a scalar's fix is a splice at its exact span
-(the marks the finding's position came from), a removal replaces whole lines that only the
-removed node spanned. Rendered Helm objects and Kustomize builds get no fix yet (their text is
-not the text the user wrote).
+(the marks the finding's position came from), a removal or an addition replaces whole lines that
+only the fix touches. A plain manifest is edited where the finding points. A rendered object's
+fix is worked out on the rendered output, then carried to what the user wrote: a Helm chart's
+values key or template literal (`fixes.helm`), a Kustomize patch or resource file
+(`fixes.kustomize`); when it cannot be, the finding keeps its fix with `blocked` saying why.
+KP401's fix writes the pod CIDR the inputs state into kube-proxy's configuration
+(`fixes.kube_proxy`).
 """
 
 from __future__ import annotations
 
-import zlib
-from dataclasses import dataclass, replace
+from typing import Any
 
-from kubelint_ports.findings import Edit, Finding, Fix, Report
-from kubelint_ports.fixes.rules import FIXES, Context, Plan, node_ports_kept
-from kubelint_ports.fixes.source import SourceFile, read_source, region, split_lines, target_of
-from kubelint_ports.loading import Document
+# The rules whose findings `--fix` mends: the keys of `FIXES` (fixes.rules), which maps each to its
+# fix. Said here too so that a run without such a finding never imports the fix machinery (ruamel,
+# the free-port search); tests/test_startup.py keeps the two equal.
+FIXABLE = frozenset({"KP001", "KP003", "KP104", "KP201", "KP203", "KP204", "KP301", "KP303", "KP401"})
 
-__all__ = ["FIXES", "FileChange", "changes", "describe", "fixable_rules", "reserved_ports_of", "unified_diff"]
+# What `fixes.run` (one run's fixes) provides, imported from it when first asked for.
+_FROM_RUN = frozenset({"Choices", "FileChange", "changes", "describe", "unified_diff"})
+
+__all__ = ["FIXABLE", "FIXES", "Choices", "FileChange", "changes", "describe", "fixable", "fixable_rules",
+           "reserved_ports_of", "unified_diff"]
+
+
+def fixable(report) -> bool:
+    """Whether `describe` has anything to do: a finding of a fixable rule, with the model to fix it in."""
+    return report.cluster is not None and any(finding.rule_id in FIXABLE for finding in report.findings)
 
 
 def reserved_ports_of(policies) -> frozenset[int]:
@@ -41,121 +53,16 @@ def reserved_ports_of(policies) -> frozenset[int]:
 
 
 def fixable_rules() -> tuple[str, ...]:
-    return tuple(sorted(FIXES))
+    return tuple(sorted(FIXABLE))
 
 
-def describe(report: Report, edits: bool = False, reserved=frozenset()) -> Report:
-    """The report with every fixable finding's `fix` set (in place, and returned). `reserved`: the
-    node daemons' ports, which a moved nodePort avoids."""
-    cluster = report.cluster
-    if cluster is None or not any(f.rule_id in FIXES for f in report.findings):
-        return report
-    documents = plain_documents(cluster)
-    context = Context(cluster, frozenset(reserved), keeps_port=node_ports_kept(report.findings))
-    sources: dict[str, SourceFile | None] = {}
-    findings = []
-    for finding in report.findings:
-        fix = None
-        fixer = FIXES.get(finding.rule_id)
-        document = documents.get((finding.subject, finding.location.path))
-        if fixer is not None and document is not None and not finding.suppressed:
-            file = document.text_source.file
-            if file not in sources:
-                sources[file] = read_source(file, finding.location.path)
-            source = sources[file]
-            target = target_of(finding, document, source) if source is not None else None
-            plan = fixer(target, finding, context) if target is not None else None
-            if plan is not None:
-                fix = to_fix(plan, target, edits)
-        findings.append(replace(finding, fix=fix) if fix is not None else finding)
-    report.findings = findings
-    return report
+def __getattr__(name: str) -> Any:
+    if name == "FIXES":
+        from kubelint_ports.fixes.rules import FIXES
 
+        return FIXES
+    if name in _FROM_RUN:
+        from kubelint_ports.fixes import run
 
-def plain_documents(cluster) -> dict:
-    """(object, shown path) -> its Document, for the objects a fix may edit: plain manifests read
-    from a file (not standard input, not a rendered chart or a Kustomize build)."""
-    found = {}
-    for item in [*cluster.workloads, *cluster.services]:
-        document = item.document
-        if (not item.live and type(document) is Document and document.text_source is not None
-                and document.text_source.file is not None):
-            found.setdefault((item.ref, document.path), document)
-    return found
-
-
-def to_fix(plan: Plan, target, edits: bool) -> Fix:
-    fix = Fix(plan.applicability, plan.description)
-    if not edits:
-        return fix
-    source = target.source
-    if plan.splice is not None:
-        start, end, text = plan.splice
-    else:
-        from kubelint_ports.fixes.structure import Refused, removal
-
-        segments, lines = plan.remove
-        try:
-            start, end, text = removal(source.text, target.root, segments, lines)
-        except Refused as refused:
-            return replace(fix, blocked=str(refused))
-    return replace(fix, edits=(Edit(region(source.text, start, end, source.path), start, end, text),))
-
-
-@dataclass(frozen=True, slots=True)
-class FileChange:
-    path: str  # as findings show it
-    file: str  # on disk
-    old: bytes
-    new: bytes
-    fixed: tuple[Finding, ...]  # the findings whose fixes it holds
-
-
-def chosen(finding: Finding, unsafe: bool) -> bool:
-    fix = finding.fix
-    return (fix is not None and fix.available and bool(fix.edits)
-            and (fix.applicability == "safe" or unsafe))
-
-
-def changes(report: Report, unsafe: bool = False) -> list[FileChange]:
-    """Each file's new bytes with the chosen fixes applied: edits in order of place, an edit that
-    overlaps one before it left for the next pass. Files by path, so the result is deterministic."""
-    by_file: dict[str, list[Finding]] = {}
-    for finding in report.findings:
-        if chosen(finding, unsafe):
-            by_file.setdefault(finding.location.path, []).append(finding)
-    result = []
-    documents = plain_documents(report.cluster) if by_file else {}
-    for path in sorted(by_file):
-        finding = by_file[path][0]
-        text_source = documents[(finding.subject, path)].text_source
-        source = read_source(text_source.file, path)
-        if source is None or zlib.crc32(source.bytes_for(source.text)) != text_source.digest:
-            continue  # the file changed since it was linted: its edits would land elsewhere
-        text, fixed, end = [], [], 0
-        for finding in sorted(by_file[path], key=lambda f: (f.fix.edits[0].start, f.fix.edits[0].end)):
-            edit = finding.fix.edits[0]
-            if edit.start < end:
-                continue  # overlaps an edit already taken: the next pass sees it again
-            text += [source.text[end:edit.start], edit.text]
-            end = edit.end
-            fixed.append(finding)
-        text.append(source.text[end:])
-        old = source.bytes_for(source.text)
-        new = source.bytes_for("".join(text))
-        if new != old:
-            result.append(FileChange(path, text_source.file, old, new, tuple(fixed)))
-    return result
-
-
-def unified_diff(change: FileChange) -> str:
-    """The change as `diff -u` prints it (lines keep their own ends, CRLF included)."""
-    import difflib
-
-    old = split_lines(change.old.decode("utf-8-sig"))
-    new = split_lines(change.new.decode("utf-8-sig"))
-    lines = difflib.unified_diff(old, new, f"a/{change.path}", f"b/{change.path}")
-    out = []
-    for line in lines:
-        out.append(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n")
-    return "".join(out)
+        return getattr(run, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

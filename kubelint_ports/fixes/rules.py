@@ -1,46 +1,28 @@
 """The fix of each fixable rule: a function that reads the finding's node and says what to change.
 
 A fix function takes (target, finding, context) and returns a Plan, or None when this finding's
-case has no fix (a sidecar's hostPort, a name used twice). It never writes: `fixes.apply` does.
+case has no fix (a sidecar's hostPort, a name used twice). It never writes: the command line does.
 A Plan is a splice (replace one scalar's exact span) or a removal (a key or list item, through
-`fixes.structure`).
+`fixes.structure`). The target is the finding's node in the file it names, or, for a rendered
+object, in the rendered output (`fixes.helm` and `fixes.kustomize` carry the plan to the user's
+text). KP401's fix finds its own place (`whole_run`: `fixes.kube_proxy`).
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
 
 import yaml
 
 from kubelint_ports.findings import Finding
+from kubelint_ports.fixes.kube_proxy import set_cluster_cidr
+from kubelint_ports.fixes.plan import SAFE, UNSAFE, Context, Plan, place
 from kubelint_ports.fixes.source import Target, scalar_span
 from kubelint_ports.loading import yamltree as yt
-from kubelint_ports.model import Cluster
-from kubelint_ports.model.free_ports import free_node_ports
+from kubelint_ports.model.free_ports import (
+    FIRST_SUGGESTED_HOST_PORT, MAX_PORT, free_node_ports, host_port_holders)
 
-SAFE, UNSAFE = "safe", "unsafe"
 PORT_TEXT = re.compile(r"[1-9][0-9]{0,4}")
-
-
-@dataclass(frozen=True, slots=True)
-class Plan:
-    applicability: str
-    description: str
-    splice: tuple[int, int, str] | None = None  # (start, end, text) in the file's text
-    remove: tuple[list, tuple[int, int]] | None = None  # (path segments from the root, the node's lines)
-
-
-@dataclass(slots=True)
-class Context:
-    """What the fixes of one run share: the model, the node daemons' ports, the nodePorts already
-    handed out (so two moved nodePorts never land on the same free one), which KP203 findings keep
-    their port (one of each colliding group does)."""
-
-    cluster: Cluster
-    reserved: frozenset[int] = frozenset()
-    handed_out: set[int] = field(default_factory=set)
-    keeps_port: set[tuple[str, int, int]] = field(default_factory=set)
 
 
 def unquote_port(target: Target, finding: Finding, context: Context) -> Plan | None:
@@ -120,13 +102,20 @@ def remove_init_host_port(target: Target, finding: Finding, context: Context) ->
 def move_node_port(target: Target, finding: Finding, context: Context) -> Plan | None:
     """KP203 (a nodePort claimed twice), KP204 (outside the range): the nodePort moved to the
     lowest free one of the range (claimed by no Service and held by no pod of the inputs, not a
-    node daemon's). Unsafe: whoever reaches the Service on the old port must follow."""
+    node daemon's), or removed when the configuration says `fix: {node-port: remove}`. Unsafe:
+    whoever reaches the Service on the old port must follow."""
     value = target.value
     if (target.key is None or not isinstance(value, yaml.ScalarNode) or value.style
             or yt.scalar_type(value) != yt.INT):
         return None
     if finding.rule_id == "KP203" and place(finding) in context.keeps_port:
         return None
+    if context.choices.node_port == "remove":  # the configuration's choice: let the API server pick
+        from kubelint_ports.fixes.structure import node_lines
+
+        return Plan(UNSAFE, f"remove {target.key.value} {value.value}, so the API server allocates a free one when the "
+                            f"Service is applied; clients of port {value.value} must follow the new one",
+                    remove=(target.prefix + yt.parse_field_path(finding.field_path), node_lines(target.key, value)))
     port = next(free_node_ports(context.cluster, context.reserved, context.handed_out), None)
     if port is None:
         return None
@@ -135,26 +124,91 @@ def move_node_port(target: Target, finding: Finding, context: Context) -> Plan |
     start, end = scalar_span(value)
     return Plan(UNSAFE, f"move {target.key.value} {value.value} to {port}, the lowest nodePort of {low}-{high} that no "
                         f"Service or pod of the inputs claims; clients of port {value.value} must follow",
-                splice=(start, end, str(port)))
+                splice=(start, end, str(port)), port=port)
 
 
-def place(finding_or_location) -> tuple[str, int, int]:
-    location = getattr(finding_or_location, "location", finding_or_location)
-    return location.path, location.line, location.column
+def move_host_port(target: Target, finding: Finding, context: Context) -> Plan | None:
+    """KP201 (a hostPort that is a nodePort), KP303 (a node daemon's port), KP301 (another pod's
+    hostPort on shared nodes): the hostPort moved to the free host port nearest it on every node
+    the pod may run on (no pod, nodePort or node daemon holds it there; outside the node-port and
+    ephemeral ranges). Of pods that collide with each other, the first keeps its port; a pod that
+    collides with itself (more replicas than nodes) gets no fix: a port move cannot help. Unsafe:
+    whoever reaches the pod on the node's old port must follow."""
+    value = target.value
+    if (target.key is None or target.key.value != "hostPort" or not isinstance(value, yaml.ScalarNode)
+            or value.style or yt.scalar_type(value) != yt.INT):
+        return None
+    if finding.rule_id == "KP301" and (not finding.related or place(finding) in context.keeps_port):
+        return None
+    workload = context.workload(finding.subject)
+    if workload is None:
+        return None
+    nodes, held = host_ports_held(context, workload)
+    old = int(value.value)
+    port = nearest_free_host_port(context.cluster, held | context.handed_out, old)
+    if port is None:
+        return None
+    context.handed_out.add(port)
+    start, end = scalar_span(value)
+    where = f"on every node it may run on ({', '.join(nodes)})" if nodes != [""] else "on any node (no inventory)"
+    return Plan(UNSAFE, f"move hostPort {old} to {port}, the free host port nearest {old} {where}, outside the "
+                        f"node-port range {context.cluster.node_port_range_text} and the ephemeral range "
+                        f"{context.cluster.ephemeral_port_range_text}; clients of the node's port {old} must follow",
+                splice=(start, end, str(port)), port=port)
 
 
-def node_ports_kept(findings: list[Finding]) -> set[tuple[str, int, int]]:
-    """Of each group of KP203 findings on one nodePort, the first (by place) keeps the port when
-    every claim it collides with is another finding of the group (all linted, so they move)."""
-    groups: dict[int | None, list[Finding]] = {}
+def nearest_free_host_port(cluster, held: set[int], near: int) -> int | None:
+    """`nearest(free_host_ports(cluster, held), near, 1)` (what `ports --free --near` answers),
+    searched outward from `near` instead of sorting every free port: a lint that describes many
+    findings pays microseconds, not a sort of 60,000 ports, for each."""
+    node_low, node_high = cluster.node_port_range
+    ephemeral_low, ephemeral_high = cluster.ephemeral_port_range
+
+    def free(port: int) -> bool:
+        return (FIRST_SUGGESTED_HOST_PORT <= port <= MAX_PORT and port not in held
+                and not node_low <= port <= node_high and not ephemeral_low <= port <= ephemeral_high)
+
+    for distance in range(MAX_PORT + 1):
+        for port in (near - distance, near + distance):
+            if free(port):
+                return port
+    return None
+
+
+def host_ports_held(context: Context, workload) -> tuple[list[str], set[int]]:
+    """(the nodes the workload may run on, [""] with no inventory; the host ports held on any of
+    them), each node's ports worked out once per run."""
+    if context.cluster.nodes:
+        from kubelint_ports.model.allocation import allocate
+
+        nodes = sorted(allocate(context.cluster).eligible(workload))
+    else:
+        nodes = [""]
+    held: set[int] = set()
+    for node in nodes:
+        if node not in context.held_by_node:
+            reserved = {port: "a node daemon" for port in context.reserved}
+            context.held_by_node[node] = frozenset(host_port_holders(context.cluster, node, reserved))
+        held |= context.held_by_node[node]
+    return nodes, held
+
+
+def node_ports_kept(findings: list[Finding], origins=lambda finding: ()) -> set[tuple[str, int, int]]:
+    """Of each group of KP203 findings on one nodePort (KP301 findings on one hostPort), the first
+    (by place) keeps the port when every claim it collides with is another finding of the group
+    (all linted, so they move). `origins(finding)`: the related places that are no claim but
+    where its own value is set (a chart's values key)."""
+    groups: dict[tuple[str, int | None], list[Finding]] = {}
     for finding in findings:
-        if finding.rule_id == "KP203" and not finding.suppressed:
-            groups.setdefault(finding.port, []).append(finding)
+        if finding.rule_id in ("KP203", "KP301") and not finding.suppressed:
+            groups.setdefault((finding.rule_id, finding.port), []).append(finding)
     kept = set()
     for group in groups.values():
         first = min(group, key=place)
         others = {place(finding) for finding in group}
-        if first.related and all(place(related) in others for related in first.related):
+        own = {place(location) for location in origins(first)}
+        claims = [related for related in first.related if place(related) not in own]
+        if claims and all(place(related) in others for related in claims):
             kept.add(place(first))
     return kept
 
@@ -165,6 +219,10 @@ FIXES = {
     "KP001": unquote_port,
     "KP003": remove_duplicate_service_port,
     "KP104": remove_init_host_port,
+    "KP201": move_host_port,
     "KP203": move_node_port,
     "KP204": move_node_port,
+    "KP301": move_host_port,
+    "KP303": move_host_port,
+    "KP401": set_cluster_cidr,
 }

@@ -1,26 +1,47 @@
 """A file as a fix sees it: its exact text, and the node a finding names, found by the same marks
 the finding's position came from. Nothing here writes.
 
-A fix edits a plain manifest only (a `loading.Document` read from a file on disk): a rendered
-Helm object or a Kustomize build is not the text the user wrote, so it gets no fix here. The
-node is trusted only when its marks are the finding's line and column exactly: a file that
-changed since it was linted, or a field path that lands elsewhere, gives no fix rather than a
-wrong one."""
+A plain manifest's node is trusted only when its marks are the finding's line and column
+exactly: a file that changed since it was linted, or a field path that lands elsewhere, gives no
+fix rather than a wrong one. A rendered object (a Helm chart's, a Kustomize build's) is read
+from the kept output (`rendered_source`): its fix is worked out there, then carried to the text
+the user wrote (`fixes.helm`, `fixes.kustomize`). Every file read for a fix is recorded with its
+CRC32 (`read_digest`), so a file that changed before the fix is written is left alone."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import os
+import re
+import zlib
 
 import yaml
 
-from kubelint_ports.findings import Finding, Location
+from kubelint_ports.findings import Finding, Location, record
 from kubelint_ports.loading import Document, ManifestLoader, budgets, decoded_text
 from kubelint_ports.loading import yamltree as yt
 
 BOM = b"\xef\xbb\xbf"
+# The CRC32 of each file's bytes when a fix last read it (absolute path -> digest): a file that no
+# longer has them when the fix is written has changed, and its edits would land elsewhere.
+_READ_DIGESTS: dict[str, int] = {}
 
 
-@dataclass(slots=True)
+class NoFix(Exception):
+    """This finding's fix cannot be carried to the text the user wrote: the message says why."""
+
+
+@record(frozen=True, slots=True)
+class FileEdit:
+    """A replacement in a file the user wrote: characters `start` to `end` of its decoded text."""
+
+    file: str  # on disk
+    path: str  # as findings show it
+    start: int
+    end: int
+    text: str
+
+
+@record(slots=True)
 class SourceFile:
     """A file's bytes as text: `text` is what libyaml indexed (a leading BOM left out), so a
     node's mark indexes it; `bytes_for` puts the BOM back."""
@@ -52,10 +73,45 @@ def read_source(file: str, path: str) -> SourceFile | None:
     text = decoded_text(data)
     if text is None:
         return None
+    _READ_DIGESTS[os.path.abspath(file)] = zlib.crc32(data)
     return SourceFile(file, path, text, data.startswith(BOM))
 
 
-@dataclass(slots=True)
+def read_digest(file: str) -> int | None:
+    """The CRC32 of `file`'s bytes when a fix last read it; None when no fix read it."""
+    return _READ_DIGESTS.get(os.path.abspath(file))
+
+
+def rendered_source(document: Document) -> SourceFile | None:
+    """The kept output a rendered object (Helm, Kustomize) was read from, as a fix reads a file."""
+    text_source = document.text_source
+    text = text_source.text() if text_source is not None else None
+    if text is None:
+        return None
+    return SourceFile("", document.path, text, False)
+
+
+class Sources:
+    """The files and rendered outputs one `describe` reads, each read and composed once."""
+
+    def __init__(self) -> None:
+        self.files: dict[str, SourceFile | None] = {}
+        self.outputs: dict[int, SourceFile | None] = {}
+
+    def read(self, file: str, path: str) -> SourceFile | None:
+        key = os.path.abspath(file)
+        if key not in self.files:
+            self.files[key] = read_source(file, path)
+        return self.files[key]
+
+    def rendered(self, document: Document) -> SourceFile | None:
+        key = id(document.text_source)
+        if key not in self.outputs:
+            self.outputs[key] = rendered_source(document)
+        return self.outputs[key]
+
+
+@record(slots=True)
 class Target:
     """The place a finding names in its file: the document's root (the file's ordinal-th), the
     path from it to the object (`items[3].` for a `kind: List` member) and the nodes at the field."""
@@ -68,26 +124,53 @@ class Target:
     value: yaml.Node
 
 
-def target_of(finding: Finding, document: Document, source: SourceFile) -> Target | None:
+def target_of(finding: Finding, document: Document, source: SourceFile, placed: bool = True) -> Target | None:
+    """The nodes `finding` names in `source`; `placed`: the key's marks must be the finding's line
+    and column (False for rendered output, whose positions are the template's or the patch's)."""
     ordinal, start, end, _, _ = document.span
+    return target_in(source, ordinal, document.items, (start, end), finding.field_path,
+                     finding.location if placed else None)
+
+
+def target_placed(finding: Finding, source: SourceFile) -> Target | None:
+    """The nodes `finding` names in `source`, in whichever document (or `kind: List` member) holds
+    its field at its line and column: for a file the finding points into but was not read from
+    (a Kustomize resource)."""
+    for ordinal, root in enumerate(source.documents()):
+        members = yt.get(root, "items") if isinstance(root, yaml.MappingNode) else None
+        count = len(members.value) if isinstance(members, yaml.SequenceNode) else 0
+        for items in [(), *((index,) for index in range(count))]:
+            target = target_in(source, ordinal, items, None, finding.field_path, finding.location)
+            if target is not None:
+                return target
+    return None
+
+
+def target_in(source: SourceFile, ordinal: int, members: tuple[int, ...], span: tuple[int, int] | None,
+              field_path: str, location: Location | None) -> Target | None:
+    """The nodes at `field_path` of the object in document `ordinal` (its `kind: List` members
+    `members`), when the object spans `span` (None: anywhere) and, with `location`, the field's
+    key starts there."""
     roots = source.documents()
     if ordinal >= len(roots) or roots[ordinal] is None:
         return None
     root = obj = roots[ordinal]
     prefix: list = []
-    for item in document.items:
+    for item in members:
         items = yt.get(obj, "items")
         if not isinstance(items, yaml.SequenceNode) or item >= len(items.value):
             return None
         prefix += ["items", item]
         obj = items.value[item]
-    if obj.start_mark.index != start or obj.end_mark.index != end:
+    if span is not None and (obj.start_mark.index, obj.end_mark.index) != span:
         return None  # the file is not what was linted
-    key, value = yt.resolve(obj, finding.field_path) if finding.field_path else (None, obj)
-    if yt.format_field_path(prefix + yt.parse_field_path(finding.field_path)) != path_to(root, key, value):
+    if not isinstance(obj, yaml.MappingNode):
+        return None
+    key, value = yt.resolve(obj, field_path) if field_path else (None, obj)
+    if yt.format_field_path(prefix + yt.parse_field_path(field_path)) != path_to(root, key, value):
         return None  # the field is absent: the finding names where it would go
     mark = (key or value).start_mark
-    if (mark.line + 1, mark.column + 1) != (finding.location.line, finding.location.column):
+    if location is not None and (mark.line + 1, mark.column + 1) != (location.line, location.column):
         return None
     if id(value) in shared_nodes(root):
         return None  # an anchor's value that aliases repeat: an edit would change them too
@@ -151,3 +234,78 @@ def split_lines(text: str) -> list[str]:
     split at form feeds and Unicode separators, which YAML keeps inside a line."""
     parts = text.split("\n")
     return [part + "\n" for part in parts[:-1]] + ([parts[-1]] if parts[-1] else [])
+
+
+def line_starts(text: str) -> list[int]:
+    """Offsets where each line starts, lines ending at LF (a CRLF's CR stays on its line)."""
+    return [0] + [match.end() for match in re.finditer("\n", text)]
+
+
+def offset_of(text: str, starts: list[int], line: int, column: int) -> int | None:
+    """The offset of a 1-based (line, column), or None when the text has no such place."""
+    if not 1 <= line <= len(starts):
+        return None
+    end = starts[line] - 1 if line < len(starts) else len(text)
+    offset = starts[line - 1] + column - 1
+    return offset if column >= 1 and offset <= end else None
+
+
+LINE_KEY = re.compile(r"""("(?:[^"\\]|\\.)*"|'(?:[^']|'')*'|[^\s#'"\[\]{},][^#:]*?)\s*:[ \t]+""")
+COMMENT = re.compile(r"[ \t]+#.*$|[ \t]+$")
+
+
+def line_value(line: str, column: int) -> tuple[int, int] | None:
+    """(start, end) in `line` of the one-line scalar value of the key that starts at `column`
+    (`  containerPort: "8080"   # note` -> the span of `"8080"`), or None when the value is not a
+    scalar written on that line (a block, a flow collection, an anchor, an action)."""
+    match = LINE_KEY.match(line, column)
+    if match is None:
+        return None
+    rest = line[match.end():].rstrip("\r\n")
+    value = quoted_prefix(rest) if rest[:1] in ("'", '"') else COMMENT.sub("", rest)
+    if not value or value[0] in "[{|>&*!%@`" or "{{" in value:
+        return None
+    return match.end(), match.end() + len(value)
+
+
+def quoted_prefix(text: str) -> str:
+    """The quoted scalar `text` starts with, when nothing but a comment follows it."""
+    quote = text[0]
+    index = 1
+    while index < len(text):
+        if text[index] == quote:
+            if quote == "'" and text[index + 1:index + 2] == "'":
+                index += 2
+                continue
+            tail = text[index + 1:]
+            return text[:index + 1] if not tail.strip() or re.match(r"[ \t]+#", tail) else ""
+        index += 2 if quote == '"' and text[index] == "\\" else 1
+    return ""
+
+
+def scalar_text(value: str, style: str | None, style_only: bool) -> str:
+    """What replaces a scalar written with `style` so that it reads `value`: unquoted when the fix
+    is only about its quotes (`style_only`), else in the quotes it had."""
+    if style_only or style not in ("'", '"'):
+        return value
+    return f"{style}{value}{style}"
+
+
+def pair_at(roots: list, line: int, column: int) -> tuple[yaml.Node | None, yaml.Node] | None:
+    """The (key, value) whose key starts at 1-based (line, column), or (None, item) for a list
+    item that starts there; None when no node of `roots` does."""
+    wanted = (line - 1, column - 1)
+    stack = [root for root in roots if root is not None]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, yaml.MappingNode):
+            for key, value in node.value:
+                if (key.start_mark.line, key.start_mark.column) == wanted:
+                    return key, value
+                stack.append(value)
+        elif isinstance(node, yaml.SequenceNode):
+            for item in node.value:
+                if (item.start_mark.line, item.start_mark.column) == wanted and isinstance(item, yaml.ScalarNode):
+                    return None, item
+                stack.append(item)
+    return None

@@ -1,7 +1,8 @@
-"""Fixes that remove structure (a key, a list item) go through ruamel.yaml's round trip, on the
-one YAML document that holds them, and are checked: the new text may differ from the old only on
-the removed node's lines. Anything else (ruamel re-indenting a list, re-quoting a value,
-re-flowing a comment) and the fix is refused with the reason, never applied.
+"""Fixes that add or remove structure (a key, a list item) go through ruamel.yaml's round trip,
+on the one YAML document that holds them, and are checked: the new text may differ from the old
+only on the lines the fix names (a removed node's lines; for an insertion, none: only new lines
+where they belong). Anything else (ruamel re-indenting a list, re-quoting a value, re-flowing a
+comment) and the fix is refused with the reason, never applied.
 
 ruamel.yaml is imported here only, and this module only when a fix's edit is worked out
 (`--fix`, `--diff`, SARIF): a lint run that only reports pays nothing for it.
@@ -28,6 +29,33 @@ def removal(text: str, root: yaml.Node, segments: list, node_lines: tuple[int, i
     """(start, end, replacement) in `text` (whole lines) that remove the key or list item at
     `segments` from the document `root`; `node_lines` (0-based, inclusive) are the lines the
     removed node spans, the only ones allowed to change. Raises Refused."""
+    def remove(container):
+        del container[segments[-1]]
+
+    return round_trip_edit(text, root, segments[:-1], remove, node_lines)
+
+
+def insertion(text: str, root: yaml.Node, container_path: list, entry: tuple[str, str, str] | str,
+              after_line: int) -> tuple[int, int, str]:
+    """(start, end, replacement) in `text` that add to the container at `container_path` of the
+    document `root`: `entry` (key, value, the key it follows) to a mapping, or a string appended to
+    a list. The only change allowed is new lines after 0-based line `after_line`. Raises Refused."""
+    def add(container):
+        if isinstance(entry, str):
+            container.append(entry)
+        else:
+            key, value, follows = entry
+            container.insert(list(container).index(follows) + 1, key, value)
+
+    return round_trip_edit(text, root, container_path, add, (after_line + 1, after_line))
+
+
+def round_trip_edit(text: str, root: yaml.Node, container_path: list, change, allowed_lines: tuple[int, int]
+                    ) -> tuple[int, int, str]:
+    """Run `change` on the ruamel.yaml container at `container_path` of the document `root`, and
+    return (start, end, replacement) in `text` covering the changed lines. Only the 0-based lines
+    `allowed_lines` (inclusive; an empty range `(n + 1, n)` allows only insertions after line n)
+    may change. Raises Refused."""
     first_line = root.start_mark.line
     segment_start = max(text.rfind("\n", 0, root.start_mark.index), text.rfind("\r", 0, root.start_mark.index)) + 1
     segment_end = root.end_mark.index
@@ -36,11 +64,13 @@ def removal(text: str, root: yaml.Node, segments: list, node_lines: tuple[int, i
     if "\r" in old.replace("\r\n", ""):
         raise Refused("the document ends lines with a lone CR, which ruamel.yaml would rewrite")
     plain = old.replace("\r\n", "\n") if crlf else old
-    new = round_trip(plain, segments, root)
+    new = round_trip(plain, container_path, change, root)
     if plain and not plain.endswith("\n") and new.endswith("\n"):
         new = new[:-1]
-    allowed = (node_lines[0] - first_line, node_lines[1] - first_line)
+    allowed = (allowed_lines[0] - first_line, allowed_lines[1] - first_line)
     old_lines, new_lines = split_lines(plain), split_lines(new)
+    if plain and not plain.endswith("\n") and len(new_lines) > len(old_lines) and allowed[0] >= len(old_lines):
+        raise Refused("the document's last line has no line end to add a line after")
     matcher = difflib.SequenceMatcher(None, old_lines, new_lines, autojunk=False)
     changed = [(i1, i2, j1, j2) for tag, i1, i2, j1, j2 in matcher.get_opcodes() if tag != "equal"]
     if not changed:
@@ -60,7 +90,7 @@ def removal(text: str, root: yaml.Node, segments: list, node_lines: tuple[int, i
     return start, end, replacement
 
 
-def round_trip(plain: str, segments: list, root: yaml.Node) -> str:
+def round_trip(plain: str, container_path: list, change, root: yaml.Node) -> str:
     from ruamel.yaml import YAML
     from ruamel.yaml.error import YAMLError
 
@@ -73,12 +103,12 @@ def round_trip(plain: str, segments: list, root: yaml.Node) -> str:
     try:
         data = reader.load(plain)
         container = data
-        for segment in segments[:-1]:
+        for segment in container_path:
             container = container[segment]
-        del container[segments[-1]]
+        change(container)
         out = io.StringIO()
         reader.dump(data, out)
-    except (YAMLError, KeyError, IndexError, TypeError) as error:
+    except (YAMLError, KeyError, IndexError, TypeError, ValueError, AttributeError) as error:
         raise Refused(f"ruamel.yaml could not edit the document ({type(error).__name__})") from None
     return out.getvalue()
 

@@ -5,18 +5,17 @@ from __future__ import annotations
 import re
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import TextIO
 
-from kubelint_ports.findings import Report
+from kubelint_ports.findings import Report, record
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class FormatOptions:
     color: bool = False
     show_suppressed: bool = False
     sarif_category: str = ""
-    link_base: str = ""  # markdown: prefix that turns a relative path into a link (a blob URL)
+    link_base: str = ""  # markdown and html: prefix that turns a relative path into a link (a blob URL)
     # What machine-read paths are relative to (SARIF %SRCROOT%, annotations, GitLab, links): the
     # repository's top level; "" finds it from the current directory (sourceroot.find_source_root).
     source_root: str = ""

@@ -1,40 +1,51 @@
-"""One self-contained HTML page: the port map as a grid of nodes x host ports, with filters, and the
-lint findings beside it. `ports --format html` puts the map first, `lint --format html` the findings.
+"""One self-contained HTML page: the port map as a grid of nodes x host ports, with filters, the
+free ports, and the lint findings beside it. `ports --format html` puts the map first, `lint
+--format html` the findings.
 
 Nothing is fetched: the style, the script and the data are inside the file, so it opens from
-`file://` on a machine without network. The data is the port map in compact form (node sets
-interned, findings by index); finding messages are written once, in the list, and the grid's
-details read them from there, which keeps 500 nodes x 1,000 ports well under 5 MB.
+`file://` on a machine without network. The data is the port map in compact form (node sets and
+free-port runs interned, findings by index); finding messages are written once, in the list, and
+the grid's details read them from there, which keeps 500 nodes x 1,000 ports well under 5 MB. The
+report's JSON (what `--format json` writes) rides along gzipped, for the page's download link.
+The page is byte-identical across runs: no clock, no random nonce; the commit it names is the
+inputs' (`PortMap.source_commit`).
 
-Every value here comes from someone's manifests (names, namespaces, file names, protocols,
-messages quoting them), and the page is opened by someone else. So values reach the HTML text only
-through `text` and `attribute` below, the script builds its nodes with `textContent` (never
-`innerHTML`), the embedded data cannot end its <script> element (`script_safe`), and the page's
-Content-Security-Policy runs only its own script and style (by hash) and fetches nothing: a value
-that slipped through anyway would still not run.
+Every value here comes from someone's manifests (names, namespaces, labels, taints, file names,
+protocols, messages quoting them) or from their repository (the commit), and the page is opened by
+someone else. So values reach the HTML text only through `text` and `attribute` below, the script
+builds its nodes with `textContent` (never `innerHTML`), the embedded data cannot end its <script>
+element (`script_safe`), a link leads only under an http(s) `--link-base` to a percent-encoded
+path, and the page's Content-Security-Policy runs only its own script and style (by hash) and
+fetches nothing: a value that slipped through anyway would still not run.
 """
 
 from __future__ import annotations
 
 import base64
+import dataclasses
+import gzip
 import hashlib
 import html
+import io
 import json
 from pathlib import Path
 from typing import TextIO
+from urllib.parse import quote, urlsplit
 
 from kubelint_ports import __version__
-from kubelint_ports.findings import Finding, Report
+from kubelint_ports.findings import Finding, Location, Report
 from kubelint_ports.formatters import FormatOptions, printable
-from kubelint_ports.formatters.port_map import facts_text, summary
+from kubelint_ports.formatters.port_map import facts_text, summary, units_title
 from kubelint_ports.formatters.text import summary_line
-from kubelint_ports.portmap import ANY_NODE, EVERY_NODE, PortMap, empty_port_map
+from kubelint_ports.portmap import ANY_NODE, EVERY_NODE, FreeView, PortMap, empty_port_map, inputs_of
+from kubelint_ports.sourceroot import find_source_root, relative_to_root
 
 PAGE_DIR = Path(__file__).resolve().parent / "page"
 # The page's own style and script exactly as they stand between their tags: the CSP hashes these
 # bytes, so a byte more (a newline added around them) and the browser refuses to run them.
 STYLE = "\n" + (PAGE_DIR / "portmap.css").read_text(encoding="utf-8")
-SCRIPT = "\n" + (PAGE_DIR / "portmap.js").read_text(encoding="utf-8")
+# The script: port arithmetic (ports.js), then the page (portmap.js), in one element.
+SCRIPT = "\n" + "\n".join((PAGE_DIR / name).read_text(encoding="utf-8") for name in ("ports.js", "portmap.js"))
 LEGEND = (
     ("s-conflict", "C", "conflict", "pods or Services that cannot all have the port"),
     ("s-capture", "X", "capture", "one holder takes another's traffic"),
@@ -42,6 +53,8 @@ LEGEND = (
     ("s-runs", "H", "runs", "held here: DaemonSet, running or pinned pod, nodePort"),
     ("s-may", "?", "may run", "a pod the scheduler may put here"),
 )
+JSON_FILE_NAME = "kubelint-ports.json"  # what the download link saves
+OCCUPANCY_CELLS = 100  # the node-port range's bar: at most this many cells, each a slice of the range
 
 
 def format_report(report: Report, out: TextIO, options: FormatOptions) -> None:
@@ -49,15 +62,18 @@ def format_report(report: Report, out: TextIO, options: FormatOptions) -> None:
     port_map = report.port_map
     if port_map is None:  # a report of no lint run (the node command's): nothing to map
         port_map = empty_port_map(report.findings)
-    write_page(report, port_map, out, findings_first=True)
+        port_map.inputs = inputs_of(report)
+    write_page(report, port_map, out, findings_first=True, options=options)
 
 
-def write_page(report: Report, port_map: PortMap, out: TextIO, *, findings_first: bool) -> None:
+def write_page(report: Report, port_map: PortMap, out: TextIO, *, findings_first: bool,
+               options: FormatOptions = FormatOptions()) -> None:
+    links = Links(options.link_base, options.source_root)
     map_section = f"""<section id="map" aria-label="port map">
 <h2>Port map</h2>
 <form id="filters">
 <label>Namespace <select id="filter-namespace"><option value="">all</option>{namespace_options(port_map)}</select></label>
-<label>Node <input type="text" id="filter-node" placeholder="name or glob*"></label>
+<label>Node <input type="text" id="filter-node" placeholder="name, glob* or label=value"></label>
 <label>Port <input type="text" id="filter-port" placeholder="443, 8000-8100"></label>
 <label><input type="checkbox" id="filter-problems"> problems only</label>
 <label><input type="checkbox" id="group-nodes" checked> group identical nodes</label>
@@ -67,13 +83,18 @@ def write_page(report: Report, port_map: PortMap, out: TextIO, *, findings_first
 <div id="grid-status" aria-live="polite"></div>
 <div id="grid"><div id="grid-space"></div></div>
 <noscript><p>The grid needs JavaScript; the findings list every problem.</p></noscript>
-<aside id="details"><p class="muted">Click a cell for who holds the port there, and what lint found.</p></aside>
+<aside id="details"><p class="muted">Click a cell for who holds the port there, and what lint found; click a node
+for its labels, taints and free ports.</p></aside>
+{free_section(port_map.free_view())}
 </section>"""
-    sections = [findings_section(report), map_section]
+    sections = [findings_section(report, links), map_section]
     if not findings_first:
         sections.reverse()
     title = "kubelint-ports: findings and port map" if findings_first else "kubelint-ports: port map"
-    data = json.dumps(page_data(port_map), separators=(",", ":"), sort_keys=True, ensure_ascii=False)
+    covered = units_title(port_map)
+    if covered:  # unit names come from the inputs (config keys, Argo CD destinations): escaped
+        title += f" ({html.escape(covered)})"
+    data = json.dumps(page_data(port_map, links), separators=(",", ":"), sort_keys=True, ensure_ascii=False)
     out.write(f"""<!DOCTYPE html>
 <html lang="en">
 <head>
@@ -89,6 +110,7 @@ def write_page(report: Report, port_map: PortMap, out: TextIO, *, findings_first
 <h1>{title}</h1>
 <p id="summary">{text(summary(port_map))}. Lint: {text(summary_line(report))}.</p>
 {datapath_line(port_map)}
+{made_from(report, port_map, links, options)}
 </header>
 <div id="layout">
 {sections[0]}
@@ -114,6 +136,36 @@ def attribute(value: object) -> str:
     return html.escape(str(value), quote=True)
 
 
+class Links:
+    """Locations as links to the repository's files under `--link-base` (a blob URL of the
+    commit, as the Markdown summary takes it): only an http(s) base with a host makes links, so
+    `javascript:` or `data:` never becomes one; the path, relative to the repository's top level,
+    is percent-encoded, so nothing in a file name can end the URL or add to it."""
+
+    def __init__(self, link_base: str, source_root: str):
+        parts = urlsplit(link_base)
+        self.base = link_base.rstrip("/") if parts.scheme.lower() in ("http", "https") and parts.netloc else ""
+        self.root = (source_root or find_source_root()) if self.base else ""
+
+    def url(self, location: Location | None) -> str:
+        """The location's address under the base ("" for none: no base, not a file, or a file
+        outside the repository, which no relative address reaches)."""
+        if not self.base or location is None or not location.is_file:
+            return ""
+        path = relative_to_root(location.path, self.root)
+        if path.startswith("/") or ":" in path.split("/")[0]:
+            return ""
+        return f"{self.base}/{quote(path)}" + (f"#L{location.line}" if location.line else "")
+
+    def html(self, location: Location, label: object = None) -> str:
+        """`path:line:column` (or `label`) as a link when there is an address, else as code."""
+        shown = text(location if label is None else label)
+        url = self.url(location)
+        if url:
+            return f'<a class="loc" href="{attribute(url)}" rel="noreferrer"><code>{shown}</code></a>'
+        return f'<code class="loc">{shown}</code>'
+
+
 def content_security_policy() -> str:
     """Nothing but the page's own style and script runs, found by their hashes (no nonce: the page
     is byte-identical across runs); no inline handler, no plugin, no request of any kind, no
@@ -131,6 +183,32 @@ def datapath_line(port_map: PortMap) -> str:
     return f'<p id="datapath">Who receives the packets: decided with {text(facts)}.</p>'
 
 
+def made_from(report: Report, port_map: PortMap, links: Links, options: FormatOptions) -> str:
+    """Which files the page shows (by role: linted, running, inventory), the commit they are at,
+    and the report's JSON to download."""
+    commit = port_map.source_commit()
+    at = (f' at commit <code id="commit">{text(commit)}</code>' if commit
+          else " (no commit: the inputs are not all in one git checkout)")
+    count = len(port_map.inputs)
+    items = "".join(f'<li><span class="role">{text(role)}</span> {links.html(Location(path, 0, 0), path)}</li>'
+                    for role, path in port_map.inputs)
+    files = (f"; what it shows comes from {count} file{'' if count == 1 else 's'}" if count
+             else "; what it shows comes from no file")
+    return (f'<p id="provenance">Made by kubelint-ports {text(__version__)}{at}{files}. '
+            f'<a id="download-json" download="{JSON_FILE_NAME}" data-report="{packed_json(report, options)}" '
+            f'hidden>Download the report (JSON)</a></p><ul id="inputs">{items}</ul>')
+
+
+def packed_json(report: Report, options: FormatOptions) -> str:
+    """The report as `--format json` writes it, gzipped (no timestamp in the header, so the page
+    stays byte-identical) and in base64: 2.7 MB of findings for 500 nodes take 60 kB."""
+    from kubelint_ports.formatters.json_format import format_report as write_json
+
+    buffer = io.StringIO()
+    write_json(report, buffer, dataclasses.replace(options, statistics=False))
+    return base64.b64encode(gzip.compress(buffer.getvalue().encode("utf-8"), compresslevel=9, mtime=0)).decode("ascii")
+
+
 def script_safe(data: str) -> str:
     """JSON inside <script>: `</script>` or `<!--` in a name must not end or bend the element, and
     U+2028/U+2029 are line ends to older JavaScript parsers. Outside strings JSON has none of
@@ -144,8 +222,56 @@ def namespace_options(port_map: PortMap) -> str:
     return "".join(f'<option value="{attribute(name)}">{text(name)}</option>' for name in names)
 
 
-def page_data(port_map: PortMap) -> dict:
-    """The map in compact form: holders as arrays, node sets interned, findings by index."""
+def free_section(free: FreeView | None) -> str:
+    """The node-port range's occupancy as a bar and a table of who holds each taken nodePort
+    (plain HTML), and a table the script fills with each node's free host ports."""
+    if free is None:
+        return ""
+    low, high = free.node_port_range
+    total = high - low + 1
+    taken = total - free.node_ports_free_count
+    lowest = f"; lowest free {free.node_ports_free[0][0]}" if free.node_ports_free else ""
+    rows = "".join(f'<tr><td>{port}</td><td>{text(", ".join(holders))}</td></tr>'
+                   for port, holders in free.node_ports_taken)
+    eph_low, eph_high = free.ephemeral_port_range
+    return f"""<div id="free">
+<h3>Free ports</h3>
+<p id="nodeport-occupancy">nodePorts {low}-{high}: {taken} of {total} taken ({percent(taken, total)}),
+{free.node_ports_free_count} free{lowest}.</p>
+<div id="nodeport-bar">{occupancy_cells(free)}</div>
+{f'<table id="nodeports-taken"><tr><th>nodePort</th><th>held by</th></tr>{rows}</table>' if rows else ''}
+<p class="muted">Host ports a pod may take: from 1024 up, not held by a pod that may run on the node, a nodePort or a
+node daemon, outside the node-port range {low}-{high} and the ephemeral range {eph_low}-{eph_high} (as
+<code>ports --free</code> counts them; objects not in the inputs are not seen).</p>
+<div id="free-status" aria-live="polite"></div>
+<table id="free-hosts"><thead><tr><th>node</th><th>free</th><th>free host ports</th></tr></thead><tbody></tbody></table>
+</div>"""
+
+
+def percent(part: int, whole: int) -> str:
+    share = 100 * part / whole if whole else 0
+    return f"{share:.1f}%" if share < 10 else f"{share:.0f}%"
+
+
+def occupancy_cells(free: FreeView) -> str:
+    """The range in equal slices, each shaded by how much of it is taken (0 none, 4 all), with the
+    numbers in its tooltip."""
+    low, high = free.node_port_range
+    width = -(-(high - low + 1) // OCCUPANCY_CELLS)
+    cells = []
+    for start in range(low, high + 1, width):
+        end = min(start + width - 1, high)
+        free_here = sum(max(0, min(end, last) - max(start, first) + 1) for first, last in free.node_ports_free)
+        taken = end - start + 1 - free_here
+        level = 0 if not taken else 4 if not free_here else 1 + min(2, 3 * taken // (end - start + 1))
+        cells.append(f'<span class="occ occ-{level}" title="{start}-{end}: {taken} taken"></span>')
+    return "".join(cells)
+
+
+def page_data(port_map: PortMap, links: Links | None = None) -> dict:
+    """The map in compact form: holders as arrays, node sets and free-port runs interned, findings
+    by index; links only when there is a link base."""
+    links = links or Links("", "")
     node_index = {name: index for index, name in enumerate(port_map.nodes)}
     sets: dict[tuple[int, ...], int] = {}
 
@@ -159,44 +285,75 @@ def page_data(port_map: PortMap) -> dict:
         marks = [[finding_index[id(m.finding)], m.state, -1 if m.nodes is None else node_set(m.nodes)]
                  for m in h.marks]
         holders.append([h.port, h.protocol, h.host_ip, h.kind, h.owner, h.namespace, h.pods, h.placement,
-                        node_set(h.nodes), str(h.location) if h.location else "", h.note, marks])
-    findings = [[f.rule_id, f.rule_name, str(f.severity), str(f.location), 1 if f.suppressed else 0]
-                for f in port_map.findings]
-    return {"version": 1, "nodes": port_map.nodes, "anyNode": ANY_NODE, "everyNode": EVERY_NODE,
+                        node_set(h.nodes), str(h.location) if h.location else "", h.note, marks,
+                        links.url(h.location)])
+    findings = [[f.rule_id, f.rule_name, str(f.severity), str(f.location), 1 if f.suppressed else 0,
+                 links.url(f.location)] for f in port_map.findings]
+    info = [port_map.node_info.get(name) for name in port_map.nodes]
+    return {"version": 2, "nodes": port_map.nodes, "anyNode": ANY_NODE, "everyNode": EVERY_NODE,
             "sets": [list(key) for key in sets], "holders": holders, "findings": findings,
+            # Per node: [[label, value]...], [taint...], cordoned; 0 for a node the inventory does not describe.
+            "nodeInfo": [[[list(label) for label in i.labels], list(i.taints), 1 if i.unschedulable else 0] if i else 0
+                         for i in info],
+            "free": free_data(port_map.free_view()),
             # Who receives a packet on a node's port, by the holders there ("port/protocol:i,j", the
             # holders' indices): [winner, certain, the datapath model's sentence].
             "receivers": {f"{port}/{protocol}:{','.join(map(str, indices))}": [r.winner, 1 if r.certain else 0, r.text]
                           for (protocol, port, indices), r in port_map.receivers.items()}}
 
 
-def findings_section(report: Report) -> str:
+def free_data(free: FreeView | None) -> dict | None:
+    """Free ports as runs [first, last]: the nodePorts', and per node ("": every node, without an
+    inventory) [name, index of its runs in `runs`, count]; nodes alike share their runs."""
+    if free is None:
+        return None
+    runs: dict[tuple[tuple[int, int], ...], int] = {}
+    hosts = [[scope.node, runs.setdefault(scope.free, len(runs)), scope.count] for scope in free.host_ports]
+    return {"nodePortRange": list(free.node_port_range), "nodePorts": [list(run) for run in free.node_ports_free],
+            "nodePortCount": free.node_ports_free_count, "hosts": hosts,
+            "runs": [[list(run) for run in key] for key in runs]}
+
+
+SEVERITY_TITLES = {"error": "Errors", "warning": "Warnings", "note": "Notes"}
+
+
+def findings_section(report: Report, links: Links) -> str:
+    """Input errors, then the findings: errors, warnings, notes, each in the report's order, and
+    the suppressed ones last. Each keeps its index in the report as its id (`f3`): the grid's
+    details link to it."""
     parts = [f'<section id="findings" aria-label="findings"><h2>Findings ({len(report.findings)})</h2>']
     if report.diagnostics:
         parts.append('<h3>Input errors</h3><ol class="errors">')
         for diagnostic in report.diagnostics:
-            parts.append(f'<li class="finding sev-error"><code class="loc">{text(diagnostic.location)}'
-                         f'</code><p class="msg">{text(diagnostic.message)}</p></li>')
+            parts.append(f'<li class="finding sev-error">{links.html(diagnostic.location)}'
+                         f'<p class="msg">{text(diagnostic.message)}</p></li>')
         parts.append("</ol>")
     if not report.findings:
         parts.append('<p class="muted">No findings.</p>')
-    parts.append("<ol>")
-    parts.extend(finding_item(index, finding) for index, finding in enumerate(report.findings))
-    parts.append("</ol></section>")
+    groups: dict[str, list[int]] = {}
+    for index in sorted(range(len(report.findings)), key=lambda i: (bool(report.findings[i].suppressed),
+                                                                    -report.findings[i].severity, i)):
+        finding = report.findings[index]
+        groups.setdefault("suppressed" if finding.suppressed else str(finding.severity), []).append(index)
+    for group, indices in groups.items():
+        parts.append(f'<h3 class="group-{group}">{SEVERITY_TITLES.get(group, "Suppressed")} ({len(indices)})</h3>'
+                     f'<ol class="group-{group}">')
+        parts.extend(finding_item(index, report.findings[index], links) for index in indices)
+        parts.append("</ol>")
+    parts.append("</section>")
     return "".join(parts)
 
 
-def finding_item(index: int, finding: Finding) -> str:
+def finding_item(index: int, finding: Finding, links: Links) -> str:
     suppressed = f' <span class="muted">(suppressed: {text(finding.suppressed)})</span>' if finding.suppressed else ""
-    related = "".join(f"<li><code>{text(r)}</code> {text(r.message)}</li>" for r in finding.related)
+    related = "".join(f"<li>{links.html(r)} {text(r.message)}</li>" for r in finding.related)
     port = "" if finding.port is None else f' data-port="{attribute(finding.port)}"'
     origin = f' <span class="muted">(from {text(finding.template)})</span>' if finding.template else ""
     classes = f'finding sev-{attribute(finding.severity)}{" suppressed" if finding.suppressed else ""}'
     return (f'<li id="f{index}" class="{classes}" data-rule="{attribute(finding.rule_id)}" '
-            f'data-namespace="{attribute(finding.subject.namespace)}"{port}>'
-            f'<span class="sev">{text(finding.severity)}</span> <b>{text(finding.rule_id)}</b> '
-            f'{text(finding.rule_name)} '
-            f'<code class="loc">{text(finding.location)}</code>{origin} '
+            f'data-severity="{attribute(finding.severity)}" data-namespace="{attribute(finding.subject.namespace)}"'
+            f'{port}><span class="sev">{text(finding.severity)}</span> <b>{text(finding.rule_id)}</b> '
+            f'{text(finding.rule_name)} {links.html(finding.location)}{origin} '
             f'<span class="subject">{text(finding.subject)}</span>{suppressed}'
             + (f' <button type="button" class="show-on-map"{port}>show on map</button>' if port else "")
             + f'<p class="msg">{text(finding.message)}</p>'

@@ -20,8 +20,23 @@ def flagged(holder: Holder, node: str) -> str:
     return f"{state.upper()} {', '.join(rules)}"
 
 
+def sections(port_map: PortMap) -> list[PortMap]:
+    """The maps to write: each unit's when the run has named units, else the one map."""
+    return port_map.units or [port_map]
+
+
+def units_title(port_map: PortMap) -> str:
+    """`unit prod`, `units prod, staging`: which units the map covers ("" for the run's one
+    unnamed unit), for a page's title."""
+    names = [section.unit for section in sections(port_map) if section.unit]
+    return f"unit{'s' if len(names) > 1 else ''} {', '.join(names)}" if names else ""
+
+
 def summary(port_map: PortMap) -> str:
-    """`3 nodes, (every node): 22 holders, 8 in conflict, 7 captured, 0 on node-daemon ports`."""
+    """`3 nodes, (every node): 22 holders, 8 in conflict, 7 captured, 0 on node-daemon ports`;
+    with several units, one such summary per unit (`prod: ...; staging: ...`)."""
+    if port_map.units:
+        return "; ".join(f"{section.unit}: {summary(section)}" for section in port_map.units)
     counts: dict[str, int] = defaultdict(int)
     for node, holders in port_map.by_node().items():
         for holder in holders:
@@ -34,6 +49,14 @@ def summary(port_map: PortMap) -> str:
 
 
 def write_text(port_map: PortMap, out: TextIO, color: bool = False) -> None:
+    """The map, node by node; with named units, a section per unit, headed `unit NAME`."""
+    for index, section in enumerate(sections(port_map)):
+        if section.unit:
+            out.write(("\n" if index else "") + printable(f"unit {section.unit}") + "\n")
+        write_unit_text(section, out, color)
+
+
+def write_unit_text(port_map: PortMap, out: TextIO, color: bool = False) -> None:
     paint = {"conflict": "\033[31m", "capture": "\033[33m", "reserved": "\033[35m"}
     reset = "\033[0m"
     for node, ports in port_map.ports_by_node().items():
@@ -78,6 +101,16 @@ def receiver_data(answer: Receiver | None) -> dict | None:
 
 
 def write_json(port_map: PortMap, out: TextIO) -> None:
+    """The map as JSON; with named units, `units`: a map per unit, with its `name`."""
+    if port_map.unit or port_map.units:
+        data = {"version": 2, "units": [{"name": section.unit, **map_data(section)} for section in sections(port_map)]}
+    else:
+        data = {"version": 2, **map_data(port_map)}
+    json.dump(data, out, indent=2, sort_keys=True)
+    out.write("\n")
+
+
+def map_data(port_map: PortMap) -> dict:
     nodes = []
     for node, ports in port_map.ports_by_node().items():
         claims = []
@@ -89,9 +122,7 @@ def write_json(port_map: PortMap, out: TextIO) -> None:
                         "findings": [mark_data(m) for m in h.marks_on(node)], "receiver": receiver}
                        for h in holders]
         nodes.append({"name": node, "claims": claims})
-    json.dump({"version": 2, "inventory": port_map.with_inventory, "datapathFacts": port_map.datapath_facts,
-               "nodes": nodes}, out, indent=2, sort_keys=True)
-    out.write("\n")
+    return {"inventory": port_map.with_inventory, "datapathFacts": port_map.datapath_facts, "nodes": nodes}
 
 
 def free_scope_title(scope, free_ports) -> str:

@@ -5,10 +5,14 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from kubelint_ports.loading import Document
 from kubelint_ports.loading import yamltree as yt
-from kubelint_ports.loading.embedded_config import EmbeddedDocument
-from kubelint_ports.loading.network_settings import CniConfig, ConfigObject, NetworkSettings, object_ref
+from kubelint_ports.loading.network_settings import CniConfig, ConfigObject, NetworkSettings, metadata_ref
+
+if TYPE_CHECKING:
+    from kubelint_ports.loading.embedded_config import EmbeddedDocument
 
 CALICO_POOL_VARIABLES = ("CALICO_IPV4POOL_CIDR", "CALICO_IPV6POOL_CIDR")
 
@@ -47,7 +51,7 @@ def read_ip_pool(settings: NetworkSettings, document: Document, api_version: str
     spec = yt.mapping(yt.get(root, "spec"), "spec")
     if yt.as_bool(yt.get(spec, "disabled")) or yt.get(spec, "cidr") is None:
         return
-    ref = object_ref(root, api_version, "IPPool")
+    ref = metadata_ref(root, api_version, "IPPool")
     settings.cidr_setting(settings.owner(document, ref), "pod", f"Calico IPPool {ref.name} spec.cidr",
                           yt.as_str(yt.get(spec, "cidr")), "spec.cidr", "Calico cannot use the pool",
                           origin="cni", single=True)

@@ -17,10 +17,7 @@ import re
 
 from kubelint_ports.loading import Document
 from kubelint_ports.loading import yamltree as yt
-from kubelint_ports.loading.cni_config import read_calico_env
-from kubelint_ports.loading.component_flags import command_tokens, find_component, parse_flags
-from kubelint_ports.loading.kube_proxy_config import read_proxy_flags
-from kubelint_ports.loading.network_settings import ConfigObject, Flag, NetworkSettings, object_ref
+from kubelint_ports.loading.network_settings import ConfigObject, Flag, NetworkSettings, metadata_ref
 from kubelint_ports.loading.workload_kinds import WORKLOAD_KINDS
 
 _ARCH = r"(?:-(?:amd64|arm64|arm|ppc64le|s390x))?"
@@ -41,14 +38,18 @@ def read_workload(settings: NetworkSettings, document: Document, api_version: st
     for index, container in enumerate(init):  # CNI installers run as init containers
         container = yt.mapping(container, f"initContainers[{index}]")
         if container is not None and may_install_cni(container):
-            owner = settings.owner(document, object_ref(root, api_version, kind))
+            owner = settings.owner(document, metadata_ref(root, api_version, kind))
             read_image(settings, yt.as_str(yt.get(container, "image")), None, owner)
     owner = None
     for index, (_, container) in enumerate(containers):
         container = yt.mapping(container, f"containers[{index}]")
         if container is None or not may_configure_network(container):
-            continue  # most containers: one pass over their raw words, nothing typed
-        owner = owner or settings.owner(document, object_ref(root, api_version, kind))
+            continue  # most containers: one pass over their raw words, nothing typed (nor imported)
+        from kubelint_ports.loading.cni_config import read_calico_env
+        from kubelint_ports.loading.component_flags import command_tokens, find_component, parse_flags
+        from kubelint_ports.loading.kube_proxy_config import read_proxy_flags
+
+        owner = owner or settings.owner(document, metadata_ref(root, api_version, kind))
         container_path = f"{pod_spec_path}.containers[{index}]"
         tokens = command_tokens(container, container_path)
         image = yt.as_str(yt.get(container, "image"))

@@ -10,17 +10,14 @@ import os
 import zlib
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager, nullcontext
-from dataclasses import dataclass, field, fields
-from typing import TYPE_CHECKING, Protocol
+from dataclasses import field, fields, replace
+from typing import Protocol
 
 import yaml
 
-from kubelint_ports.findings import STDIN_NAME, Diagnostic, Location
+from kubelint_ports.findings import Diagnostic, Location, STDIN_NAME, record
 from kubelint_ports.loading import budgets, files, yamltree
 from kubelint_ports.loading.yamltree import MappingNode, Node, ScalarNode, SequenceNode
-
-if TYPE_CHECKING:
-    pass
 
 STDIN = "-"
 
@@ -52,7 +49,7 @@ class ManifestLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):
         return yamltree.SEQ if kind is SequenceNode else yamltree.MAP
 
 
-@dataclass(slots=True, eq=False)
+@record(slots=True, eq=False)
 class SourceText:
     """Where a document's YAML can be read again: a file on disk, or bytes kept in memory
     (standard input, rendered Helm output). `digest` is the CRC32 of the bytes first composed."""
@@ -108,7 +105,7 @@ def decoded_text(data: bytes | None) -> str | None:
     return text[1:] if text.startswith("\ufeff") else text
 
 
-@dataclass(slots=True, eq=False)
+@record(slots=True, eq=False)
 class Document:
     """One Kubernetes object: where it is (file, span) and, for Helm output, its template.
 
@@ -206,8 +203,7 @@ class Document:
     def location(self, field_path: str = "", message: str = "") -> Location:
         if self.noted is not None and field_path in self.noted:
             location = self.noted[field_path][0]
-            return location if not message else Location(location.path, location.line, location.column,
-                                                         location.end_line, location.end_column, message)
+            return location if not message else replace(location, message=message)
         root = self.root
         if root is None:  # the file changed since it was linted: the object's first line
             _, _, _, line, column = self.span
@@ -273,7 +269,7 @@ class DocumentReader(Protocol):
         """Append what a worker's reader read, in input order."""
 
 
-@dataclass(slots=True)
+@record(slots=True)
 class LoadResult:
     documents: list[Document] = field(default_factory=list)
     diagnostics: list[Diagnostic] = field(default_factory=list)

@@ -9,19 +9,18 @@ columns (folded, escaped, or the file cannot be read again), positions fall back
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from typing import Any
 
 import yaml
 
-from kubelint_ports.findings import Diagnostic, Location
+from kubelint_ports.findings import Diagnostic, Location, record
 from kubelint_ports.loading import STDIN_NAME, Document, ManifestLoader, budgets, files
 from kubelint_ports.loading import yamltree as yt
 
 MAX_EMBEDDED_CHARS = 1024 * 1024
 
 
-@dataclass(eq=False, slots=True)
+@record(eq=False, slots=True)
 class EmbeddedDocument:
     """A YAML or JSON document held in a ConfigMap value, located inside the file that holds it.
 

@@ -84,6 +84,15 @@ def shortened(message: str, limit: int = EXCERPT_CHARS) -> str:
     return text if len(text) <= MAX_MESSAGE_CHARS else text[:MAX_MESSAGE_CHARS] + "..."
 
 
+_LINE_BREAK = re.compile(r"\s*\n\s*")
+
+
+def one_line(message: str) -> str:
+    """A tool's message (Helm's, kustomize's) on one line of a report: each line break, with the
+    blanks around it, becomes one space."""
+    return _LINE_BREAK.sub(" ", message.strip())
+
+
 def symlink_escape(path: str) -> str | None:
     """For a path named directly: the target of a symlink leaving both the current directory and
     the link's own directory, else None."""

@@ -7,7 +7,9 @@ template` under the same budgets (`helm_render.py`). Nothing here touches the ne
 outside what the user named: missing dependencies are an error naming them, a symlink leaving the
 chart, the input named and its repository, or a FIFO, is refused before Helm could follow it, and
 a values schema referring outside itself is validated with those parts left out, never fetched
-(`helm_files.py`).
+(`helm_files.py`). A packaged chart (`mychart-1.2.3.tgz` named directly, `charts/*.tgz`) is read
+once and checked under the budgets (`helm_archive.py`); one named directly, Helm renders from a
+private copy of the bytes checked. Findings in one point at `<archive>:<member>:line:column`.
 
 Importing this module imports neither the SDK nor `subprocess`: only linting a chart (or
 `helm template` output) pays for them.
@@ -23,10 +25,12 @@ from collections.abc import Sequence
 
 from kubelint_ports.findings import Diagnostic, Location
 from kubelint_ports.loading import Document, DocumentReader, LoadResult, SourceText, display_path, files, load_bytes
+from kubelint_ports.loading.helm_archive import ArchivePlace, forget_archives
 from kubelint_ports.loading.helm_chart import (  # noqa: F401 (the API of charts is this module's)
-    CHART_FILE, URL, HelmOptions, RenderError, aliased_names, chart_metadata, chart_name, chart_of_template, is_chart,
-    set_keys, subchart_location, values_source)
-from kubelint_ports.loading.helm_files import allowed_roots, check_chart_files, inside_any
+    CHART_FILE, URL, HelmOptions, RenderError, aliased_names, chart_metadata, chart_name, chart_of_template,
+    chart_places, is_chart, set_keys, values_source)
+from kubelint_ports.loading.helm_files import (
+    ChartFiles, allowed_roots, check_chart_files, inside_any, note_schemas, read_chart_archive)
 from kubelint_ports.loading.helm_render import (  # noqa: F401 (as above)
     helm_template_command, read_line_in_thread, render_with_binary, render_worker, split_template_output)
 from kubelint_ports.loading.helm_worker import merge_set, merge_values  # noqa: F401 (one copy, shared with the worker)
@@ -66,17 +70,24 @@ def find_helm_binary(options: HelmOptions) -> str | None:
 
 def render_chart(chart_dir: str, options: HelmOptions, roots: Sequence[str] = (),
                  notes: list[str] | None = None) -> dict[str, str]:
-    """{template path (`web/templates/x.yaml`): rendered text}, or RenderError. `roots`: where the
-    chart's symlinks may lead (`helm_files.allowed_roots`; default: the chart); `notes` receives
-    what the user should know about how it rendered (a values schema validated in part)."""
-    checked = check_chart_files(chart_dir, roots)
+    """{template path (`web/templates/x.yaml`): rendered text}, or RenderError. `chart_dir`: the
+    chart's directory or its archive (`helm package`'s `.tgz`). `roots`: where the chart's
+    symlinks may lead (`helm_files.allowed_roots`; default: the chart); `notes` receives what the
+    user should know about how it rendered (a values schema validated in part)."""
+    archive = None
+    if os.path.isfile(chart_dir):  # a packaged chart, named directly
+        escape = files.symlink_escape(chart_dir)
+        if escape:  # as for a manifest named directly (`manifests.load_file`)
+            raise RenderError(f"not read: a symlink to {escape}, outside the current directory and its own")
+        archive = read_chart_archive(chart_dir)
+    checked = note_schemas(archive, ChartFiles()) if archive is not None else check_chart_files(chart_dir, roots)
     check_values_files(options)
     if notes is not None:
         notes.extend(checked.notes)
     if not options.helm_binary:
         worker = render_worker()
         if in_process_engine() is not None:
-            manifests = worker.render(chart_dir, options, checked.local_schemas)
+            manifests = worker.render(chart_dir, options, checked.local_schemas, archive)
             if manifests is not None:
                 return manifests
         else:
@@ -91,7 +102,7 @@ def render_chart(chart_dir: str, options: HelmOptions, roots: Sequence[str] = ()
             "no Helm engine to render it: install the Helm extra for in-process rendering "
             f"(`pip install 'kubelint-ports[helm]'`; wheels for {SDK_PLATFORMS}), or put a `helm` binary on "
             "PATH (or pass --helm-binary PATH)")
-    return render_with_binary(binary, chart_dir, options, checked.local_schemas)
+    return render_with_binary(binary, chart_dir, options, checked.local_schemas, archive)
 
 
 def check_values_files(options: HelmOptions) -> None:
@@ -120,12 +131,13 @@ def load_chart(chart_dir: str, options: HelmOptions | None, result: LoadResult,
     roots = allowed_roots(chart_dir, named)
     try:
         manifests = render_chart(chart_dir, options, roots, result.notes)
+        add_rendered(manifests, chart_dir, options, result, reader, roots)
     except RenderError as error:
         result.files += 1
         where = error.location or Location(shown, 0, 0)
         result.diagnostics.append(Diagnostic(where, f"cannot render Helm chart {shown}: {error}"))
-        return
-    add_rendered(manifests, chart_dir, options, result, reader, roots)
+    finally:
+        forget_archives()  # the templates and values read from them keep their own bytes
 
 
 # Helm splits rendered text into documents at `---` followed by anything (releaseutil's
@@ -201,22 +213,24 @@ def is_test_hook(document: Document) -> bool:
 
 def template_source(chart_dir: str, origin: str, options: HelmOptions, roots: Sequence[str] = ()) -> TemplateSource:
     """Where a `# Source:` path's template is: only ever a regular file inside the chart, or inside
-    `roots` through a symlink the chart checks let through (a path with `..`, or one leaving them
-    through a symlink, has no lines to open)."""
+    `roots` through a symlink the chart checks let through, or a member of the chart's archive or
+    of a packaged subchart's (a path with `..`, or one leaving them through a symlink, has no lines
+    to open)."""
     relative, names = chart_relative(origin)
     if any(part in ("", ".", "..") for part in origin.split("/")):
         return TemplateSource(display_path(chart_dir), None, None)
-    found = subchart_location(chart_dir, names) if names else ("dir", chart_dir)
+    places = chart_places(chart_dir, names)
     values = values_source(chart_dir, names, options)
-    if found is None:
-        return TemplateSource(display_path(os.path.join(chart_dir, *origin.split("/")[1:])), None, values)
-    kind, location = found
-    if kind == "archive":  # the origin below the archived chart's own name is its path inside
-        parts = origin.split("/")
-        depth = next(k for k in range(1, len(names) + 1) if subchart_location(chart_dir, names[:k])[0] == "archive")
-        inside = "/".join(parts[1 + 2 * depth:])
-        return TemplateSource(display_path(location), None, values, member=(location, inside))
-    file = os.path.join(location, *relative.split("/"))
+    if len(places) != len(names) + 1:
+        shown = chart_dir if os.path.isfile(chart_dir) else os.path.join(chart_dir, *origin.split("/")[1:])
+        return TemplateSource(display_path(shown), None, values)
+    place = places[-1]
+    if isinstance(place, ArchivePlace):
+        found = place.file(relative)
+        if found is None:
+            return TemplateSource(place.archive.shown, None, values)
+        return TemplateSource(found[0], None, values, data=found[2])
+    file = os.path.join(place, *relative.split("/"))
     if not (inside_any(tuple(roots) or (chart_dir,), file) and os.path.isfile(file)):
         return TemplateSource(display_path(file), None, values)
     return TemplateSource(display_path(file), file, values)
@@ -259,7 +273,7 @@ def output_source(origin: str, options: HelmOptions) -> TemplateSource | None:
     if chart_dir is None:
         return None
     source = template_source(chart_dir, origin, options, allowed_roots(chart_dir))
-    if source.file is None or not os.path.isfile(source.file):
+    if not source.readable or (source.file is not None and not os.path.isfile(source.file)):
         return None
     return source
 

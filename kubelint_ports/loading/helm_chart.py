@@ -1,5 +1,6 @@
-"""Helm charts as directories: the options they render with, the errors rendering gives, where a
-chart and its subcharts are, and where the values a template reads come from.
+"""Helm charts: the options they render with, the errors rendering gives, where a chart and its
+subcharts are (directories, or places inside archives: `helm_archive.py`), and where the values a
+template reads come from.
 
 Split from `helm.py` (which renders and loads charts) so that the renderer (`helm_render.py`) and
 the file checks (`helm_files.py`) share these without importing each other.
@@ -9,14 +10,14 @@ from __future__ import annotations
 
 import os
 import re
+import weakref
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-import yaml
-
 from kubelint_ports.findings import Location
 from kubelint_ports.loading import budgets, files
-from kubelint_ports.loading import yamltree as yt
+from kubelint_ports.loading.helm_archive import (
+    ArchiveError, ArchivePlace, ChartArchive, aliased, chart_archive, parse_chart_yaml, pick_subchart)
 from kubelint_ports.loading.templatemap import Segment, ValuesFile, ValuesSource
 
 CHART_FILE = "Chart.yaml"
@@ -71,45 +72,62 @@ def chart_of_template(path: str) -> str | None:
     return os.path.relpath(chart) if not os.path.isabs(path) else chart
 
 
-def subchart_location(chart_dir: str, names: Sequence[str]) -> tuple[str, str] | None:
-    """("dir", path) or ("archive", path) of the subchart reached by `names` from `chart_dir`."""
-    current = chart_dir
+# A chart's place: its directory, or where it is inside an archive (a packaged chart named
+# directly, `charts/*.tgz`, a subchart inside either).
+ChartPlace = str | ArchivePlace
+
+
+def top_place(chart: str) -> ChartPlace | None:
+    """The place of a chart named by its directory or its archive (None: an archive not readable)."""
+    if os.path.isdir(chart):
+        return chart
+    try:
+        return ArchivePlace(chart_archive(chart))
+    except (OSError, ArchiveError):
+        return None
+
+
+def subchart_place(place: ChartPlace, name: str) -> ChartPlace | None:
+    """The subchart Helm names `name` in the chart at `place` (`helm_archive.pick_subchart`)."""
+    if isinstance(place, ArchivePlace):
+        return place.subchart(name)
+    charts = os.path.join(place, "charts")
+    if is_chart(os.path.join(charts, name)):
+        return os.path.join(charts, name)
+    try:
+        listing = sorted(os.listdir(charts))
+    except OSError:
+        return None
+    entries = [(entry, "dir" if is_chart(os.path.join(charts, entry)) else "archive") for entry in listing
+               if entry.endswith(".tgz") or is_chart(os.path.join(charts, entry))]
+    chosen = pick_subchart(name, {name, *aliased_names(place, name)}, entries,
+                           lambda entry: chart_name(os.path.join(charts, entry)))
+    if chosen is None:
+        return None
+    return os.path.join(charts, chosen) if dict(entries)[chosen] == "dir" else top_place(os.path.join(charts, chosen))
+
+
+def chart_places(chart: str, names: Sequence[str]) -> list[ChartPlace]:
+    """The chart and each subchart down `names` (from the top chart), as far as they are found."""
+    places: list[ChartPlace] = []
+    place = top_place(chart)
     for name in names:
-        charts = os.path.join(current, "charts")
-        found = None
-        candidate = os.path.join(charts, name)
-        if is_chart(candidate):
-            found = ("dir", candidate)
-        else:
-            wanted = {name, *aliased_names(current, name)}
-            try:
-                entries = sorted(os.listdir(charts))
-            except OSError:
-                entries = []
-            for entry in entries:
-                full = os.path.join(charts, entry)
-                if os.path.isdir(full) and is_chart(full) and chart_name(full) in wanted:
-                    found = ("dir", full)
-                    break
-                if entry.endswith(".tgz") and any(re.match(re.escape(w) + r"-v?\d", entry) for w in wanted):
-                    found = ("archive", full)
-                    break
-        if found is None:
-            return None
-        if found[0] == "archive":  # deeper subcharts are inside the archive too
-            return found
-        current = found[1]
-    return "dir", current
+        if place is None:
+            return places
+        places.append(place)
+        place = subchart_place(place, name)
+    if place is not None:
+        places.append(place)
+    return places
 
 
 def chart_metadata(chart_dir: str) -> dict:
     """Chart.yaml as plain data (strings), within the budgets; {} when unreadable."""
     try:
-        root = budgets.compose(files.read_file(os.path.join(chart_dir, CHART_FILE), budgets.current().max_file_bytes))
-        data = yt.to_plain(root)
-    except (OSError, yaml.YAMLError, yt.FieldTypeError):
+        data = files.read_file(os.path.join(chart_dir, CHART_FILE), budgets.current().max_file_bytes)
+    except OSError:
         return {}
-    return data if isinstance(data, dict) else {}
+    return parse_chart_yaml(data)
 
 
 def chart_name(chart_dir: str) -> str:
@@ -118,8 +136,7 @@ def chart_name(chart_dir: str) -> str:
 
 def aliased_names(chart_dir: str, alias: str) -> list[str]:
     """Dependency names declared under `alias` in the chart's Chart.yaml."""
-    dependencies = chart_metadata(chart_dir).get("dependencies") or []
-    return [str(d.get("name")) for d in dependencies if isinstance(d, dict) and d.get("alias") == alias]
+    return aliased(chart_metadata(chart_dir), alias)
 
 
 # --- values --------------------------------------------------------------------------------------
@@ -162,16 +179,15 @@ def values_source(chart_dir: str, names: Sequence[str], options: HelmOptions) ->
     prefix = tuple(names)
     layers: list[tuple[ValuesFile, tuple[str, ...]]] = [
         (_values_file(path), prefix) for path in reversed(options.values) if not URL.match(path)]
-    layers.append((_values_file(os.path.join(chart_dir, "values.yaml")), prefix))
-    for depth, _ in enumerate(names):
-        found = subchart_location(chart_dir, names[:depth + 1])
-        if found is None or found[0] != "dir":
-            break
-        layers.append((_values_file(os.path.join(found[1], "values.yaml")), prefix[depth + 1:]))
+    for depth, place in enumerate(chart_places(chart_dir, names) or [chart_dir]):
+        values = _values_file(os.path.join(place, "values.yaml")) if isinstance(place, str) else _archived_values(place)
+        if values is not None:
+            layers.append((values, prefix[depth:]))
     return ValuesSource(layers, set_keys(options.set + options.set_string), prefix)
 
 
 _VALUES_FILES: dict[tuple, ValuesFile] = {}
+_ARCHIVED_VALUES: weakref.WeakKeyDictionary[ChartArchive, dict[str, ValuesFile]] = weakref.WeakKeyDictionary()
 
 
 def _values_file(path: str) -> ValuesFile:
@@ -185,3 +201,15 @@ def _values_file(path: str) -> ValuesFile:
     if key not in _VALUES_FILES:
         _VALUES_FILES[key] = ValuesFile(path)
     return _VALUES_FILES[key]
+
+
+def _archived_values(place: ArchivePlace) -> ValuesFile | None:
+    """The values.yaml of a chart inside an archive, composed once per archive read."""
+    found = place.file("values.yaml")
+    if found is None:
+        return None
+    _, absolute, content = found
+    per_archive = _ARCHIVED_VALUES.setdefault(place.archive, {})
+    if absolute not in per_archive:
+        per_archive[absolute] = ValuesFile(absolute, data=content)
+    return per_archive[absolute]

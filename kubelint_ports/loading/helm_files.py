@@ -5,8 +5,8 @@
   chart, the input named that holds it, or the repository (the git work tree) holding it; one
   leaving all three, or looping back onto its own parent, is refused. A symlinked directory is
   checked like the chart itself.
-- A FIFO or device is refused (Helm would block on it), so is an archived subchart with links,
-  paths leaving it, or more data than the budgets.
+- A FIFO or device is refused (Helm would block on it), so is an archived subchart that
+  `helm_archive` refuses (links or paths leaving it, more data than the budgets, a gzip bomb).
 - A values schema referring outside itself (a `$ref` that is not `#...`, an unknown `$schema`) is
   not refused: Helm validates against a copy with those parts made always-true
   (`helm_worker.local_schema`), and a note at the first such reference says so. Nothing is fetched.
@@ -14,7 +14,6 @@
 
 from __future__ import annotations
 
-import io
 import json
 import os
 import re
@@ -24,11 +23,10 @@ from dataclasses import dataclass, field
 
 from kubelint_ports.sourceroot import git_work_tree
 from kubelint_ports.loading import budgets, display_path, files
+from kubelint_ports.loading.helm_archive import ArchiveError, ChartArchive, chart_archive
 from kubelint_ports.loading.helm_chart import RenderError
 from kubelint_ports.loading.helm_worker import SCHEMA_FILE, outside_reference
 
-MAX_ARCHIVE_MEMBERS = 10_000
-MAX_NESTED_ARCHIVES = 4
 # `"$ref": "..."` in a schema's text, to point the note at the line of the first outside one
 # (json.loads keeps no positions); an escaped quote (inside a string) starts none.
 _REFERENCE_TEXT = re.compile(r'(?<!\\)"(\$(?:ref|dynamicRef|recursiveRef|schema))"\s*:\s*"((?:[^"\\]|\\.)*)"')
@@ -120,9 +118,29 @@ def check_entry(entry: os.DirEntry, directory: str, found: ChartFiles) -> None:
             found.notes.append(note)
             found.local_schemas = True
     elif entry.name.endswith(".tgz") and os.path.basename(directory) == "charts":
-        problem = archive_problem(entry.path, found, shown)
-        if problem:
-            raise RenderError(f"{shown}: {problem}")
+        note_schemas(read_chart_archive(entry.path, shown), found)
+
+
+def read_chart_archive(path: str, prefix: str = "") -> ChartArchive:
+    """The archive at `path`, checked (`helm_archive`); RenderError, after `prefix: `, when it must
+    not be rendered or cannot be read."""
+    lead = f"{prefix}: " if prefix else ""
+    try:
+        return chart_archive(path)
+    except ArchiveError as error:
+        raise RenderError(f"{lead}{error}") from None
+    except OSError as error:
+        raise RenderError(f"{lead}{error.strerror or error}") from None
+
+
+def note_schemas(archive: ChartArchive, found: ChartFiles) -> ChartFiles:
+    """Add to `found` a note for each values schema in `archive` with parts outside it."""
+    for place, data in archive.schemas():
+        note = schema_note(data, place)
+        if note:
+            found.notes.append(note)
+            found.local_schemas = True
+    return found
 
 
 def read_limited(path: str) -> bytes:
@@ -153,20 +171,20 @@ def outside_parts(schema) -> list[tuple[str, str]]:
     return found
 
 
-def schema_note(data: bytes, shown: str, member: str = "") -> str | None:
+def schema_note(data: bytes, shown: str) -> str | None:
     """The note for a values schema with parts outside it, at the first one (None when it has
-    none, or is no JSON: Helm reports that itself). `member`: its path inside the archive `shown`."""
+    none, or is no JSON: Helm reports that itself). `shown`: its path (`<archive>:<member>` in an
+    archive)."""
     try:
         schema = json.loads(data)
     except RecursionError:
-        raise RenderError(f"{shown}{' ' + member if member else ''} is nested too deeply to check "
-                          "(limit max-depth)") from None
+        raise RenderError(f"{shown} is nested too deeply to check (limit max-depth)") from None
     except ValueError:
         return None
     try:
         parts = outside_parts(schema)
     except RenderError as error:
-        raise RenderError(f"{shown}{' ' + member if member else ''}: {error}") from None
+        raise RenderError(f"{shown}: {error}") from None
     if not parts:
         return None
     keyword, value = parts[0]
@@ -184,8 +202,7 @@ def schema_note(data: bytes, shown: str, member: str = "") -> str | None:
     what = (f"names the meta-schema {shown_value(value)}" if keyword == "$schema"
             else f"refers to the schema {shown_value(value)}, outside it")
     more = f" (and {len(parts) - 1} more such reference{'s' if len(parts) > 2 else ''})" if len(parts) > 1 else ""
-    place = f"{shown}:{line}:{column}" if not member else f"{shown}: {member} line {line}"
-    return (f"{place}: {what}{more}, which kubelint-ports does not fetch: the chart is rendered with its "
+    return (f"{shown}:{line}:{column}: {what}{more}, which kubelint-ports does not fetch: the chart is rendered with its "
             "values validated against the rest of the schema only (Helm's --skip-schema-validation, for "
             "those parts alone)")
 
@@ -196,50 +213,5 @@ def shown_value(text: str, limit: int = 200) -> str:
     return "".join(c if c.isprintable() else repr(c)[1:-1] for c in cut)
 
 
-def archive_problem(path, found: ChartFiles, shown: str, nesting: int = 0) -> str | None:
-    """Why a packaged subchart (`charts/*.tgz`) must not be rendered: links or paths leaving the
-    archive, or more data than the budgets (a decompression bomb). A schema inside referring
-    outside itself adds a note to `found`, as in a directory."""
-    import tarfile
-
-    limit = budgets.current().max_file_bytes
-    total = 0
-    try:
-        opened = tarfile.open(path, mode="r:*") if isinstance(path, str) else tarfile.open(fileobj=path, mode="r:*")
-        with opened as archive:
-            for count, member in enumerate(archive):
-                if count > MAX_ARCHIVE_MEMBERS:
-                    return f"more than {MAX_ARCHIVE_MEMBERS:,} members"
-                parts = member.name.split("/")
-                if member.issym() or member.islnk() or member.name.startswith("/") or ".." in parts:
-                    return f"member {member.name!r} is a link or leaves the archive; not rendered"
-                if not (member.isfile() or member.isdir()):
-                    return f"member {member.name!r} is not a file"
-                total += member.size
-                if member.size > limit or total > limit:
-                    return f"more than {limit // budgets.MIB} MiB once unpacked (limit max-file-mib)"
-                if member.isfile() and (parts[-1] == SCHEMA_FILE or parts[-1].endswith(".tgz")):
-                    data = archive.extractfile(member).read()
-                    if parts[-1] == SCHEMA_FILE:
-                        note = schema_note(data, shown, member.name)
-                        if note:
-                            found.notes.append(note)
-                            found.local_schemas = True
-                    elif nesting < MAX_NESTED_ARCHIVES:
-                        problem = archive_problem(io.BytesIO(data), found, f"{shown}: {member.name}", nesting + 1)
-                        if problem:
-                            return f"{member.name}: {problem}"
-                    else:
-                        return f"archives nested deeper than {MAX_NESTED_ARCHIVES} levels"
-    except (OSError, tarfile.TarError, EOFError, ValueError, zlib_error()) as error:
-        return f"not a readable chart archive ({error})"
-    return None
-
-
-def zlib_error():
-    import zlib
-
-    return zlib.error
-
-
-__all__ = ["ChartFiles", "allowed_roots", "check_chart_files", "inside_any", "repository_root"]
+__all__ = ["ChartFiles", "allowed_roots", "check_chart_files", "inside_any", "note_schemas", "read_chart_archive",
+           "repository_root"]

@@ -13,8 +13,8 @@ import re
 
 from kubelint_ports.findings import Location
 from kubelint_ports.loading import budgets, display_path, files
-from kubelint_ports.loading.helm_chart import (HelmOptions, RenderError, chart_name, subchart_location,
-                                               values_source)
+from kubelint_ports.loading.helm_archive import ChartArchive, private_copy
+from kubelint_ports.loading.helm_chart import HelmOptions, RenderError, chart_name, chart_places, values_source
 from kubelint_ports.loading.templatemap import Segment, chart_relative
 
 _TEMPLATE_POSITION = re.compile(r"\(?([\w.-]+(?:/[\w.-]+)*?/templates/[^\s:()]+):([0-9]{1,9})(?::([0-9]{1,9}))?")
@@ -55,14 +55,23 @@ class RenderWorker:
             self.errors.close()
             self.errors = None
 
-    def render(self, chart_dir: str, options: HelmOptions, local_schemas: bool = False) -> dict[str, str] | None:
+    def render(self, chart_dir: str, options: HelmOptions, local_schemas: bool = False,
+               archive: ChartArchive | None = None) -> dict[str, str] | None:
         """The rendered chart; None when the worker has no engine (the SDK does not load here).
         `local_schemas`: a values schema refers outside itself, Helm validates against a copy
-        made local (`helm_worker.local_schema`)."""
+        made local (`helm_worker.local_schema`). `archive`: the packaged chart `chart_dir` names,
+        as checked; Helm loads a private copy of it."""
+        if archive is not None:
+            with private_copy(archive.data, chart_dir) as copy:
+                return self.request(copy, chart_dir, options, local_schemas)
+        return self.request(chart_dir, chart_dir, options, local_schemas)
+
+    def request(self, chart: str, chart_dir: str, options: HelmOptions, local_schemas: bool) -> dict[str, str] | None:
+        """Render the chart at `chart` (`chart_dir`, or the private copy of its archive)."""
         import time
 
         limits = budgets.current()
-        request = {"chart": os.path.abspath(chart_dir), "values": [os.path.abspath(v) for v in options.values],
+        request = {"chart": os.path.abspath(chart), "values": [os.path.abspath(v) for v in options.values],
                    "set": list(options.set), "set_string": list(options.set_string),
                    "release_name": options.release_name, "namespace": options.namespace,
                    "kube_version": options.kube_version, "max_file_bytes": limits.max_file_bytes,
@@ -90,6 +99,8 @@ class RenderWorker:
                 self.stop()
         if "manifests" in answer:
             return answer["manifests"]
+        if chart != chart_dir:  # Helm names the copy it read: name what the user did
+            answer["message"] = str(answer.get("message", "")).replace(os.path.abspath(chart), display_path(chart_dir))
         raise worker_failure(answer, chart_dir, options)
 
     def answer(self, deadline: float, cap: int) -> dict:
@@ -178,18 +189,22 @@ def render_worker() -> RenderWorker:
 def worker_failure(answer: dict, chart_dir: str, options: HelmOptions) -> RenderError:
     kind, message = answer.get("error"), str(answer.get("message", ""))
     if kind == "load":
-        return RenderError(f"not a loadable chart: {one_line(message)}")
+        return RenderError(f"not a loadable chart: {files.one_line(message)}")
+    if kind == "missing" and os.path.isfile(chart_dir):
+        return RenderError(f"missing dependencies: {message}: declared in Chart.yaml but not in the archive's "
+                           "charts/; package it again after `helm dependency build` (kubelint-ports never "
+                           "downloads them)")
     if kind == "missing":
         return RenderError(
             f"missing dependencies: {message}: declared in Chart.yaml but not in charts/; "
             f"run `helm dependency build {display_path(chart_dir)}` (kubelint-ports never downloads them)")
     if kind == "values-file":
         path, _, error = message.partition("\0")
-        return RenderError(f"values file {display_path(path)}: {one_line(error)}")
+        return RenderError(f"values file {display_path(path)}: {files.one_line(error)}")
     if kind == "local-schema":
-        return RenderError(f"cannot make the values schemas local to validate offline: {one_line(message)}")
+        return RenderError(f"cannot make the values schemas local to validate offline: {files.one_line(message)}")
     if kind == "release":
-        return RenderError(f"release name {options.release_name!r}: {one_line(message)}")
+        return RenderError(f"release name {options.release_name!r}: {files.one_line(message)}")
     if kind == "render":
         return render_failure(message, chart_dir, options)
     if kind == "output":
@@ -198,7 +213,7 @@ def worker_failure(answer: dict, chart_dir: str, options: HelmOptions) -> Render
     if kind == "memory":
         return RenderError(f"rendering needed more than {budgets.current().helm_memory_mib} MiB "
                            "(limit helm-memory-mib)")
-    return RenderError(one_line(message) or f"the Helm engine failed ({kind})")
+    return RenderError(files.one_line(message) or f"the Helm engine failed ({kind})")
 
 
 def helm_template_command(binary: str, chart_dir: str, release_name: str, options: HelmOptions) -> list[str]:
@@ -221,22 +236,30 @@ def helm_template_command(binary: str, chart_dir: str, release_name: str, option
 
 
 def render_with_binary(binary: str, chart_dir: str, options: HelmOptions,
-                       local_schemas: bool = False) -> dict[str, str]:
+                       local_schemas: bool = False, archive: ChartArchive | None = None) -> dict[str, str]:
     """`helm template`, within the same budgets as the embedded engine: deadline, output cap and
     (on POSIX) the data size of the process. With `local_schemas` the chart is first packaged by
     `helm package` (Helm's own reading of it) and its values schemas made local in the archive,
-    which is what `helm template` renders: Helm never sees a reference it would fetch."""
+    which is what `helm template` renders: Helm never sees a reference it would fetch. `archive`:
+    the packaged chart `chart_dir` names, as checked; a private copy of it is rendered."""
     import tempfile
     import time
 
     limits = budgets.current()
     deadline = time.monotonic() + limits.helm_seconds
-    chart = chart_dir
+    name = options.release_name or (archive.name if archive is not None else chart_name(chart_dir))
     with tempfile.TemporaryDirectory(prefix="kubelint-ports-chart-") as directory:
-        if local_schemas:
+        if archive is not None:
+            chart = write_private(directory, os.path.basename(chart_dir), local_schema_bytes(archive.data)
+                                  if local_schemas else archive.data)
+        elif local_schemas:
             chart = local_schema_package(binary, chart_dir, directory, deadline)
-        command = helm_template_command(binary, chart, options.release_name or chart_name(chart_dir), options)
+        else:
+            chart = chart_dir
+        command = helm_template_command(binary, chart, name, options)
         status, output, stderr = run_helm(binary, command, deadline, limits.helm_output_mib * budgets.MIB)
+    if chart != chart_dir:  # Helm names the copy it read: name what the user did
+        stderr = stderr.replace(chart, display_path(chart_dir))
     if status != 0:
         message = stderr.strip() or f"`helm template` exited with {status}"
         raise render_failure(re.sub(r"^Error: ", "", message), chart_dir, options)
@@ -246,25 +269,36 @@ def render_with_binary(binary: str, chart_dir: str, options: HelmOptions,
 def local_schema_package(binary: str, chart_dir: str, directory: str, deadline: float) -> str:
     """`helm package` the chart into `directory`, then write beside it the archive `helm template`
     renders: every values schema in it made local (`helm_worker.local_schema`)."""
-    from kubelint_ports.loading.helm_worker import local_schema_archive
-
     chart = chart_dir if not chart_dir.startswith("-") else os.path.join(".", chart_dir)
     status, _, stderr = run_helm(binary, [binary, "package", chart, "--destination", directory], deadline, budgets.MIB)
     archives = sorted(name for name in os.listdir(directory) if name.endswith(".tgz"))
     if status != 0 or len(archives) != 1:
         message = re.sub(r"^Error: ", "", stderr.strip()) or f"`helm package` exited with {status}"
-        raise RenderError(f"cannot package the chart to validate its values schema offline: {one_line(message)}")
+        raise RenderError(f"cannot package the chart to validate its values schema offline: {files.one_line(message)}")
     limit = budgets.current().max_file_bytes
     try:
         data = files.read_file(os.path.join(directory, archives[0]), limit)
         if len(data) > limit:
             raise ValueError(f"the packaged chart is over {limit // budgets.MIB} MiB (limit max-file-mib)")
-        local = local_schema_archive(data, files.KNOWN_META_SCHEMAS, limit)
-    except (OSError, ValueError, EOFError) as error:
+    except (OSError, ValueError) as error:
         raise RenderError(f"cannot make the values schemas local to validate offline: {error}") from None
-    path = os.path.join(directory, "local-" + archives[0])
+    return write_private(directory, "local-" + archives[0], local_schema_bytes(data))
+
+
+def local_schema_bytes(data: bytes) -> bytes:
+    """A chart archive with its values schemas made local (`helm_worker.local_schema_archive`)."""
+    from kubelint_ports.loading.helm_worker import local_schema_archive
+
+    try:
+        return local_schema_archive(data, files.KNOWN_META_SCHEMAS, budgets.current().max_file_bytes)
+    except (ValueError, EOFError) as error:
+        raise RenderError(f"cannot make the values schemas local to validate offline: {error}") from None
+
+
+def write_private(directory: str, name: str, data: bytes) -> str:
+    path = os.path.join(directory, name)
     with open(path, "wb") as handle:
-        handle.write(local)
+        handle.write(data)
     return path
 
 
@@ -328,14 +362,20 @@ def split_template_output(text: str) -> dict[str, str]:
 
 def render_failure(message: str, chart_dir: str, options: HelmOptions) -> RenderError:
     """Helm's message, placed at the template line it names or the values key the schema rejects."""
-    message = one_line(message)
+    message = files.one_line(message)
     position = _TEMPLATE_POSITION.search(message)
     if position:
         relative, names = chart_relative(position.group(1))
-        found = subchart_location(chart_dir, names) if names else ("dir", chart_dir)
-        if found and found[0] == "dir" and os.path.isfile(os.path.join(found[1], relative)):
-            return RenderError(message, Location(display_path(os.path.join(found[1], relative)),
-                                                 int(position.group(2)), int(position.group(3) or 1)))
+        places = chart_places(chart_dir, names)
+        shown = None
+        if len(places) == len(names) + 1 and isinstance(places[-1], str):
+            file = os.path.join(places[-1], relative)
+            shown = display_path(file) if os.path.isfile(file) else None
+        elif len(places) == len(names) + 1:
+            found = places[-1].file(relative)
+            shown = found[0] if found is not None else None
+        if shown is not None:
+            return RenderError(message, Location(shown, int(position.group(2)), int(position.group(3) or 1)))
     pointer = _SCHEMA_POINTER.search(message)
     if pointer:
         segments: list[Segment] = [int(p) if re.fullmatch("[0-9]{1,9}", p) else p.replace("~1", "/").replace("~0", "~")
@@ -346,7 +386,3 @@ def render_failure(message: str, chart_dir: str, options: HelmOptions) -> Render
             return RenderError(message, location)
     return RenderError(message)
 
-
-
-def one_line(message: str) -> str:
-    return re.sub(r"\s*\n\s*", " ", message.strip())

@@ -1,6 +1,7 @@
 """What the command line names -> the inputs read: files, directories walked (only regular files,
-no recursion), Helm charts and Kustomize directories rendered, large inputs read by worker
-processes; every input within its time budget, a bug on one input reported as an internal error.
+no recursion), Helm charts (directories, and packaged charts named directly) and Kustomize
+directories rendered, large inputs read by worker processes; every input within its time budget,
+a bug on one input reported as an internal error.
 """
 
 from __future__ import annotations
@@ -28,6 +29,8 @@ MANIFEST_SUFFIXES = (".yaml", ".yml", ".json", ".conflist")  # .conflist: a CNI 
 SKIPPED_DIRECTORIES = frozenset(("node_modules", "__pycache__"))  # never manifests, often huge
 
 CHART_FILE = "Chart.yaml"  # a directory holding it is a Helm chart
+
+ARCHIVE_SUFFIXES = (".tgz", ".tar.gz")  # a packaged Helm chart, when named directly
 
 KUSTOMIZATION_FILES = ("kustomization.yaml", "kustomization.yml", "Kustomization")  # a Kustomize directory
 
@@ -62,7 +65,8 @@ def discover(paths: Iterable[str], notes: list[str] | None = None) -> Iterator[s
             yield path
             continue
         if not os.path.isdir(path):
-            unit = _chart_of_template(path) or _kustomization_of(path, kustomizations)
+            unit = None if is_packaged_chart(path) else (
+                _chart_of_template(path) or _kustomization_of(path, kustomizations))
             yield from once(unit or path)
             continue
         ignored = files.git_ignored(path)
@@ -91,6 +95,24 @@ def discover(paths: Iterable[str], notes: list[str] | None = None) -> Iterator[s
                         yield from once(entry.path, key)
                     else:
                         notes.append(f"{display_path(entry.path)}: skipped, {problem}")
+
+
+def is_packaged_chart(path: str) -> bool:
+    """A packaged Helm chart named directly, rendered like a chart directory: a file named like
+    one (`helm package`'s `mychart-1.2.3.tgz`, `.tar.gz`; the archive reader says when it is not
+    gzip), or any other file of gzip data, as `helm template` takes it. Files found in a directory
+    walk are manifests by their names, never archives."""
+    if path == STDIN or path.endswith(MANIFEST_SUFFIXES):
+        return False
+    try:
+        if not os.path.isfile(path):  # never opened otherwise: a FIFO would block
+            return False
+        if path.endswith(ARCHIVE_SUFFIXES):
+            return True
+        with open(path, "rb") as handle:
+            return handle.read(2) == b"\x1f\x8b"  # gzip (helm_archive.GZIP_MAGIC, not imported for this)
+    except OSError:
+        return False
 
 
 def _chart_of_template(path: str) -> str | None:
@@ -172,7 +194,10 @@ class Loading:
                                                           f"no such file or directory {display_path(path)!r}"))
         self.entries = [path for path in discover(given, self.result.notes)
                         if exclude is None or path == STDIN or not exclude(path)]
-        self.batches = workers.batches(self.entries, helm, reader) if workers is not None and reader else {}
+        self.archives = {path for path in self.paths if is_packaged_chart(path)}
+        # Charts render in this process: a packaged one is held back from the workers as stdin is.
+        batched = [STDIN if path in self.archives else path for path in self.entries]
+        self.batches = workers.batches(batched, helm, reader) if workers is not None and reader else {}
 
     def finish(self) -> LoadResult:
         result = self.result
@@ -192,7 +217,7 @@ class Loading:
             if path != STDIN and os.path.isdir(path) and not os.path.isfile(os.path.join(path, CHART_FILE)):
                 kustomizations.append(path)
                 continue
-            if path != STDIN and os.path.isdir(path):
+            if path in self.archives or (path != STDIN and os.path.isdir(path)):
                 from kubelint_ports.loading.helm import load_chart
 
                 options = self.chart_helm.get(os.path.abspath(path), self.helm)

@@ -41,7 +41,8 @@ from kubelint_ports.loading import (
 from kubelint_ports.loading import files as input_files
 from kubelint_ports.loading import yamltree as yt
 # The pieces of the parts that tests and readers reach through this face are imported here too.
-from kubelint_ports.loading.kustomize_build import build, kustomize_commands, network_sandbox, one_line  # noqa: F401
+from kubelint_ports.loading.kustomize_build import (  # noqa: F401
+    build, kustomize_commands, kustomize_message, network_sandbox)
 from kubelint_ports.loading.kustomize_guard import Guard
 from kubelint_ports.loading.kustomize_positions import (  # noqa: F401
     ORIGIN_ANNOTATION,

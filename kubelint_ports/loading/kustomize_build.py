@@ -123,7 +123,7 @@ def find_sandbox() -> Sandbox:
             continue
         if done.returncode == 0:
             return Sandbox(prefix)
-        reason = one_line(done.stderr.decode("utf-8", "replace")) or f"exit {done.returncode}"
+        reason = kustomize_message(done.stderr.decode("utf-8", "replace")) or f"exit {done.returncode}"
     return Sandbox(note=unsandboxed(f"`unshare` cannot make one here: {input_files.excerpt(reason, 200)}"))
 
 
@@ -202,7 +202,7 @@ def run_build(commands: list[list[str]], scratch: str, environment: dict[str, st
         if "out of memory" in stderr or "cannot allocate memory" in stderr:
             raise KustomizeError(f"`{name}` needed more than {limits.kustomize_memory_mib} MiB (limit "
                                  "kustomize-memory-mib; YAML that expands as kustomize reads it?)")
-        raise KustomizeError(one_line(stderr) or f"`{name}` exited with {code}")
+        raise KustomizeError(kustomize_message(stderr) or f"`{name}` exited with {code}")
     raise KustomizeError("; ".join(failures))
 
 
@@ -252,13 +252,13 @@ def kill_group(process) -> None:
         process.kill()
 
 
-def one_line(message: str) -> str:
-    """kustomize's message on one line, without deprecation warnings and kubectl's log wrapping
-    (`E1123 ... "command failed" err=< ... >`)."""
+def kustomize_message(message: str) -> str:
+    """kustomize's message on one line (`files.one_line`), without deprecation warnings, its
+    `Error: ` prefix and kubectl's log wrapping (`E1123 ... "command failed" err=< ... >`)."""
     lines = [line for line in message.splitlines() if not re.match(r"\s*#?\s*Warning:", line)]
     message = "\n".join(lines)
     wrapped = re.search(r'"command failed" err=(?:<(.*)>|"(.*)")\s*$', message, re.DOTALL)
     if wrapped:
         message = wrapped.group(1) if wrapped.group(1) is not None else wrapped.group(2).replace('\\"', '"')
-    message = re.sub(r"\s*\n\s*", " ", re.sub(r"^Error: ", "", message.strip()))
+    message = input_files.one_line(re.sub(r"^Error: ", "", message.strip()))
     return _WRAPPER_CONTEXT.sub("", message)

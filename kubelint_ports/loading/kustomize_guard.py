@@ -95,9 +95,10 @@ def allowed_root(directory: str) -> str:
 
 
 @dataclass(slots=True)
-class Place:
-    """Where nodes of a text sit: a file (its shown path), or inline text held by `entry`, a scalar
-    of `file` (shown as `shown`), or always `fixed` (text inside inline text)."""
+class TextLocator:
+    """Where the nodes of a text a kustomization names sit (`at`): a file (its shown path), or
+    inline text held by `entry`, a scalar of `file` (shown as `shown`), or always `fixed` (text
+    inside inline text)."""
 
     shown: str
     entry: yt.Node | None = None
@@ -124,7 +125,7 @@ class Checked:
 
     files: set[str] = field(default_factory=set)
     children: list[tuple[str, Location, bool]] = field(default_factory=list)
-    generators: list[tuple[Place, yt.Node]] = field(default_factory=list)
+    generators: list[tuple[TextLocator, yt.Node]] = field(default_factory=list)
 
 
 class Guard:
@@ -190,13 +191,13 @@ class KustomizationCheck:
         self.plugin = plugin
         self.result = Checked()
         self.file = ""
-        self.place = Place("")
+        self.place = TextLocator("")
 
     def run(self) -> Checked:
         file = kustomization_file(self.directory)
         if file is None:
             raise KustomizeError(f"{display_path(self.directory)} holds no kustomization.yaml")
-        self.file, self.place = file, Place(display_path(file))
+        self.file, self.place = file, TextLocator(display_path(file))
         docs = self.read(file, self.place.at(), tree=True, text=True)
         root = docs[0] if docs else None
         if isinstance(root, yt.MappingNode):
@@ -238,7 +239,7 @@ class KustomizationCheck:
 
     # --- entries ---------------------------------------------------------------------------------
 
-    def refuse_remote(self, entry: yt.ScalarNode, text: str, place: Place) -> None:
+    def refuse_remote(self, entry: yt.ScalarNode, text: str, place: TextLocator) -> None:
         if is_remote(text, os.path.join(self.directory, text.strip())):
             raise KustomizeError(
                 f"{input_files.excerpt(text.strip(), 120)} is a remote resource, which kustomize would download or "
@@ -256,19 +257,20 @@ class KustomizationCheck:
             return
         docs = self.file_entry(entry, self.place, yaml_text=True, tree=plugin)
         for doc in docs if plugin else ():
-            self.configuration(doc, Place(display_path(path)))
+            self.configuration(doc, TextLocator(display_path(path)))
 
     def configuration_text(self, entry: yt.ScalarNode) -> None:
         """An inline generator/transformer/validator configuration."""
-        place = Place(self.place.shown, entry, self.file)
+        place = TextLocator(self.place.shown, entry, self.file)
         for doc in self.text(entry.value, place, tree=True):
             self.configuration(doc, place)
 
     def inline(self, entry: yt.ScalarNode) -> None:
         """Inline patch text, bounded as kustomize will parse it."""
-        self.text(entry.value, Place(self.place.shown, entry, self.file), tree=False)
+        self.text(entry.value, TextLocator(self.place.shown, entry, self.file), tree=False)
 
-    def file_entry(self, entry: yt.ScalarNode, place: Place, *, yaml_text: bool, tree: bool = False) -> list[yt.Node]:
+    def file_entry(self, entry: yt.ScalarNode, place: TextLocator, *, yaml_text: bool,
+                   tree: bool = False) -> list[yt.Node]:
         """A file a field names: not remote, inside this kustomization's directory, within budgets."""
         text = entry.value
         self.refuse_remote(entry, text, place)
@@ -279,7 +281,7 @@ class KustomizationCheck:
             return []  # kustomize reports the missing file, and the line is found in its message
         return self.read(path, place.at(entry), tree=tree, text=yaml_text)
 
-    def generator_files(self, item: yt.MappingNode, place: Place) -> None:
+    def generator_files(self, item: yt.MappingNode, place: TextLocator) -> None:
         """`files:` (`[key=]path`), `envs:` and `env:` of a generator: data, bounded in size."""
         for entry in [*strings(item, "files"), *strings(item, "envs"),
                       *([env] if isinstance(env := yt.get(item, "env"), yt.ScalarNode) else [])]:
@@ -289,7 +291,7 @@ class KustomizationCheck:
                 entry = yt.ScalarNode(entry.tag, path, entry.start_mark, entry.end_mark)
             self.file_entry(entry, place, yaml_text=False)
 
-    def configuration(self, doc: yt.Node, place: Place) -> None:
+    def configuration(self, doc: yt.Node, place: TextLocator) -> None:
         """A generator/transformer/validator configuration: no URL in the fields kustomize loads
         files from; its patch and generator files bounded as those of a kustomization."""
         if not isinstance(doc, yt.MappingNode):
@@ -303,10 +305,10 @@ class KustomizationCheck:
             self.file_entry(entry, place, yaml_text=True)
         for key in ("patch", "patches"):
             if isinstance(patch := yt.get(doc, key), yt.ScalarNode):
-                self.text(patch.value, Place(place.shown, fixed=place.at(patch)), tree=False)
+                self.text(patch.value, TextLocator(place.shown, fixed=place.at(patch)), tree=False)
         self.generator_files(doc, place)
 
-    def fetched_values(self, node: yt.Node, place: Place) -> None:
+    def fetched_values(self, node: yt.Node, place: TextLocator) -> None:
         """Refuse a URL under any key kustomize or Helm fetch from, at any depth of a configuration."""
         for key, value in key_values(node):
             for scalar in [value] if isinstance(value, yt.ScalarNode) else (
@@ -347,9 +349,9 @@ class KustomizationCheck:
             raise KustomizeError(f"{shown} is over {budgets.current().max_file_mib} MiB (limit max-file-mib); "
                                  "not built", named_at)
         self.result.files.add(real)
-        return self.text(data, Place(shown), tree=tree) if text else []
+        return self.text(data, TextLocator(shown), tree=tree) if text else []
 
-    def text(self, data: str | bytes, place: Place, *, tree: bool) -> list[yt.Node]:
+    def text(self, data: str | bytes, place: TextLocator, *, tree: bool) -> list[yt.Node]:
         """YAML kustomize will parse, within the budgets; its documents when `tree` (else only when
         counting its aliases needed them)."""
         try:

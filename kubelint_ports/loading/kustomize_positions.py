@@ -11,7 +11,7 @@ kustomization built, and a note says so.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import yaml
 
@@ -27,7 +27,10 @@ from kubelint_ports.loading.kustomize_tree import (
 )
 
 ORIGIN_ANNOTATION = "config.kubernetes.io/origin"
-# Strategic merge keys of the lists the rules read (containers, ports, env, volumes, ...).
+# Strategic merge keys of the lists the rules read (containers, ports, env, volumes, ...): how
+# kustomize pairs a patch's item with the resource's, so how `matching_item` finds the one a
+# patch wrote (a patch may hold none). Not `yamltree.item_identity`, which names an item for
+# fingerprints, nor the Helm template matcher's keys, which a template writes literally.
 MERGE_KEYS = ("name", "containerPort", "port", "mountPath", "devicePath", "ip", "key")
 
 
@@ -188,12 +191,14 @@ class KustomizeDocument(Document):
 
     def location(self, field_path: str = "", message: str = "") -> Location:
         segments = yt.parse_field_path(field_path) if field_path else []
-        if segments:
-            for patch, docs in self.patches:
-                found = patch_location(patch, docs, self.root, segments)
-                if found is not None:
-                    return _with_message(found, message)
-        return _with_message(self.source_location(segments), message)
+        found = None
+        for patch, docs in self.patches if segments else ():  # the last patch that writes the field
+            found = patch_location(patch, docs, self.root, segments)
+            if found is not None:
+                break
+        if found is None:
+            found = self.source_location(segments)
+        return replace(found, message=message) if message else found
 
     def source_location(self, segments: list[str | int]) -> Location:
         doc = self.source_doc()
@@ -241,14 +246,6 @@ def generator_entry(docs: list[yt.Node], generator: str, rendered_name: str) -> 
     named = [(len(_text(yt.get(e, "name"))), e) for e in entries.value
              if _text(yt.get(e, "name")) and _text(yt.get(e, "name")) in rendered_name]
     return max(named, key=lambda pair: pair[0])[1] if named else entries
-
-
-def _with_message(location: Location, message: str) -> Location:
-    if not message:
-        return location
-    return Location(location.path, location.line, location.column, location.end_line, location.end_column, message)
-
-
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,24 +15,13 @@ import yaml
 
 from kubelint_ports.findings import Diagnostic, Location
 from kubelint_ports.loading import budgets, files, yamltree
+from kubelint_ports.loading.documents import (EMPTY_STDIN, KEPT_ANNOTATION_PREFIXES, STDIN, Document, DocumentReader,
+                                              LoadResult, ManifestLoader, SourceText, decoded_text, display_path,
+                                              node_location, read_bytes)
 from kubelint_ports.loading.yamltree import MappingNode, Node, ScalarNode
 
 if TYPE_CHECKING:
     from kubelint_ports.loading.helm import HelmOptions
-from kubelint_ports.loading.documents import (
-    EMPTY_STDIN,
-    KEPT_ANNOTATION_PREFIXES,
-    STDIN,
-    Document,
-    DocumentReader,
-    LoadResult,
-    ManifestLoader,
-    SourceText,
-    decoded_text,
-    display_path,
-    node_location,
-    read_bytes,
-)
 
 _SOURCE_LINE = re.compile(rb"# Source: ([^\r\n]+?)[ \t]*\r?")
 
@@ -72,8 +61,8 @@ def load_file(path: str, result: LoadResult, *, stdin=None, helm: HelmOptions | 
         return
     if data[:2] == b"\x1f\x8b":  # gzip: a packaged chart (`helm package`), not YAML
         result.diagnostics.append(Diagnostic(Location(shown, 0, 0), (
-            "a packaged Helm chart (gzip), which kubelint-ports does not render: unpack it "
-            f"(`tar -xzf {shown}`) and lint the chart's directory, where findings point at template lines")))
+            "gzip data, not YAML: a packaged Helm chart is linted when named directly with its own name "
+            "(`kubelint-ports lint mychart-1.2.3.tgz`)")))
         return
     source = SourceText(file=None if path == STDIN else path, data=data if path == STDIN else None,
                         digest=zlib.crc32(data))

@@ -13,31 +13,31 @@ Sources, among linted paths and `--cluster` files:
 
 Embedded YAML/JSON (a ConfigMap value) is composed on its own (`embedded_config`). CIDRs are
 parsed by `cidrs`; a value that is not a CIDR becomes an `InvalidCidr` for the `invalid-cidr` rule.
+Each reader is imported when a document it reads comes: a run over plain workloads and Services
+never loads the configuration readers.
 """
 
 from __future__ import annotations
 
 import os
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from kubelint_ports.findings import Diagnostic, ObjectRef
 from kubelint_ports.loading import Document, internal_error
 from kubelint_ports.loading import yamltree as yt
 from kubelint_ports.loading.cidrs import IPNetwork, family_problem, parse_cidr
-from kubelint_ports.loading.cni_config import read_cni_config, read_flannel, read_ip_pool
-from kubelint_ports.loading.component_pods import read_workload
-from kubelint_ports.loading.embedded_config import MAX_EMBEDDED_CHARS, EmbeddedDocument, SourceLines, compose_embedded
-from kubelint_ports.loading.kube_proxy_config import proxy_from_config
-from kubelint_ports.loading.kubeadm_config import read_kubeadm
 from kubelint_ports.loading.network_settings import (
     CidrSource,
     InvalidCidr,
     NetworkSettings,
     config_ref,
+    metadata_ref,
     object_identity,
-    object_ref,
 )
 from kubelint_ports.loading.workload_kinds import runs_components
+
+if TYPE_CHECKING:
+    from kubelint_ports.loading.embedded_config import EmbeddedDocument
 
 # Kinds read_document reads besides workloads (its dispatch checks their API groups).
 NETWORK_KINDS = frozenset(("KubeProxyConfiguration", "ClusterConfiguration", "ConfigMap", "ServiceCIDR", "IPPool"))
@@ -75,11 +75,15 @@ def read_document(settings: NetworkSettings, document: Document) -> None:
     kind = yt.as_str(yt.get(root, "kind"))
     group = api_version.rpartition("/")[0]
     if kind == "KubeProxyConfiguration" and group == "kubeproxy.config.k8s.io":
+        from kubelint_ports.loading.kube_proxy_config import proxy_from_config
+
         owner = settings.owner(document, config_ref(document, api_version, kind))
         proxy = proxy_from_config(root, owner, f"KubeProxyConfiguration in {document.path}", "")
         settings.add_proxy_config(proxy)
         settings.standalone_proxies.append((proxy, document.path))
     elif kind == "ClusterConfiguration" and group == "kubeadm.k8s.io":
+        from kubelint_ports.loading.kubeadm_config import read_kubeadm
+
         owner = settings.owner(document, config_ref(document, api_version, kind))
         read_kubeadm(settings, root, owner, "", document.path)
     elif kind == "ConfigMap" and group == "":
@@ -87,21 +91,30 @@ def read_document(settings: NetworkSettings, document: Document) -> None:
     elif kind == "ServiceCIDR" and group == "networking.k8s.io":
         read_service_cidr(settings, document, api_version)
     elif kind == "IPPool" and group in ("crd.projectcalico.org", "projectcalico.org"):
+        from kubelint_ports.loading.cni_config import read_ip_pool
+
         read_ip_pool(settings, document, api_version)
     elif runs_components(group, kind):
+        from kubelint_ports.loading.component_pods import read_workload
+
         read_workload(settings, document, api_version, kind)
     elif not kind and yt.get(root, "cniVersion") is not None:
+        from kubelint_ports.loading.cni_config import read_cni_config
+
         read_cni_config(settings, root, os.path.basename(document.path))
 
 
 def read_config_map(settings: NetworkSettings, document: Document, api_version: str) -> None:
     """Values that hold a kube-proxy or kubeadm configuration, flannel's net-conf.json, a CNI
     configuration list."""
+    from kubelint_ports.loading.cni_config import read_cni_config, read_flannel
+    from kubelint_ports.loading.embedded_config import MAX_EMBEDDED_CHARS, SourceLines, compose_embedded
+
     root = document.root
     data = yt.mapping(yt.get(root, "data"), "data")
     if data is None:
         return
-    ref = object_ref(root, api_version, "ConfigMap")
+    ref = metadata_ref(root, api_version, "ConfigMap")
     lines = SourceLines(document.path)
     for key_node, value in yt.pairs(data):
         if not isinstance(value, yt.ScalarNode) or not isinstance(key_node, yt.ScalarNode):
@@ -131,6 +144,9 @@ def read_config_map(settings: NetworkSettings, document: Document, api_version: 
 def read_embedded_config(settings: NetworkSettings, embedded: EmbeddedDocument, ref: ObjectRef, key: str) -> None:
     """A kube-proxy or kubeadm configuration held in a ConfigMap value (kubeadm's `kube-system/kube-proxy`,
     key `config.conf`; `kube-system/kubeadm-config`); a field of the wrong type costs this value only."""
+    from kubelint_ports.loading.kube_proxy_config import proxy_from_config
+    from kubelint_ports.loading.kubeadm_config import read_kubeadm
+
     root, owner = embedded.root, settings.owner(embedded, ref)
     try:
         kind = yt.as_str(yt.get(root, "kind"))
@@ -146,7 +162,7 @@ def read_embedded_config(settings: NetworkSettings, embedded: EmbeddedDocument, 
 
 def read_service_cidr(settings: NetworkSettings, document: Document, api_version: str) -> None:
     root = document.root
-    ref = object_ref(root, api_version, "ServiceCIDR")
+    ref = metadata_ref(root, api_version, "ServiceCIDR")
     owner = settings.owner(document, ref)
     cidrs = yt.items(yt.get(yt.get(root, "spec"), "cidrs"), "spec.cidrs")
     networks: list[IPNetwork] = []

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
-from kubelint_ports.findings import Diagnostic, ObjectRef
+from kubelint_ports.findings import Diagnostic, ObjectRef, record
 from kubelint_ports.loading import Document
 from kubelint_ports.loading import yamltree as yt
 from kubelint_ports.loading.cidrs import IPNetwork, parse_cidrs
@@ -23,7 +23,7 @@ DEFAULT_DETECT_LOCAL_MODE = "ClusterCIDR"
 UNRESOLVED = re.compile(r"\$\(|\$\{|\{\{")  # $(ENV) expansion, shell or template placeholders
 
 
-@dataclass(eq=False, slots=True)
+@record(eq=False, slots=True)
 class ConfigObject:
     """A finding's subject: the object a setting is written in (`document` may be embedded)."""
 
@@ -32,7 +32,7 @@ class ConfigObject:
     live: bool = False  # from --cluster: only ever related, never reported
 
 
-@dataclass(eq=False, slots=True)
+@record(eq=False, slots=True)
 class CidrSource:
     """A place that states a Service or pod range."""
 
@@ -56,7 +56,7 @@ class CidrSource:
         return f"{self.text} ({self.label})"
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class InvalidCidr:
     owner: ConfigObject
     field_path: str
@@ -66,7 +66,7 @@ class InvalidCidr:
     effect: str  # what the consumer does with it: "kube-proxy refuses the configuration and does not start"
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class Flag:
     name: str
     value: str | None  # None for a bare boolean flag (`--masquerade-all`)
@@ -77,7 +77,7 @@ class Flag:
         return f"--{self.name}" if self.value is None else f"--{self.name}={self.value}"
 
 
-@dataclass(eq=False, slots=True)
+@record(eq=False, slots=True)
 class ProxyConfig:
     """One kube-proxy configuration: a config document, an embedded one, or a container's flags."""
 
@@ -118,7 +118,7 @@ class ProxyConfig:
         return not self.cluster_cidr_text.strip() and self.derived_from is None
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class CniConfig:
     """A CNI network configuration list found in the inputs: does it chain portmap, and how?"""
 
@@ -132,7 +132,7 @@ class CniConfig:
         return "portmap" in self.plugins
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class NodePortRangeSetting:
     """Where a kube-apiserver --service-node-port-range is written (for findings about the range)."""
 
@@ -142,7 +142,7 @@ class NodePortRangeSetting:
     field_path: str
 
 
-@dataclass(eq=False, slots=True)
+@record(eq=False, slots=True)
 class Launcher:
     """A kube-proxy container started with `--config`: the file it loads replaces its flags."""
 
@@ -153,7 +153,7 @@ class Launcher:
     target: tuple[str, str] | None  # (ConfigMap name, key) mounted at the file, when the pod says
 
 
-@dataclass(eq=False, slots=True)
+@record(eq=False, slots=True)
 class NetworkSettings:
     """What one document writes about kube-proxy and the cluster's ranges; pickled back from
     worker processes. Pod ranges are kept by where they come from ("controller-manager",
@@ -252,7 +252,8 @@ def cidr_source(owner: ConfigObject, role: str, label: str, text: str, field_pat
 
 
 def parse_port_range(text: str) -> tuple[int, int] | None:
-    """apimachinery PortRange: `30000-32767`, `30000+2767`, or one port."""
+    """apimachinery PortRange: `30000-32767`, `30000+2767`, or one port; None for a range
+    kube-apiserver refuses (`settings.parse_range_option` reads the command line's, and raises)."""
     text = text.strip()
     match = re.fullmatch(r"([0-9]{1,10})(?:([-+])([0-9]{1,10}))?", text)
     if not match:
@@ -275,14 +276,16 @@ def join_path(prefix: str):
     return lambda path: f"{prefix}.{path}" if prefix else path
 
 
-def object_ref(root: yt.Node, api_version: str, kind: str) -> ObjectRef:
+def metadata_ref(root: yt.Node, api_version: str, kind: str) -> ObjectRef:
+    """A configuration object's reference as its metadata writes it: no namespace when none is
+    written, no name from `generateName` (the model's `object_ref` fills both in for workloads)."""
     metadata = yt.mapping(yt.get(root, "metadata"), "metadata")
     return ObjectRef(api_version, kind, yt.as_str(yt.get(metadata, "namespace")), yt.as_str(yt.get(metadata, "name")))
 
 
 def config_ref(document: Document, api_version: str, kind: str) -> ObjectRef:
     """Component configs have no metadata: the file names them."""
-    ref = object_ref(document.root, api_version, kind)
+    ref = metadata_ref(document.root, api_version, kind)
     return ref if ref.name else ObjectRef(api_version, kind, "", os.path.basename(document.path))
 
 

@@ -1,6 +1,7 @@
 """Where the `.Values` a template line reads are set: values files composed with positions, the
 layers a template's values come from, and the references (`.Values.x.y`, `$.Values`, `index
-.Values "x"`, `with`/`range` contexts, `$var := .Values.x`) an action makes at a line.
+.Values "x"`, `with`/`range` contexts, `$var := .Values.x`) an action makes at a line; and which
+`if`/`with` branches those values take, where their conditions are references, `not`, `and`, `or`.
 
 Split from `templatemap.py`, which maps rendered fields to template lines and asks this module for
 the values locations of those lines.
@@ -37,11 +38,13 @@ _BUILTINS = frozenset(("Release", "Chart", "Capabilities", "Template", "Files", 
 
 @dataclass(slots=True, eq=False)
 class ValuesFile:
-    """A values file, composed once with marks (only when a finding needs it)."""
+    """A values file, composed once with marks (only when a finding needs it). `data`: its text
+    when it is no file of its own (`<archive>:<member>` of a packaged chart)."""
 
     path: str  # absolute: shown relative to wherever the run is
     _root: object = None
     _loaded: bool = False
+    data: bytes | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         self.path = os.path.abspath(self.path)
@@ -51,8 +54,9 @@ class ValuesFile:
         if not self._loaded:
             self._loaded = True
             try:
-                self._root = budgets.compose(files.read_file(self.path, budgets.current().max_file_bytes),
-                                             loader=ManifestLoader)
+                data = self.data if self.data is not None else files.read_file(
+                    self.path, budgets.current().max_file_bytes)
+                self._root = budgets.compose(data, loader=ManifestLoader)
             except (OSError, yaml.YAMLError):
                 self._root = None
         return self._root
@@ -63,21 +67,7 @@ class ValuesFile:
 
     def resolve(self, segments: list[Segment]) -> tuple[int, Location | None, yt.Node | None]:
         """How many segments resolve, the place of the deepest one, and its value node."""
-        node = self.root
-        key_node = value_node = None
-        depth = 0
-        for segment in segments:
-            if isinstance(segment, int):
-                if not isinstance(node, yt.SequenceNode) or segment >= len(node.value):
-                    break
-                key_node, node = None, node.value[segment]
-            else:
-                pair = yt.child(node, segment)
-                if pair is None:
-                    break
-                key_node, node = pair
-            value_node = node
-            depth += 1
+        key_node, value_node, depth = yt.descend(self.root, segments)
         if depth == 0:
             return 0, None, None
         start = (key_node or value_node).start_mark
@@ -104,13 +94,9 @@ class ValuesSource:
         holding the whole key, else the one holding most of it. With `expect` (the rendered
         scalar), a layer whose value differs is not the source: the value came from elsewhere
         (a file or --set this run does not know), so no place is claimed."""
-        if not segments:
-            return None
+        if not segments or self.set_on_command_line(segments):
+            return None  # set on the command line: no file holds it
         scoped = segments[0] == "global"  # globals are read at the top of every file
-        for set_path in self.set_paths:
-            full = ([] if scoped else list(self.set_prefix)) + list(segments)
-            if full[:len(set_path)] == set_path:
-                return None  # set on the command line: no file holds it
         best: tuple[int, Location, list[Segment]] | None = None
         for values_file, prefix in self.layers:
             wanted = list(segments) if scoped else [*prefix, *segments]
@@ -124,6 +110,51 @@ class ValuesSource:
                 best = (depth, location, wanted)
         return (best[1], best[2]) if best else None
 
+    def set_on_command_line(self, segments: list[Segment]) -> bool:
+        full = ([] if segments[:1] == ["global"] else list(self.set_prefix)) + list(segments)
+        return any(full[:len(set_path)] == set_path for set_path in self.set_paths)
+
+    def lookup(self, segments: list[Segment]) -> tuple[bool, yt.Node | None]:
+        """(known, value node) of `.Values.<segments>`: the highest layer holding the whole key
+        gives it; held by none, it is null; set on the command line, it is not known here."""
+        if not segments or self.set_on_command_line(segments):
+            return False, None
+        scoped = segments[0] == "global"
+        for values_file, prefix in self.layers:
+            wanted = list(segments) if scoped else [*prefix, *segments]
+            depth, _, node = values_file.resolve(wanted)
+            if depth == len(wanted):
+                return True, node
+        return True, None
+
+    def truth(self, segments: list[Segment]) -> bool | None:
+        """Whether `{{ if .Values.<segments> }}` takes its branch (Go templates: false, 0, null
+        and empty are false), or None when the value is not known here."""
+        known, node = self.lookup(segments)
+        if not known:
+            return None
+        if node is None:
+            return False
+        if not isinstance(node, yt.ScalarNode):
+            return bool(node.value)  # an empty map or list is false
+        kind = yt.scalar_type(node)
+        if kind in (yt.NULL, yt.BOOL):
+            return yt.as_bool(node)  # null: false
+        if kind in (yt.INT, yt.FLOAT):
+            return _nonzero(node.value)
+        return node.value != ""
+
+
+
+def _nonzero(text: str) -> bool:
+    """A YAML number as Go's templates test it: anything but zero (NaN and infinities too)."""
+    number = yt.parse_int(text)
+    if number is not None:
+        return number != 0
+    try:
+        return float(text.replace("_", "")) != 0
+    except ValueError:  # `.inf`, `.nan`
+        return True
 
 
 # --- `.Values` references ----------------------------------------------------------------------
@@ -247,3 +278,103 @@ def values_references(action: Action, context: Context, line: str) -> Iterator[t
         if path and tuple(path) not in seen:
             seen.add(tuple(path))
             yield path, generator, exact
+
+
+# --- which `if` branches the values take --------------------------------------------------------
+
+_BLOCKS = frozenset(("if", "with", "range", "define", "block"))
+_MAX_CONDITION_DEPTH = 16  # nested `not`/`and`/`or`/parentheses read; deeper is not known
+
+
+def branch_taken(actions: list[Action], line: int, values: ValuesSource, range_index: int | None) -> bool | None:
+    """Whether the values take every `if`/`with` branch enclosing `line` (an `else if` is taken
+    when the conditions before it are false and its own is true): False when one is known not to
+    be, True when all are known to be, None when a condition cannot be read here."""
+    taken: bool | None = True
+    for kind, branches in open_blocks(actions, line):
+        if kind not in ("if", "with"):
+            continue
+        for index, (condition, at) in enumerate(branches):
+            truth = True if condition is None else condition_truth(
+                condition, template_context(actions, at, range_index), values)
+            taken = _all([taken, truth if index == len(branches) - 1 else _not(truth)])
+        if taken is False:
+            return False
+    return taken
+
+
+def open_blocks(actions: list[Action], line: int) -> list[tuple[str, list[tuple[str | None, int]]]]:
+    """The blocks (`if`, `with`, `range`, `define`, `block`) open at `line`, outermost first: their
+    kind and, per branch so far (`else if`, `else`), its condition (None for `else`) and line."""
+    blocks: list[tuple[str, list[tuple[str | None, int]]]] = []
+    for action in actions:
+        if action.line >= line:
+            break
+        words = action.words
+        if action.is_comment or not words:
+            continue
+        if words[0] in _BLOCKS:
+            blocks.append((words[0], [(action.body[len(words[0]):], action.line)]))
+        elif words[0] == "else" and blocks:
+            chained = len(words) > 2 and words[1] in ("if", "with")
+            blocks[-1][1].append((action.body.split(None, 2)[2] if chained else None, action.line))
+        elif words[0] == "end" and blocks:
+            blocks.pop()
+    return blocks
+
+
+def condition_truth(expression: str, context: Context, values: ValuesSource, depth: int = 0) -> bool | None:
+    """The truth of an `if` condition made of `.Values` references, `not`, `and`, `or` and
+    parentheses; None for anything else (a comparison, a function, a pipeline, a built-in)."""
+    terms = _terms(expression)
+    if terms is None or not terms or depth > _MAX_CONDITION_DEPTH:
+        return None
+    if terms[0] == "not" and len(terms) == 2:
+        return _not(condition_truth(terms[1], context, values, depth + 1))
+    if terms[0] in ("and", "or") and len(terms) > 2:
+        truths = [condition_truth(term, context, values, depth + 1) for term in terms[1:]]
+        return _all(truths) if terms[0] == "and" else _not(_all([_not(truth) for truth in truths]))
+    if len(terms) != 1:
+        return None
+    if terms[0].startswith("("):
+        return condition_truth(terms[0][1:-1], context, values, depth + 1)
+    path = _resolve_expression(terms[0], context.dot, context.variables)
+    return values.truth(path) if path else None
+
+
+def _terms(expression: str) -> list[str] | None:
+    """An expression's words at the top level (a parenthesised group is one word); None when it
+    holds a pipeline or a string, which this reading does not evaluate."""
+    terms: list[str] = []
+    depth, start = 0, None
+    for index, char in enumerate(expression):
+        if char in "\"'`|":
+            return None
+        if char == "(":
+            depth += 1
+        elif char == ")":
+            depth -= 1
+            if depth < 0:
+                return None
+        if char.isspace() and depth == 0:
+            if start is not None:
+                terms.append(expression[start:index])
+                start = None
+        elif start is None:
+            start = index
+    if depth != 0:
+        return None
+    if start is not None:
+        terms.append(expression[start:])
+    return terms
+
+
+def _not(truth: bool | None) -> bool | None:
+    return None if truth is None else not truth
+
+
+def _all(truths: list[bool | None]) -> bool | None:
+    """`and` where some truths are not known: false if one is false, true if all are true."""
+    if any(truth is False for truth in truths):
+        return False
+    return True if all(truth is True for truth in truths) else None

@@ -151,19 +151,11 @@ def at(root: Node | None, path: str) -> Node | None:
     return node
 
 
-def at_segments(root: Node | None, segments) -> Node | None:
+def at_segments(root: Node | None, segments: list[str | int]) -> Node | None:
     """The node at parsed field-path segments (keys and list indexes), or None when a step is
     absent: mappings and sequences as they are written, no typing."""
-    node = root
-    for segment in segments:
-        if isinstance(segment, int):
-            node = node.value[segment] if isinstance(node, SequenceNode) and segment < len(node.value) else None
-        else:
-            pair = child(node, segment)
-            node = pair[1] if pair else None
-        if node is None:
-            return None
-    return node
+    _, node, depth = descend(root, segments)
+    return node if depth == len(segments) else None
 
 
 def items(node: Node | None, what: str) -> list[Node]:
@@ -342,19 +334,32 @@ def _segments_to(node: Node, target: Node, path: list[str | int]) -> list[str | 
 
 def resolve(root: Node, path: str) -> tuple[Node | None, Node]:
     """The key node (None for list items) and value node at `path`, or the deepest ancestor."""
+    key_node, node, _ = descend(root, parse_field_path(path))
+    return key_node, node
+
+
+def descend(root: Node | None, segments: list[str | int]) -> tuple[Node | None, Node | None, int]:
+    """Follow field-path segments as far as they go: the key node (None for a list item or the
+    root), the value node reached (`root` when no segment resolves) and how many segments resolved.
+    Items are taken by index: the tree is the one the path was written for. The walkers through
+    other files (`kustomize_positions.walk` through a patch, `TemplateDocument.map` through a
+    template) match list items by their keys instead, as those lists hold other items."""
     key_node: Node | None = None
     node = root
-    for segment in parse_field_path(path):
+    depth = 0
+    for segment in segments:
         if isinstance(segment, int):
             if isinstance(node, SequenceNode) and segment < len(node.value):
                 key_node, node = None, node.value[segment]
+                depth += 1
                 continue
             break
         pair = child(node, segment)
         if pair is None:
             break
         key_node, node = pair
-    return key_node, node
+        depth += 1
+    return key_node, node, depth
 
 
 def identity_path(root: Node, path: str) -> str:

@@ -18,21 +18,22 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import field
 
+from kubelint_ports.findings import record
 from kubelint_ports.model import placement
 from kubelint_ports.model.objects import WILDCARD_HOST_IP, Cluster, HostClaim, Workload
 
 ANY_NODE = "*"  # without an inventory: a pod that may run anywhere
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class Claimant:
     workload: Workload
     claim: HostClaim
 
 
-@dataclass(slots=True)
+@record(slots=True)
 class Conflict:
     """Claimants of one host port that cannot all be placed; `pending` pods stay Pending."""
 
@@ -99,7 +100,7 @@ class NodeIndex:
         return set(found) if possible is None else possible.intersection(found)
 
 
-@dataclass(slots=True)
+@record(slots=True)
 class Allocation:
     cluster: Cluster
     groups: dict[tuple[str, int], list[Claimant]] = field(default_factory=dict)

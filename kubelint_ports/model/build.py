@@ -11,9 +11,9 @@ only its place (see `loading`). The per-object readers (`model.object_readers`: 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import field
 
-from kubelint_ports.findings import Diagnostic, ObjectRef
+from kubelint_ports.findings import Diagnostic, ObjectRef, record
 from kubelint_ports.loading import Document, held
 from kubelint_ports.loading import yamltree as yt
 from kubelint_ports.loading.network import NodeCidrs, read_node_cidrs
@@ -22,7 +22,7 @@ from kubelint_ports.loading.workload_kinds import CORE_GROUPS, CUSTOM_WORKLOAD_K
 from kubelint_ports.model import placement, units
 from kubelint_ports.model.datapath import Datapath
 from kubelint_ports.model.network import network_from_pieces, read_network_piece
-from kubelint_ports.model.network_facts import datapath_facts
+from kubelint_ports.model.network_facts import cluster_datapath_facts
 from kubelint_ports.model.object_readers import object_ref, read_service, read_workload
 from kubelint_ports.model.objects import (
     DEFAULT_EPHEMERAL_PORT_RANGE,
@@ -51,7 +51,7 @@ def may_make_pods(group: str, kind: str) -> bool:
 LINTED, LIVE, INVENTORY = "linted", "live", "inventory"
 
 
-@dataclass(slots=True)
+@record(slots=True)
 class NodeEntry:
     """A Node object and what the network model reads from it (its pod CIDRs, with field paths)."""
 
@@ -59,7 +59,7 @@ class NodeEntry:
     cidrs: NodeCidrs
 
 
-@dataclass(slots=True)
+@record(slots=True)
 class ModelReader:
     """What one kind of input contributes to the model, read document by document while loading
     holds each tree. Pickled back from worker processes; `absorb` appends a worker's pieces."""
@@ -161,7 +161,7 @@ def assemble(linted: ModelReader, live: ModelReader | None = None, inventory: Mo
         pieces, set(linted.identities) if live is not None else set(), node_cidrs, facts)
     diagnostics += network_diagnostics
     cluster.proxy_mode = facts.proxy_mode or cluster.network.proxy_mode
-    cluster.datapath = Datapath(datapath_facts(cluster.network, facts.datapath_statements()))
+    cluster.datapath = Datapath(cluster_datapath_facts(cluster.network, facts.datapath_statements()))
     if facts.node_port_range is None and cluster.network.node_port_range is not None:
         cluster.node_port_range = cluster.network.node_port_range
     return cluster, diagnostics

@@ -1,94 +1,85 @@
 """Which ports are free: the nodePorts no Service of the inputs claims, and each node's host ports
 no pod, hostNetwork process or node daemon holds, outside the ephemeral range. A fact about the
-cluster, so it lives in the model: `ports --free` shows it and `lint --unsafe-fixes` moves a
-colliding nodePort to the lowest one, and both must agree.
+cluster, so it lives in the model, and in one place: `ports --free` prints it, the HTML page shows
+it (`portmap.free_view`), `lint --unsafe-fixes` moves a colliding port to it (`fixes.rules`), and
+the collision rules' messages name it (`free_node_port`, `free_host_port_for`); all must agree.
+
+Free ports are worked out as runs (first, last) from the taken ports, never by walking the 64,000
+ports of each node: nodes whose pods are the same share one answer, so 500 nodes cost about as
+much as the handful of node pools they form.
 
 "Free" means free as far as the inputs say: objects not given (no `--cluster`) cannot be seen.
 Everything here is deterministic: lowest port first, or nearest first with ties to the lower."""
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections.abc import Collection, Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
-from kubelint_ports.model.objects import Cluster
+from kubelint_ports.model.objects import Cluster, Workload
 
 MAX_PORT = 65535
 # A host port is only suggested from the registered range up: below 1024 a container needs
 # CAP_NET_BIND_SERVICE, and a well-known port is rarely what the user wants moved to.
 FIRST_SUGGESTED_HOST_PORT = 1024
 
-
-@dataclass(frozen=True, slots=True)
-class NodeFree:
-    """One node's host ports (TCP) as the inputs say: who holds which, and the ranges no pod should take."""
-
-    node: str  # "" when there is no inventory: every node alike
-    held: Mapping[int, tuple[str, ...]] = field(default_factory=dict)  # port -> holders ("ns/Kind/name", daemons)
+Runs = tuple[tuple[int, int], ...]  # (first, last) runs of free ports, lowest first
 
 
-def node_port_holders(cluster: Cluster) -> dict[int, list[str]]:
-    """nodePort number -> who claims it: Services (linted and running), and pods holding the same
-    number as a host port (kube-proxy's rule and theirs would collide, KP201/KP202)."""
-    holders: dict[int, list[str]] = {}
-    for number, claims in cluster.node_ports_by_number().items():
-        holders.setdefault(number, []).extend(sorted({str(service.ref) for service, _ in claims}))
-    for workload, claim, _ in cluster.held_ports():
-        if cluster.in_node_port_range(claim.port):
-            holders.setdefault(claim.port, []).append(f"{workload.ref} ({claim.via})")
-    return holders
+# --- runs ------------------------------------------------------------------------------------------------
+
+def free_runs(taken: Iterable[int], ranges: Iterable[tuple[int, int]] = (), first: int = FIRST_SUGGESTED_HOST_PORT,
+              last: int = MAX_PORT) -> Runs:
+    """The runs of ports from `first` to `last` that are neither `taken` nor in one of `ranges`."""
+    runs: list[tuple[int, int]] = []
+    start = first
+    for low, high in sorted([(port, port) for port in taken] + list(ranges)):
+        if low > start:
+            runs.append((start, min(low - 1, last)))
+        start = max(start, high + 1)
+        if start > last:
+            break
+    if start <= last:
+        runs.append((start, last))
+    return tuple(run for run in runs if run[0] <= run[1])
 
 
-def free_node_ports(cluster: Cluster, reserved: Iterable[int] = (), taken: Collection[int] = ()) -> Iterator[int]:
-    """The node-port range's free ports, lowest first: claimed by no Service and held by no pod of
-    the inputs, not a node daemon's (`reserved`) and not in `taken` (ports already handed out)."""
-    low, high = cluster.node_port_range
-    used = set(node_port_holders(cluster)) | set(reserved) | set(taken)
-    return (port for port in range(low, high + 1) if port not in used)
+def run_ports(runs: Iterable[tuple[int, int]]) -> Iterator[int]:
+    """The ports of `runs`, lowest first."""
+    for first, last in runs:
+        yield from range(first, last + 1)
 
 
-def host_port_holders(cluster: Cluster, node: str, reserved: Mapping[int, str]) -> dict[int, list[str]]:
-    """port -> who holds it on `node` ("" : on any node, when there is no inventory): pods that may
-    run there with a hostPort or hostNetwork port, every nodePort (kube-proxy opens them on every
-    node), and node daemons (`reserved`, from the node-reserved-port policy)."""
-    holders: dict[int, list[str]] = {}
-    allocation = None
-    if node and cluster.nodes is not None:
-        from kubelint_ports.model.allocation import allocate
-
-        allocation = allocate(cluster)
-    for workload, claim, _ in cluster.held_ports():
-        if allocation is not None and node not in allocation.eligible(workload):
-            continue
-        holders.setdefault(claim.port, []).append(f"{workload.ref} ({claim.via})")
-    for number, claims in cluster.node_ports_by_number().items():
-        holders.setdefault(number, []).extend(sorted({f"{service.ref} (nodePort)" for service, _ in claims}))
-    for port, daemon in reserved.items():
-        holders.setdefault(port, []).append(f"{daemon} (node daemon)")
-    return {port: sorted(set(names)) for port, names in holders.items()}
+def run_count(runs: Iterable[tuple[int, int]]) -> int:
+    return sum(last - first + 1 for first, last in runs)
 
 
-def free_host_ports(cluster: Cluster, held: Collection[int]) -> Iterator[int]:
-    """Host ports a pod may take: from 1024 up, not held, not in the node-port range (kube-proxy's)
-    nor the ephemeral range (the kernel hands those to outgoing connections), lowest first."""
-    node_low, node_high = cluster.node_port_range
-    eph_low, eph_high = cluster.ephemeral_port_range
-    for port in range(FIRST_SUGGESTED_HOST_PORT, MAX_PORT + 1):
-        if port in held or node_low <= port <= node_high or eph_low <= port <= eph_high:
-            continue
-        yield port
+def nearest_in_runs(runs: Runs, near: int, count: int) -> list[int]:
+    """`nearest(run_ports(runs), near, count)` without listing every port: the `count` nearest are
+    among the `count` highest ports up to `near` and the `count` lowest above it."""
+    below: list[int] = []
+    above: list[int] = []
+    split = bisect_right(runs, (near, MAX_PORT + 1))  # runs[:split] start at or below `near`
+    for first, last in reversed(runs[:split]):
+        for port in range(min(last, near), first - 1, -1):
+            if len(below) == count:
+                break
+            below.append(port)
+        if len(below) == count:
+            break
+    if split and runs[split - 1][1] > near:  # the run holding `near` goes on above it
+        above.extend(range(near + 1, min(runs[split - 1][1], near + count) + 1))
+    for first, last in runs[split:]:
+        if len(above) >= count:
+            break
+        above.extend(range(first, min(last, first + count - len(above) - 1) + 1))
+    return nearest(below + above[:count], near, count)
 
 
 def nearest(ports: Iterable[int], near: int, count: int) -> list[int]:
     """The `count` ports closest to `near`, nearest first, the lower one first on a tie."""
     return sorted(ports, key=lambda port: (abs(port - near), port))[:count]
-
-
-def node_names(cluster: Cluster) -> list[str]:
-    """The inventory's nodes by name, or [""] (every node alike) when there is none."""
-    if not cluster.nodes:
-        return [""]
-    return sorted(node.name for node in cluster.nodes)
 
 
 def free_ranges(ports: Iterable[int]) -> list[tuple[int, int]]:
@@ -102,13 +93,149 @@ def free_ranges(ports: Iterable[int]) -> list[tuple[int, int]]:
     return runs
 
 
+# --- nodePorts -------------------------------------------------------------------------------------------
+
+def node_port_holders(cluster: Cluster) -> dict[int, list[str]]:
+    """nodePort number -> who claims it: Services (linted and running), and pods holding the same
+    number as a host port (kube-proxy's rule and theirs would collide, KP201/KP202)."""
+    holders: dict[int, list[str]] = {}
+    for number, claims in cluster.node_ports_by_number().items():
+        holders.setdefault(number, []).extend(sorted({str(service.ref) for service, _ in claims}))
+    for workload, claim, _ in cluster.held_ports():
+        if cluster.in_node_port_range(claim.port):
+            holders.setdefault(claim.port, []).append(f"{workload.ref} ({claim.via})")
+    return holders
+
+
+def free_node_port_runs(cluster: Cluster, reserved: Iterable[int] = (), taken: Iterable[int] = ()) -> Runs:
+    """The node-port range's free runs: claimed by no Service and held by no pod of the inputs, not
+    a node daemon's (`reserved`) and not in `taken` (ports already handed out)."""
+    low, high = cluster.node_port_range
+    return free_runs({*node_port_holders(cluster), *reserved, *taken}, (), low, high)
+
+
+def free_node_ports(cluster: Cluster, reserved: Iterable[int] = (), taken: Collection[int] = ()) -> Iterator[int]:
+    """The node-port range's free ports (`free_node_port_runs`), lowest first."""
+    return run_ports(free_node_port_runs(cluster, reserved, taken))
+
+
+def free_node_port(cluster: Cluster, reserved: Iterable[int] = ()) -> int | None:
+    """The lowest free nodePort of the range: where `lint --unsafe-fixes` moves a colliding or
+    out-of-range nodePort (the first it moves; each next one takes the next free port)."""
+    return next(free_node_ports(cluster, reserved), None)
+
+
+# --- host ports ----------------------------------------------------------------------------------------
+
+def node_names(cluster: Cluster) -> list[str]:
+    """The inventory's nodes by name, or [""] (every node alike) when there is none."""
+    if not cluster.nodes:
+        return [""]
+    return sorted(node.name for node in cluster.nodes)
+
+
+def host_port_holders_by_node(cluster: Cluster, reserved: Mapping[int, str],
+                              nodes: Iterable[str] | None = None) -> dict[str, Mapping[int, tuple[str, ...]]]:
+    """Node -> {port: who holds it there}, for `nodes` (default: every node of `node_names`; ""
+    means any node, every pod counted): pods that may run there with a hostPort or hostNetwork
+    port, every nodePort (kube-proxy opens them on every node) and node daemons (`reserved`, from
+    the node-reserved-port policy). Nodes the same pods may run on share one mapping."""
+    names = node_names(cluster) if nodes is None else list(nodes)
+    allocation = None
+    if cluster.nodes is not None and names != [""]:
+        from kubelint_ports.model.allocation import allocate
+
+        allocation = allocate(cluster)
+    everywhere: dict[int, set[str]] = {}
+    for number, claims in cluster.node_ports_by_number().items():
+        everywhere.setdefault(number, set()).update(f"{service.ref} (nodePort)" for service, _ in claims)
+    for port, daemon in reserved.items():
+        everywhere.setdefault(port, set()).add(f"{daemon} (node daemon)")
+    pods: list[tuple[int, str]] = []  # (port, holder) of each pod's claim
+    pods_on: dict[str, list[int]] = {name: [] for name in names}  # node -> indexes into `pods`
+    for workload, claim, _ in cluster.held_ports():
+        pods.append((claim.port, f"{workload.ref} ({claim.via})"))
+        for name in names if allocation is None else allocation.eligible(workload):
+            if name in pods_on:
+                pods_on[name].append(len(pods) - 1)
+    shared: dict[tuple[int, ...], Mapping[int, tuple[str, ...]]] = {}
+    holders_by_node = {}
+    for name in names:
+        key = tuple(pods_on[name]) if name else tuple(range(len(pods)))  # "": any node, every pod
+        if key not in shared:
+            held = {port: set(holders) for port, holders in everywhere.items()}
+            for index in key:
+                port, holder = pods[index]
+                held.setdefault(port, set()).add(holder)
+            shared[key] = {port: tuple(sorted(held[port])) for port in sorted(held)}
+        holders_by_node[name] = shared[key]
+    return holders_by_node
+
+
+def host_port_holders(cluster: Cluster, node: str, reserved: Mapping[int, str]) -> Mapping[int, tuple[str, ...]]:
+    """port -> who holds it on `node` ("": on any node), as `host_port_holders_by_node` says."""
+    return host_port_holders_by_node(cluster, reserved, [node])[node]
+
+
+def blocked_host_ranges(cluster: Cluster) -> tuple[tuple[int, int], ...]:
+    """What no pod should take as a host port: the node-port range (kube-proxy's) and the ephemeral
+    range (the kernel hands those to outgoing connections)."""
+    return cluster.node_port_range, cluster.ephemeral_port_range
+
+
+def free_host_port_runs(cluster: Cluster, held: Iterable[int]) -> Runs:
+    """Host ports a pod may take: from 1024 up, not held, outside `blocked_host_ranges`."""
+    return free_runs(held, blocked_host_ranges(cluster))
+
+
+def free_host_ports(cluster: Cluster, held: Iterable[int]) -> Iterator[int]:
+    """The ports of `free_host_port_runs`, lowest first."""
+    return run_ports(free_host_port_runs(cluster, held))
+
+
+def nearest_free_host_port(cluster: Cluster, held: Iterable[int], near: int) -> int | None:
+    """The free host port nearest `near` (the lower on a tie): what `ports --free --near` lists first."""
+    found = nearest_in_runs(free_host_port_runs(cluster, held), near, 1)
+    return found[0] if found else None
+
+
+def workload_nodes(cluster: Cluster, workload: Workload) -> list[str]:
+    """The nodes the workload's pods may run on, sorted; [""] without an inventory (any node)."""
+    if not cluster.nodes:
+        return [""]
+    from kubelint_ports.model.allocation import allocate
+
+    return sorted(allocate(cluster).eligible(workload))
+
+
+def held_host_ports(cluster: Cluster, reserved: Mapping[int, str]) -> dict[str, frozenset[int]]:
+    """Node -> the host ports held there (`host_port_holders_by_node`), alike nodes sharing one set."""
+    shared: dict[int, frozenset[int]] = {}
+    return {node: shared.setdefault(id(holders), frozenset(holders))
+            for node, holders in host_port_holders_by_node(cluster, reserved).items()}
+
+
+def free_host_port_for(cluster: Cluster, workload: Workload, near: int,
+                       held_by_node: Mapping[str, frozenset[int]]) -> int | None:
+    """The host port nearest `near` that is free on every node the workload may run on (what
+    `lint --unsafe-fixes` moves a colliding hostPort to); None when it may run on no node.
+    `held_by_node`: `held_host_ports`, worked out once for every finding of a run."""
+    nodes = workload_nodes(cluster, workload)
+    if not nodes:
+        return None
+    sets = {id(held_by_node[node]): held_by_node[node] for node in nodes if node in held_by_node}
+    return nearest_free_host_port(cluster, frozenset().union(*sets.values()), near)
+
+
+# --- `ports --free` ----------------------------------------------------------------------------------------
+
 @dataclass(frozen=True, slots=True)
 class FreeScope:
     """The free ports of one scope: the node-port range (`node` is None), or one node's host ports
     ("": every node alike, no inventory)."""
 
     node: str | None
-    free: tuple[tuple[int, int], ...]  # runs of free ports
+    free: Runs
     count: int
     held: Mapping[int, tuple[str, ...]]  # the taken ports of the scope and who holds them
     suggested: tuple[int, ...] = ()  # nearest to `near`, when asked
@@ -126,16 +253,16 @@ def free_ports(cluster: Cluster, reserved: Mapping[int, str], near: int | None =
     """`ports --free`: the nodePorts no Service or pod of the inputs claims, then each node's host
     ports no pod that may run there, no nodePort and no node daemon holds, outside the ephemeral
     and node-port ranges; with `near`, the `count` free ones closest to it."""
-    scopes = []
     low, high = cluster.node_port_range
     holders = {port: tuple(names) for port, names in sorted(node_port_holders(cluster).items()) if low <= port <= high}
-    free = list(free_node_ports(cluster, reserved))
-    scopes.append(FreeScope(None, tuple(free_ranges(free)), len(free), holders,
-                            tuple(nearest(free, near, count)) if near is not None else ()))
-    for node in node_names(cluster):
-        held = host_port_holders(cluster, node, reserved)
-        free = list(free_host_ports(cluster, held))
-        scopes.append(FreeScope(node, tuple(free_ranges(free)), len(free),
-                                {port: tuple(names) for port, names in sorted(held.items())},
-                                tuple(nearest(free, near, count)) if near is not None else ()))
+    runs = free_node_port_runs(cluster, reserved)
+    scopes = [FreeScope(None, runs, run_count(runs), holders,
+                        tuple(nearest_in_runs(runs, near, count)) if near is not None else ())]
+    runs_of: dict[int, Runs] = {}  # alike nodes share their holders, and so their runs
+    for node, held in host_port_holders_by_node(cluster, reserved).items():
+        if id(held) not in runs_of:
+            runs_of[id(held)] = free_host_port_runs(cluster, held)
+        runs = runs_of[id(held)]
+        scopes.append(FreeScope(node, runs, run_count(runs), held,
+                                tuple(nearest_in_runs(runs, near, count)) if near is not None else ()))
     return FreePorts(cluster.node_port_range, cluster.ephemeral_port_range, tuple(scopes), near)

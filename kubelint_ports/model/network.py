@@ -12,15 +12,13 @@ and kubeadm's defaults are applied. The datapath facts drawn from it are `model.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
-from kubelint_ports.findings import COMMAND_LINE, Diagnostic, Location, ObjectRef
+from kubelint_ports.findings import COMMAND_LINE, Diagnostic, Location, ObjectRef, record
 from kubelint_ports.loading import Document, held
 from kubelint_ports.loading import yamltree as yt
 from kubelint_ports.loading.cidrs import IPNetwork, cidr_text, family_name, parse_cidrs  # noqa: F401 (names the checks use)
-from kubelint_ports.loading.component_pods import image_tag
-from kubelint_ports.loading.embedded_config import EmbeddedDocument  # noqa: F401
 from kubelint_ports.loading.network import NodeCidrs, read_network_settings, read_node_cidrs
 from kubelint_ports.loading.network_settings import (  # noqa: F401 (the records, importable here)
     DEFAULT_DETECT_LOCAL_MODE,
@@ -42,7 +40,7 @@ from kubelint_ports.loading.network_settings import (  # noqa: F401 (the records
 from kubelint_ports.model.datapath import PROXY_MODES, parse_version
 
 
-@dataclass(slots=True)
+@record(slots=True)
 class NetworkConfig:
     """What the inputs say about kube-proxy and the cluster's ranges (`Cluster.network`)."""
 
@@ -91,6 +89,8 @@ POD_SOURCE_ORDER = ("option", "controller-manager", "kubeadm", "cni", "node")
 
 def image_version(image: str, component: str | None = None) -> tuple[str, tuple[int, ...] | None]:
     """("kube-proxy" | "cni-plugins" | "", version) read from an image reference."""
+    from kubelint_ports.loading.component_pods import image_tag
+
     kind, tag = image_tag(image, component)
     return (kind, parse_version(tag)) if kind else ("", None)
 

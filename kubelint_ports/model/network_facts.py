@@ -43,8 +43,10 @@ def by_precedence(found: list[tuple[Any, str, bool]]) -> Fact | None:
     return agreed(linted) if linted else agreed([(value, place) for value, place, _ in found])
 
 
-def datapath_facts(network: NetworkConfig, stated: Iterable[tuple[str, Any, str]] = ()) -> DatapathFacts:
-    """What the inputs and the user say about how nodes handle packets; the user wins."""
+def cluster_datapath_facts(network: NetworkConfig,
+                           stated: Iterable[tuple[str, Any, str]] = ()) -> DatapathFacts:
+    """What the inputs and the user say about how the cluster's nodes handle packets; the user wins.
+    (What one node's own dumps establish is `node_state`'s.)"""
     found: dict[str, Fact | None] = {}
     proxies = network.proxies
     found["proxy_mode"] = agreed([(p.effective_mode, p.label) for p in proxies]) if network.proxy_mode else None

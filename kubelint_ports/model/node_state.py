@@ -1,7 +1,7 @@
 """A node as its own dumps show it: hostPort DNAT entries in the order the kernel tries them,
 kube-proxy's NodePort and masquerade rules, listening sockets, addresses, live sandboxes, IPAM.
 
-Built from `loading.snapshot` records; every fact keeps the `Place` (dump file and line) it was
+Built from `loading.snapshot` records; every fact keeps the `DumpLine` (dump file and line) it was
 read from, so a finding opens the dump at the rule. What a packet does with these facts is the
 datapath model's decision; this module only says what is there, in which order.
 
@@ -27,10 +27,10 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 from kubelint_ports.findings import Diagnostic, Location
-from kubelint_ports.loading.snapshot import Place, Snapshot
+from kubelint_ports.loading.snapshot import DumpLine, Snapshot
 from kubelint_ports.loading.snapshot.records import Rule, Ruleset, SnapshotFile
 
 PORTMAP_DNAT_CHAIN = "CNI-HOSTPORT-DNAT"
@@ -45,8 +45,8 @@ _NFT_NODEPORT = re.compile(r"(tcp|udp|sctp) \. (\d+) : (?:goto|jump) \S*?-([a-z0
                            r"/(?:tcp|udp|sctp)/(\S*)")
 
 
-def place(file_path: str, rule_or_record) -> Place:
-    return Place(file_path, rule_or_record.line, getattr(rule_or_record, "column", 1), rule_or_record.end_column)
+def place(file_path: str, rule_or_record) -> DumpLine:
+    return DumpLine(file_path, rule_or_record.line, getattr(rule_or_record, "column", 1), rule_or_record.end_column)
 
 
 def chain_hash(network: str, container_id: str) -> str:
@@ -67,8 +67,8 @@ class HostPortEntry:
     sandbox_id: str  # "" when the rules do not say (CRI-O names the pod instead)
     network: str
     chain: str
-    jump: Place  # the rule that sends the packet towards the DNAT (where the sandbox ID is written)
-    dnat: Place
+    jump: DumpLine  # the rule that sends the packet towards the DNAT (where the sandbox ID is written)
+    dnat: DumpLine
     backend: str  # "portmap-iptables", "portmap-nftables", "cri-o"
     chain_name_matches: bool | None = None  # sha512(network + ID) vs the chain name; None: not portmap
     label: str = ""  # CRI-O's comment (the pod), when there is no sandbox ID
@@ -92,7 +92,7 @@ class EntryJump:
     index: int  # the rule's position in its chain: comparable only within one `source`
     leads_to: str  # "host-ports" or "kube-proxy"
     chain: str
-    place: Place
+    place: DumpLine
     table: str = "nat"  # "nat" (iptables-save), "ip nat" / "ip6 nat" (nft)
 
     @property
@@ -109,7 +109,7 @@ class NodePortRule:
     service: str  # "ns/name" when the rule names it, else ""
     port_name: str
     action: str  # "forward" (DNAT to endpoints), "reject" (no endpoints), "mark" (ipvs)
-    place: Place
+    place: DumpLine
     family: str = ""  # "ipv4", "ipv6", "" both or unknown (ipsets)
 
 
@@ -119,7 +119,7 @@ class ClusterIpRule:
     address: str
     port: int
     service: str
-    place: Place
+    place: DumpLine
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,7 +129,7 @@ class MasqueradeRule:
     form: str  # "ipvs-set" (KUBE-CLUSTER-IP match) or "per-service" (iptables mode)
     negated_source: str  # the CIDR after `! -s`, "" when there is none
     set_flags: str  # "dst,dst", "src,dst" (ipvs form)
-    place: Place
+    place: DumpLine
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,7 +138,7 @@ class Listening:
     address: str
     port: int
     processes: tuple[tuple[str, int], ...]
-    place: Place
+    place: DumpLine
 
     @property
     def family(self) -> str:
@@ -159,7 +159,7 @@ class NodeAddress:
     interface: str
     address: str
     prefix: int
-    place: Place
+    place: DumpLine
 
 
 @dataclass(frozen=True, slots=True)
@@ -167,7 +167,7 @@ class LeaseHeld:
     network: str
     address: str
     container_id: str
-    place: Place
+    place: DumpLine
 
 
 @dataclass(frozen=True, slots=True)
@@ -176,7 +176,7 @@ class LiveSandbox:
     name: str
     namespace: str
     state: str
-    place: Place
+    place: DumpLine
 
 
 @dataclass(slots=True)
@@ -192,13 +192,13 @@ class NodeState:
     cluster_ips: list[ClusterIpRule] = field(default_factory=list)
     masquerade: list[MasqueradeRule] = field(default_factory=list)
     proxy_modes: set[str] = field(default_factory=set)
-    services_anchor: Place | None = None  # where kube-proxy's KUBE-SERVICES chain is declared
+    services_anchor: DumpLine | None = None  # where kube-proxy's KUBE-SERVICES chain is declared
     cluster_ip_service_rules: int = 0  # iptables mode: KUBE-SVC rules matching a ClusterIP
     listeners: list[Listening] = field(default_factory=list)
     addresses: list[NodeAddress] = field(default_factory=list)
     leases: list[LeaseHeld] = field(default_factory=list)
     sandboxes: dict[str, LiveSandbox] | None = None  # None: no `crictl pods` in the snapshot
-    sysctls: dict[str, tuple[str, Place]] = field(default_factory=dict)
+    sysctls: dict[str, tuple[str, DumpLine]] = field(default_factory=dict)
 
     @property
     def proxy_mode(self) -> str | None:
@@ -241,7 +241,7 @@ def read_records(state: NodeState, read: SnapshotFile) -> None:
             sandboxes[r.id] = LiveSandbox(r.id, r.name, r.namespace, r.state, place(path, r))
         state.sandboxes = sandboxes
     for name, (value, line) in read.sysctls.items():
-        state.sysctls[name] = (value, Place(path, line, 1, len(name) + 1))
+        state.sysctls[name] = (value, DumpLine(path, line, 1, len(name) + 1))
     for virtual in read.virtual_servers:
         state.proxy_modes.add("ipvs")
         state.cluster_ips.append(ClusterIpRule(virtual.protocol, virtual.address, virtual.port, "",
@@ -253,7 +253,7 @@ def read_records(state: NodeState, read: SnapshotFile) -> None:
             for member, line in named.members:
                 if member.isdigit():
                     state.node_ports.append(NodePortRule(protocol, int(member), "", "", "mark",
-                                                         Place(path, line, 1, len(member) + 1)))
+                                                         DumpLine(path, line, 1, len(member) + 1)))
 
 
 def address_family(address: str) -> str:
@@ -284,32 +284,27 @@ def read_ruleset(state: NodeState, ruleset: Ruleset, xt_tables: bool = True) -> 
     for table_name, table in ruleset.tables.items():
         if not xt_tables and table_name.partition(" ")[2] in ("nat", "filter", "mangle", "raw", "security"):
             continue
-        host_ports, node_ports = len(state.host_ports), len(state.node_ports)
-        read_table(state, ruleset, table_name, table)
-        family = table_family(ruleset, table_name)
-        if family:
-            state.host_ports[host_ports:] = [replace(e, family=family) for e in state.host_ports[host_ports:]]
-            state.node_ports[node_ports:] = [replace(r, family=family) for r in state.node_ports[node_ports:]]
+        read_table(state, ruleset.path, table_name, table, table_family(ruleset, table_name))
 
 
-def read_table(state: NodeState, ruleset: Ruleset, table_name: str, table) -> None:
-    path = ruleset.path
+def read_table(state: NodeState, path: str, table_name: str, table, family: str) -> None:
+    """One table's facts; its hostPort entries and nodePort rules see only `family`'s packets."""
     if table_name in ("nat", "ip nat", "ip6 nat"):
-        read_nat(state, path, table, ruleset.tool)
+        read_nat(state, path, table, family)
     if table_name in ("filter", "ip filter", "ip6 filter"):
         for chain_name in ("KUBE-EXTERNAL-SERVICES", "KUBE-NODEPORTS"):
             chain = table.chains.get(chain_name)
             for rule in chain.rules if chain else ():
                 if rule.target == "REJECT" and rule.dports:
-                    add_node_port(state, path, rule, "reject")
-    family, _, name = table_name.partition(" ")
+                    add_node_port(state, path, rule, "reject", family)
+    name = table_name.partition(" ")[2]
     if name == "cni_hostport":
-        read_portmap_nftables(state, path, table)
+        read_portmap_nftables(state, path, table, family)
     elif name == "kube-proxy":
-        read_kube_proxy_nftables(state, path, table)
+        read_kube_proxy_nftables(state, path, table, family)
 
 
-def read_nat(state: NodeState, path: str, table, tool: str) -> None:
+def read_nat(state: NodeState, path: str, table, family: str) -> None:
     chains = table.chains
     for hook in ("PREROUTING", "OUTPUT"):
         chain = chains.get(hook)
@@ -322,30 +317,32 @@ def read_nat(state: NodeState, path: str, table, tool: str) -> None:
                                                    table.name))
     services = chains.get(KUBE_SERVICES)
     if services is not None:
-        state.services_anchor = Place(path, services.line, 1, len(f":{KUBE_SERVICES}") + 1)
+        state.services_anchor = DumpLine(path, services.line, 1, len(f":{KUBE_SERVICES}") + 1)
         for rule in services.rules:
-            if rule.target == "KUBE-MARK-MASQ" and any(name == "KUBE-CLUSTER-IP" for name, _ in rule.match_sets):
+            sets = rule.match_sets  # ipvs mode's; none in the 10,000 rules of a large iptables-mode table
+            if rule.target == "KUBE-MARK-MASQ" and sets and any(name == "KUBE-CLUSTER-IP" for name, _ in sets):
                 state.proxy_modes.add("ipvs")
-                flags = next(flags for name, flags in rule.match_sets if name == "KUBE-CLUSTER-IP")
+                flags = next(flags for name, flags in sets if name == "KUBE-CLUSTER-IP")
                 state.masquerade.append(MasqueradeRule(
                     "ipvs-set", rule.source if "-s" in rule.negated else "", flags, place(path, rule)))
-            elif rule.target == "KUBE-NODE-PORT" or any(name.startswith("KUBE-NODE-PORT-") for name, _ in rule.match_sets):
+            elif rule.target == "KUBE-NODE-PORT" or sets and any(name.startswith("KUBE-NODE-PORT-") for name, _ in sets):
                 state.proxy_modes.add("ipvs")
     if "KUBE-NODE-PORT" in chains or "KUBE-LOAD-BALANCER" in chains:
         state.proxy_modes.add("ipvs")
-    entry = 0
-    for name, chain in chains.items():
-        if name.startswith(("KUBE-SVC-", "KUBE-EXT-", "KUBE-NODEPORTS")) and name != "KUBE-SVC-":
-            if "ipvs" not in state.proxy_modes:
-                state.proxy_modes.add("iptables")
-        if name.startswith("KUBE-SVC-") or name == KUBE_SERVICES:
+    if "ipvs" not in state.proxy_modes and any(name.startswith(("KUBE-SVC-", "KUBE-EXT-", "KUBE-NODEPORTS"))
+                                               and name != "KUBE-SVC-" for name in chains):
+        state.proxy_modes.add("iptables")
+    for rule in services.rules if services is not None else ():
+        if rule.destination and rule.dports and rule.target.startswith("KUBE-SVC-"):
+            state.cluster_ip_service_rules += 1
+            service, port_name = service_of(rule.comment)
+            state.cluster_ips.append(ClusterIpRule(rule.protocol, rule.destination.split("/")[0],
+                                                   rule.dports[0][0], service, place(path, rule)))
+    # iptables mode's per-Service masquerade rules, in the KUBE-SVC chains (most of a large table)
+    for chain in chains.values():
+        if chain.name.startswith("KUBE-SVC-"):
             for rule in chain.rules:
-                if rule.destination and rule.dports and name == KUBE_SERVICES and rule.target.startswith("KUBE-SVC-"):
-                    state.cluster_ip_service_rules += 1
-                    service, port_name = service_of(rule.comment)
-                    state.cluster_ips.append(ClusterIpRule(rule.protocol, rule.destination.split("/")[0],
-                                                           rule.dports[0][0], service, place(path, rule)))
-                if name.startswith("KUBE-SVC-") and rule.target == "KUBE-MARK-MASQ" and rule.destination:
+                if rule.target == "KUBE-MARK-MASQ" and rule.destination:
                     state.masquerade.append(MasqueradeRule(
                         "per-service", rule.source if "-s" in rule.negated else "", "", place(path, rule)))
     nodeports = chains.get("KUBE-NODEPORTS")
@@ -353,9 +350,9 @@ def read_nat(state: NodeState, path: str, table, tool: str) -> None:
     for rule in nodeports.rules if nodeports else ():
         if rule.dports and (rule.protocol, rule.dports[0][0]) not in seen:
             seen.add((rule.protocol, rule.dports[0][0]))
-            add_node_port(state, path, rule, "forward")
-    entry = read_portmap_iptables(state, path, chains, entry)
-    read_crio_hostports(state, path, chains, entry)
+            add_node_port(state, path, rule, "forward", family)
+    entry = read_portmap_iptables(state, path, chains, 0, family)
+    read_crio_hostports(state, path, chains, entry, family)
 
 
 def service_of(comment: str) -> tuple[str, str]:
@@ -363,12 +360,12 @@ def service_of(comment: str) -> tuple[str, str]:
     return (match.group(1), match.group(2) or "") if match else ("", "")
 
 
-def add_node_port(state: NodeState, path: str, rule: Rule, action: str) -> None:
+def add_node_port(state: NodeState, path: str, rule: Rule, action: str, family: str) -> None:
     service, port_name = service_of(rule.comment)
     low, high = rule.dports[0]
     if low == high:
         state.node_ports.append(NodePortRule(rule.protocol or "tcp", low, service, port_name, action,
-                                             place(path, rule)))
+                                             place(path, rule), family))
 
 
 def to_address(text: str) -> tuple[str, int]:
@@ -382,7 +379,7 @@ def to_address(text: str) -> tuple[str, int]:
     return text, 0
 
 
-def read_portmap_iptables(state: NodeState, path: str, chains, order: int) -> int:
+def read_portmap_iptables(state: NodeState, path: str, chains, order: int, family: str) -> int:
     top = chains.get(PORTMAP_DNAT_CHAIN)
     for jump in top.rules if top else ():
         if not jump.target.startswith("CNI-DN-") or jump.target not in chains:
@@ -404,11 +401,11 @@ def read_portmap_iptables(state: NodeState, path: str, chains, order: int) -> in
                 order, dnat.protocol or jump.protocol or "tcp", port,
                 dnat.destination.split("/")[0] if dnat.destination and "-d" not in dnat.negated else "",
                 pod_ip, pod_port, sandbox, network, jump.target, place(path, jump), place(path, dnat),
-                "portmap-iptables", matches))
+                "portmap-iptables", matches, family=family))
     return order
 
 
-def read_crio_hostports(state: NodeState, path: str, chains, order: int) -> None:
+def read_crio_hostports(state: NodeState, path: str, chains, order: int, family: str) -> None:
     top = chains.get(CRIO_HOSTPORTS_CHAIN)
     for jump in top.rules if top else ():
         target = chains.get(jump.target)
@@ -422,11 +419,11 @@ def read_crio_hostports(state: NodeState, path: str, chains, order: int) -> None
             state.host_ports.append(HostPortEntry(
                 order, jump.protocol or dnat.protocol or "tcp", jump.dports[0][0],
                 jump.destination.split("/")[0] if jump.destination else "", pod_ip, pod_port, "", "", jump.target,
-                place(path, jump), place(path, dnat), "cri-o", None, jump.comment.split(" hostport")[0]))
+                place(path, jump), place(path, dnat), "cri-o", None, jump.comment.split(" hostport")[0], family))
             break
 
 
-def read_portmap_nftables(state: NodeState, path: str, table) -> None:
+def read_portmap_nftables(state: NodeState, path: str, table, family: str) -> None:
     order = 10_000 + len(state.host_ports)  # nftables hooks run apart from iptables' chains
     for chain_name in ("hostip_hostports", "hostports"):
         chain = table.chains.get(chain_name)
@@ -438,10 +435,11 @@ def read_portmap_nftables(state: NodeState, path: str, table) -> None:
             state.host_ports.append(HostPortEntry(
                 order, rule.protocol or "tcp", rule.dports[0][0],
                 rule.destination if rule.destination and "-d" not in rule.negated else "", pod_ip, pod_port,
-                rule.comment, "", chain_name, place(path, rule), place(path, rule), "portmap-nftables"))
+                rule.comment, "", chain_name, place(path, rule), place(path, rule), "portmap-nftables",
+                family=family))
 
 
-def read_kube_proxy_nftables(state: NodeState, path: str, table) -> None:
+def read_kube_proxy_nftables(state: NodeState, path: str, table, family: str) -> None:
     state.proxy_modes.add("nftables")
     for map_name, action in (("service-nodeports", "forward"), ("no-endpoint-nodeports", "reject")):
         named = table.sets.get(map_name)
@@ -450,13 +448,16 @@ def read_kube_proxy_nftables(state: NodeState, path: str, table) -> None:
             if match:
                 state.node_ports.append(NodePortRule(match.group(1), int(match.group(2)),
                                                      f"{match.group(3)}/{match.group(4)}", match.group(5), action,
-                                                     Place(path, line, 1, 0)))
+                                                     DumpLine(path, line, 1, 0), family))
 
 
 # --- pods the cluster says run on a node ----------------------------------------------------------
 
 @dataclass(frozen=True, slots=True)
 class RunningPod:
+    """A pod as `--cluster` lists it: where it runs, its IPs, and its phase (`Succeeded` and
+    `Failed` pods hold no IP any more, see `pods_by_ip`)."""
+
     namespace: str
     name: str
     node: str
@@ -518,7 +519,7 @@ class NodeSnapshots:
         return pods_by_ip(self.pods, node)
 
 
-def datapath_facts(node: NodeState):
+def facts_from_dumps(node: NodeState):
     """What the node's own dumps establish for the datapath model: kube-proxy's mode, how hostPorts
     are implemented, and the order of the hostPort and kube-proxy jumps the rules show."""
     from kubelint_ports.model.datapath import DatapathFacts, Fact

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
-from kubelint_ports.findings import ObjectRef
+from kubelint_ports.findings import ObjectRef, record
 from kubelint_ports.loading import Document
 from kubelint_ports.model.placement import Node, Scheduling
 
@@ -16,7 +16,7 @@ DEFAULT_EPHEMERAL_PORT_RANGE = (32768, 60999)
 WILDCARD_HOST_IP = "0.0.0.0"
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class ClusterFacts:
     """What the user states about the cluster (options, config); wins over what inputs imply."""
 
@@ -27,7 +27,7 @@ class ClusterFacts:
     ephemeral_port_range: tuple[int, int] | None = None  # the nodes' net.ipv4.ip_local_port_range
     cni_plugins_version: str | None = None
     # Datapath facts the user states (config `facts:`, --cni-plugins-version, --proxy-mode):
-    # (name, value, where it is stated); model.network_facts.datapath_facts reads them.
+    # (name, value, where it is stated); model.network_facts.cluster_datapath_facts reads them.
     stated: tuple[tuple[str, Any, str], ...] = ()
     pod_templates: tuple["PodTemplateKind", ...] = ()  # custom resources that embed a pod template
 
@@ -40,7 +40,7 @@ class ClusterFacts:
         return extra + self.stated
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class PodTemplateKind:
     """A custom resource kind that embeds a pod template (the config's `pod-templates`)."""
 
@@ -55,7 +55,7 @@ class PodTemplateKind:
 SIDECAR_HOST_PORT = "sidecarHostPort"
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class HostClaim:
     """A host port a pod needs on its node: (hostIP, protocol, port) as the scheduler sees it."""
 
@@ -81,7 +81,7 @@ class HostClaim:
         return WILDCARD_HOST_IP in (self.host_ip, other.host_ip) or self.host_ip == other.host_ip
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class ContainerPort:
     """A declared container port, host port or not (what declarative policies see)."""
 
@@ -94,7 +94,7 @@ class ContainerPort:
     host_ip: str
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class SilentPort:
     """A port a hostNetwork pod listens on without declaring it (a probe port, a listen flag):
     the scheduler cannot see it, so nothing keeps hostPort pods off its nodes."""
@@ -106,7 +106,7 @@ class SilentPort:
     address: str = ""  # the IP it is bound to, when a flag names one; "" = every address
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class DeclaredPort:
     """One `ports` entry of any container, plain init containers included, as written: what the API
     server validates, and what Services and probes resolve port names against."""
@@ -121,7 +121,7 @@ class DeclaredPort:
     host_ip: str  # as written, "" when absent: the API server compares it literally
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class PortReference:
     """The port a probe or lifecycle hook connects to: a number, or the name of a declared port."""
 
@@ -131,7 +131,7 @@ class PortReference:
     value: int | str  # ill-typed or out-of-range values are `InvalidPort`s instead
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class ServiceAddress:
     """An address kube-proxy accepts a Service's ports on besides its ClusterIP."""
 
@@ -140,13 +140,13 @@ class ServiceAddress:
     label: str  # "externalIP", "loadBalancerIP", "load-balancer ingress IP"
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class InvalidPort:
     field_path: str
     message: str
 
 
-@dataclass(eq=False, slots=True)
+@record(eq=False, slots=True)
 class Workload:
     """A pod template and how many pods it makes; DaemonSets have `replicas` None (one per node)."""
 
@@ -181,7 +181,7 @@ class Workload:
         return f"{self.replicas} pod{'s' if self.replicas != 1 else ''}"
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class NodePortClaim:
     """A port number kube-proxy opens on every node for a Service (nodePort or healthCheckNodePort)."""
 
@@ -192,7 +192,7 @@ class NodePortClaim:
     label: str  # "nodePort" or "healthCheckNodePort"
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class ServicePort:
     field_path: str
     name: str
@@ -202,7 +202,7 @@ class ServicePort:
     node_port: int | None
 
 
-@dataclass(eq=False, slots=True)
+@record(eq=False, slots=True)
 class Service:
     document: Document
     ref: ObjectRef
@@ -241,7 +241,7 @@ class Service:
         return tuple(claims)
 
 
-@dataclass(slots=True)
+@record(slots=True)
 class Cluster:
     """Everything the checks may read; built once per run, never changed by a check."""
 

@@ -14,8 +14,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, fields
+from dataclasses import fields
 from typing import Any
+
+from kubelint_ports.findings import record
 
 HOSTNAME_LABEL = "kubernetes.io/hostname"
 NAME_FIELD = "metadata.name"
@@ -56,14 +58,14 @@ def _freeze_fields(self: Any) -> None:
             object.__setattr__(self, spec.name, tuple(value))
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class Taint:
     key: str
     value: str
     effect: str  # NoSchedule | PreferNoSchedule | NoExecute
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class Toleration:
     key: str = ""
     operator: str = "Equal"  # Equal | Exists
@@ -71,7 +73,7 @@ class Toleration:
     effect: str = ""  # "" tolerates every effect
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class Requirement:
     key: str
     operator: str  # In | NotIn | Exists | DoesNotExist | Gt | Lt
@@ -80,7 +82,7 @@ class Requirement:
     __post_init__ = _freeze_fields
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class NodeSelectorTerm:
     match_expressions: tuple[Requirement, ...] = ()
     match_fields: tuple[Requirement, ...] = ()
@@ -88,7 +90,7 @@ class NodeSelectorTerm:
     __post_init__ = _freeze_fields
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class Node:
     name: str
     labels: Mapping[str, str] = FrozenMap()
@@ -103,7 +105,7 @@ class Node:
         return self.labels.get(key)
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class Scheduling:
     node_name: str | None = None
     node_selector: Mapping[str, str] = FrozenMap()

@@ -10,12 +10,13 @@ the size of its smallest label group, never a walk over every workload of the cl
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import field
 
+from kubelint_ports.findings import record
 from kubelint_ports.model.objects import Cluster, DeclaredPort, Service, Workload
 
 
-@dataclass(slots=True)
+@record(slots=True)
 class Selection:
     by_label: dict[tuple[str, str, str], list[Workload]] = field(default_factory=dict)
     _selected: dict[int, list[Workload]] = field(default_factory=dict)

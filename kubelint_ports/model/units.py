@@ -11,8 +11,12 @@ Which unit an object is in, strongest first:
 2. GitOps objects among the inputs: an Argo CD `Application` (and an `ApplicationSet`'s list
    generator) names its source path and destination cluster; a Flux `Kustomization` names its
    path, and the cluster is the one whose directory holds the Flux object (`clusters/prod/`);
-3. the input: each Kustomize overlay that no other kustomization builds on is its own unit;
+3. the input: each Kustomize overlay that no other kustomization builds on is its own unit, and
+   so is each values set of a chart given several (`chart[values-prod]`);
 4. otherwise the run's one unnamed unit ("").
+
+A values set of a chart is named in `units:` by its values file (exactly); the chart's directory
+names every set, as it names every file below it.
 """
 
 from __future__ import annotations
@@ -115,12 +119,21 @@ class UnitRules:
     configured: tuple[tuple[str, tuple[str, ...]], ...] = ()  # (unit name, paths relative to the repository)
     targets: tuple[Target, ...] = ()
     root: str = ""  # the repository's directory, which relative paths are read from
+    # The values sets of charts given several, each rendered as its own unit (`Document.unit`):
+    # (that unit, its values files), so that `units:` may place a set by its values file.
+    value_sets: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
     def units_of(self, document) -> tuple[str, ...]:
         """The units an object lands in (one, or several when GitOps objects deploy its path to
         several clusters); ("",) for the run's unnamed unit."""
-        places = [p for p in (getattr(document, "unit", ""), getattr(document, "path", "")) if p]
+        unit = getattr(document, "unit", "")
+        places = [p for p in (unit, getattr(document, "path", "")) if p]
         relative = [self._relative(place) for place in places]
+        values = {self._relative(path) for name, files in self.value_sets if unit and name == unit for path in files}
+        if values:  # a values file names its set, before a directory that holds every set
+            for name, paths in self.configured:
+                if any(path.rstrip("/") in values for path in paths):
+                    return (name,)
         for name, paths in self.configured:
             if any(_under(place, path) for place in relative for path in paths):
                 return (name,)
@@ -138,7 +151,8 @@ class UnitRules:
 
 def _under(place: str, path: str) -> bool:
     path = path.rstrip("/")
-    return path in ("", ".") or place == path or place.startswith(path + "/")
+    # `x.tgz:chart/templates/...`: the members of a packaged chart are under the archive
+    return path in ("", ".") or place == path or place.startswith((path + "/", path + ":"))
 
 
 def partition(objects: Iterable, rules: UnitRules, document_of=lambda thing: thing.document

@@ -1,6 +1,8 @@
 // kubelint-ports port map: the grid of nodes x host ports, drawn from the data the Python side
 // embeds (the lint run's model and findings). Only the cells in view are in the DOM, and nodes
 // whose ports look the same collapse into one row, so 500 nodes x 1,000 ports stay usable.
+// Beside it: each node's free host ports, and the filters, kept in the address's fragment
+// (#namespace=edge&port=443) so a filtered view can be bookmarked or sent.
 (function () {
   "use strict";
   const data = JSON.parse(document.getElementById("portmap-data").textContent);
@@ -13,12 +15,19 @@
 
   const nodeSets = data.sets.map((members) => new Set(members));
   const findings = data.findings.map((f, index) => ({
-    index, rule: f[0], name: f[1], severity: f[2], location: f[3], suppressed: !!f[4]}));
+    index, rule: f[0], name: f[1], severity: f[2], location: f[3], suppressed: !!f[4], url: f[5]}));
   const holders = data.holders.map((h, index) => ({
     index, port: h[0], protocol: h[1], hostIP: h[2], kind: h[3], owner: h[4], namespace: h[5], pods: h[6],
-    placement: h[7], set: h[8], nodes: data.sets[h[8]], location: h[9], note: h[10],
+    placement: h[7], set: h[8], nodes: data.sets[h[8]], location: h[9], note: h[10], url: h[12],
     marks: h[11].map((m) => ({finding: findings[m[0]], state: m[1], nodes: m[2] < 0 ? null : nodeSets[m[2]]})),
   }));
+  // Per node index: {labels: [[key, value]...], taints: ["key=value:Effect"...], cordoned}, or null.
+  const nodeInfo = data.nodeInfo.map((i) => i ? {labels: i[0], taints: i[1], cordoned: !!i[2]} : null);
+  // Free ports as runs [first, last]: each node's host ports ("" stands for every node when
+  // there is no inventory), and the nodePorts.
+  const free = data.free;
+  const freeByNode = new Map(free ? free.hosts.map(([name, runs, count]) => [name, {runs, count}]) : []);
+  const nodeIndex = new Map(data.nodes.map((name, index) => [name, index]));
 
   const holdersByPort = new Map();
   // A column's port and protocol, kept apart: a protocol is whatever the manifest wrote, "/" too.
@@ -77,6 +86,13 @@
     return node;
   }
 
+  // A location: a link when the page was made with --link-base (the address is built and
+  // percent-encoded by the Python side, under an http(s) base only), else code.
+  function place(location, url) {
+    const code = el("code", null, location || "-");
+    return url ? el("a", {href: url, class: "loc", rel: "noreferrer"}, code) : code;
+  }
+
   function badge(state) {
     return el("span", {class: "badge " + CLASS[state]}, LETTER[state]);
   }
@@ -97,32 +113,32 @@
     return STATES[Math.min(...entries.map((e) => STATES.indexOf(e.state)))];
   }
 
-  // "web-*" globs, otherwise a case-insensitive substring.
+  // "web-*" globs, otherwise a case-insensitive substring of the name; "key=value" (a value may
+  // be a glob) or "key=" matches a node's label instead, "=value" any label's value.
   function nodeMatcher(text) {
     text = text.trim().toLowerCase();
     if (!text) return () => true;
-    if (text.includes("*")) {
-      const pattern = new RegExp("^" + text.split("*").map((p) => p.replace(/[.+?^${}()|[\]\\]/g, "\\$&"))
-        .join(".*") + "$");
-      return (name) => pattern.test(name.toLowerCase());
+    const equals = text.indexOf("=");
+    if (equals < 0) {
+      const test = globTest(text);
+      return (node) => test(data.nodes[node]);
     }
-    return (name) => name.toLowerCase().includes(text);
+    const key = text.slice(0, equals), value = text.slice(equals + 1);
+    const valueTest = value ? globTest(value) : () => true;
+    return (node) => !!nodeInfo[node] && nodeInfo[node].labels.some(([k, v]) =>
+      (!key || k.toLowerCase() === key) && valueTest(v));
   }
 
-  // "443", "8000-8100", "9100/TCP", "53/udp", several separated by commas or spaces.
-  function portMatcher(text) {
-    const parts = text.split(/[\s,]+/).filter(Boolean);
-    if (!parts.length) return () => true;
-    const tests = parts.map((part) => {
-      const m = /^(\d+)(?:-(\d+))?(?:\/(\w+))?$/.exec(part);
-      if (!m) return () => false;
-      const low = +m[1], high = m[2] ? +m[2] : low, protocol = m[3] ? m[3].toUpperCase() : null;
-      return (port, proto) => port >= low && port <= high && (!protocol || !proto || protocol === proto);
-    });
-    return (port, proto) => tests.some((test) => test(port, proto));
+  // The free host ports of a node of the grid (by index): its own, or every node's without an
+  // inventory; null for the nodePorts' row and when the page has no free ports.
+  function freeOf(node) {
+    if (!free || data.nodes[node] === data.everyNode) return null;
+    const entry = freeByNode.get(data.nodes[node]) || freeByNode.get("");
+    return entry ? free.runs[entry.runs] : null;
   }
 
   function compute() {
+    writeAddress();
     const namespace = filters.namespace.value, nodeTest = nodeMatcher(filters.node.value);
     const portTest = portMatcher(filters.port.value), problemsOnly = filters.problems.checked;
     const cells = new Map();  // node index -> Map(port key -> [{holder, state}])
@@ -132,7 +148,7 @@
       if (!portTest(holder.port, holder.protocol)) continue;
       const key = holder.port + "/" + holder.protocol;
       for (const node of holder.nodes) {
-        if (!nodeTest(data.nodes[node])) continue;
+        if (!nodeTest(node)) continue;
         let row = cells.get(node);
         if (!row) cells.set(node, row = new Map());
         let entries = row.get(key);
@@ -150,7 +166,7 @@
     }
     const narrowed = namespace || filters.port.value.trim() || problemsOnly;
     const shown = data.nodes.map((name, index) => index)
-      .filter((node) => nodeTest(data.nodes[node]) && (cells.has(node) || (!narrowed && !PSEUDO.has(data.nodes[node]))));
+      .filter((node) => nodeTest(node) && (cells.has(node) || (!narrowed && !PSEUDO.has(data.nodes[node]))));
     const rows = groupRows(shown, cells);
     const keys = new Set();
     for (const row of rows) {
@@ -166,9 +182,39 @@
       ? `${rows.length} rows (${nodeCount} nodes) x ${columns.length} ports`
       : (narrowed || filters.node.value.trim() ? "Nothing matches the filter." : "No host ports are claimed.");
     filterFindings(namespace, portTest);
+    renderFree(nodeTest);
     grid.scrollTop = 0;
     grid.scrollLeft = 0;
     render();
+  }
+
+  // The free-ports table: one row per set of nodes with the same free host ports (the node
+  // filter applies), the ports cut to the port filter. Long lists stop at MAX_RUNS runs.
+  const MAX_RUNS = 200;
+  function renderFree(nodeTest) {
+    const body = document.querySelector("#free-hosts tbody");
+    if (!free || !body) return;
+    const portText = filters.port.value.trim();
+    const groups = new Map();  // runs index -> node names
+    for (const [name, runs] of free.hosts) {
+      if (name && !(nodeIndex.has(name) && nodeTest(nodeIndex.get(name)))) continue;
+      if (!groups.has(runs)) groups.set(runs, []);
+      groups.get(runs).push(name);
+    }
+    const rows = [];
+    for (const [runsIndex, names] of groups) {
+      const runs = clipRuns(free.runs[runsIndex], portText);
+      const shown = runs.slice(0, MAX_RUNS).map(runText).join(", ") || "none";
+      const more = runs.length <= MAX_RUNS ? ""
+        : ` ... and ${runs.length - MAX_RUNS} more runs (narrow them with the port filter)`;
+      const label = names[0] === "" ? "every node (no --nodes inventory)"
+        : names.length > 1 ? `${names[0]} +${names.length - 1} alike (${names.length} nodes)` : names[0];
+      rows.push(el("tr", {dataset: {nodes: names.join(" ")}, title: names.length > 1 ? names.slice(0, 50) : null},
+        el("td", null, label), el("td", null, String(runsCount(runs))), el("td", {class: "runs"}, shown + more)));
+    }
+    body.replaceChildren(...rows);
+    $("free-status").textContent = (portText ? `Free host ports in ${portText}` : "Free host ports") +
+      (rows.length ? ":" : ": no node matches the filter.");
   }
 
   // Nodes whose cells are the same (same holders, same states) share one row unless expanded.
@@ -249,8 +295,13 @@
       const toggle = row.group ? el("button", {class: "group-toggle", dataset: {group: row.group},
         title: row.nodes.length > 1 ? "show each node" : "collapse the identical nodes"},
       row.nodes.length > 1 ? "+" : "-") : null;
+      const about = row.about || (row.about = nodeAbout(row.nodes));  // rows are made again on each filter
       drawn.append(el("div", {class: "rowlabel", style: {left: left + "px", top: y + "px", width: LABEL_W + "px"},
-        title: row.nodes.map((n) => data.nodes[n]).slice(0, 50).join(", ")}, toggle, row.label));
+        dataset: {row: r}, title: [row.nodes.map((n) => data.nodes[n]).slice(0, 50).join(", "), ...about.lines]},
+      toggle, el("span", {class: "node-name"}, row.label),
+      ...about.roles.map((role) => el("span", {class: "tag role"}, role)),
+      ...about.taints.map((taint) => el("span", {class: "tag taint"}, taint)),
+      about.cordoned ? el("span", {class: "tag cordoned"}, "cordoned") : null));
     }
     for (let c = c0; c < c1; c++) {
       const {port, protocol} = columnOf.get(columns[c]);
@@ -261,6 +312,57 @@
     drawn.append(el("div", {class: "corner",
       style: {left: left + "px", top: top + "px", width: LABEL_W + "px", height: HEAD_H + "px"}}, "node \\ port"));
     space.replaceChildren(drawn);
+  }
+
+  // What the inventory says of a row's nodes (all of them, for a row of alike nodes): roles from
+  // node-role.kubernetes.io/ labels and taints, shown on the row, and every label and taint, in
+  // its tooltip (`lines`); `known` false for a row the inventory does not describe.
+  function nodeAbout(nodes) {
+    const infos = nodes.map((n) => nodeInfo[n]);
+    if (!infos.length || infos.some((i) => !i)) return {known: false, roles: [], labels: [], taints: [], lines: []};
+    const common = (list) => list(infos[0]).filter((item) => infos.every((i) => list(i).includes(item)));
+    const labels = common((i) => i.labels.map(([k, v]) => v ? `${k}=${v}` : k));
+    const taints = common((i) => i.taints);
+    const cordoned = infos.every((i) => i.cordoned);
+    const roles = labels.filter((l) => l.startsWith("node-role.kubernetes.io/"))
+      .map((l) => l.slice("node-role.kubernetes.io/".length).split("=")[0]).filter(Boolean);
+    const all = nodes.length > 1 ? " (all of them)" : "";
+    const lines = [`labels${all}: ${labels.join(", ") || "none"}`, `taints${all}: ${taints.join(", ") || "none"}`];
+    if (cordoned) lines.push("unschedulable (cordoned)");
+    return {known: true, roles, labels, taints, cordoned, lines};
+  }
+
+  // A row's label clicked: its nodes' labels, taints and free host ports.
+  function showNode(r) {
+    const row = view.rows[r];
+    selected = null;
+    const names = row.nodes.map((n) => data.nodes[n]);
+    const about = nodeAbout(row.nodes);
+    const parts = [el("h3", null, names.length > 1 ? `${names.length} nodes alike: ${names.slice(0, 20).join(", ")}` +
+      (names.length > 20 ? ", ..." : "") : names[0])];
+    if (about.known) {
+      const all = names.length > 1 ? " (all of them)" : "";
+      parts.push(el("h4", null, "Labels" + all), about.labels.length
+        ? el("ul", {class: "node-labels"}, ...about.labels.map((label) => el("li", null, el("code", null, label))))
+        : el("p", {class: "muted"}, "none"));
+      parts.push(el("h4", null, "Taints" + all), about.taints.length
+        ? el("ul", {class: "node-taints"}, ...about.taints.map((taint) => el("li", null, el("code", null, taint))))
+        : el("p", {class: "muted"}, "none"));
+      if (about.cordoned) parts.push(el("p", null, "Unschedulable (cordoned): no new pod is scheduled here."));
+    } else if (data.nodes[row.nodes[0]] === data.everyNode) {
+      parts.push(el("p", null, "nodePorts: kube-proxy opens them on every node."));
+    } else {
+      parts.push(el("p", {class: "muted"}, "No inventory describes this node (pass one with --nodes)."));
+    }
+    const runs = freeOf(row.nodes[0]) || (data.nodes[row.nodes[0]] === data.everyNode && free ? free.nodePorts : null);
+    if (runs) {
+      const kind = data.nodes[row.nodes[0]] === data.everyNode ? "nodePorts" : "host ports";
+      parts.push(el("h4", null, `Free ${kind} (${runsCount(runs)})`),
+        el("p", {class: "runs"}, runs.slice(0, MAX_RUNS).map(runText).join(", ") || "none",
+          runs.length > MAX_RUNS ? ` ... and ${runs.length - MAX_RUNS} more runs` : null));
+    }
+    details.replaceChildren(...parts);
+    render();
   }
 
   function findingText(finding) {
@@ -297,7 +399,7 @@
           winners.includes(h.owner) ? " " : null,
           winners.includes(h.owner) ? el("b", {class: "wins"}, "\u2190 receives the packet") : null),
         el("td", null, h.kind), el("td", null, h.pods), el("td", null, h.placement), el("td", null, h.hostIP),
-        el("td", null, el("code", null, h.location || "-"))));
+        el("td", null, place(h.location, h.url))));
     }
     parts.push(table);
     const marks = [];
@@ -313,7 +415,7 @@
     if (marks.length) {
       parts.push(el("h4", null, "Findings here"), el("ul", {class: "cell-findings"}, ...marks.map(({finding: f}) =>
         el("li", null, el("a", {href: "#f" + f.index}, `${f.rule} ${f.name}`),
-          ` ${f.severity}${f.suppressed ? " (suppressed)" : ""} `, el("code", null, f.location), el("br"),
+          ` ${f.severity}${f.suppressed ? " (suppressed)" : ""} `, place(f.location, f.url), el("br"),
           findingText(f)))));
     }
     if (data.nodes[node] !== data.everyNode) {
@@ -321,11 +423,28 @@
                                            h.port + "/" + h.protocol === key);
       if (everywhere.length) {
         parts.push(el("h4", null, "Also on every node at this port"), el("ul", null, ...everywhere.map((h) =>
-          el("li", null, `${h.kind} of ${h.owner} `, el("code", null, h.location || "-")))));
+          el("li", null, `${h.kind} of ${h.owner} `, place(h.location, h.url)))));
       }
     }
-    details.replaceChildren(...parts);
+    parts.push(nearestLine(row, columnOf.get(key).port));
+    details.replaceChildren(...parts.filter(Boolean));
     render();
+  }
+
+  // Where a port could move to: the free ports nearest it on the row's nodes (`ports --free
+  // --near PORT` gives the same), nodePorts on the nodePorts' row.
+  const NEAREST = 5;
+  function nearestLine(row, port) {
+    const node = row.nodes[0], everyNode = data.nodes[node] === data.everyNode;
+    const runs = everyNode ? (free ? free.nodePorts : null) : freeOf(node);
+    if (!runs) return null;
+    const runsOf = (n) => (freeByNode.get(data.nodes[n]) || freeByNode.get("") || {}).runs;
+    const here = everyNode ? ""
+      : freeByNode.has("") ? " on any node (no --nodes inventory)"
+      : row.nodes.every((n) => runsOf(n) === runsOf(node)) && row.nodes.length > 1 ? " on these nodes"
+      : ` on ${data.nodes[node]}`;
+    return el("p", {class: "nearest"}, `Free ${everyNode ? "nodePorts" : "host ports"} nearest ${port}${here}: `,
+      el("b", null, nearestFree(runs, port, NEAREST).join(", ") || "none"));
   }
 
   function filterFindings(namespace, portTest) {
@@ -351,7 +470,68 @@
     }
     const cell = event.target.closest(".cell");
     if (cell) showDetails(+cell.dataset.row, +cell.dataset.col);
+    const label = event.target.closest(".rowlabel");
+    if (label) showNode(+label.dataset.row);
   });
+  // A finding named in the details: scrolled to and marked, without touching the address's
+  // fragment, which holds the filters.
+  details.addEventListener("click", (event) => {
+    const link = event.target.closest('a[href^="#f"]');
+    if (!link) return;
+    event.preventDefault();
+    const item = $(link.getAttribute("href").slice(1));
+    if (!item) return;
+    for (const marked of document.querySelectorAll("#findings li.current")) marked.classList.remove("current");
+    item.classList.add("current");
+    item.scrollIntoView({block: "nearest"});
+  });
+
+  // The filters in the address's fragment (#namespace=edge&port=443&problems=1&group=0): read
+  // when the page opens and when the fragment changes (an address pasted), written whenever they
+  // change, replacing the history entry (Back leaves the page rather than undoing a keystroke).
+  // A fragment without "=" is a finding's anchor (#f3), left alone.
+  function readAddress() {
+    const fragment = location.hash.slice(1);
+    if (!fragment.includes("=")) return false;
+    const params = new URLSearchParams(fragment);
+    const namespace = params.get("namespace") || "";
+    filters.namespace.value = [...filters.namespace.options].some((o) => o.value === namespace) ? namespace : "";
+    filters.node.value = params.get("node") || "";
+    filters.port.value = params.get("port") || "";
+    filters.problems.checked = params.get("problems") === "1";
+    filters.group.checked = params.get("group") !== "0";
+    return true;
+  }
+
+  function writeAddress() {
+    const params = new URLSearchParams();
+    if (filters.namespace.value) params.set("namespace", filters.namespace.value);
+    if (filters.node.value.trim()) params.set("node", filters.node.value);
+    if (filters.port.value.trim()) params.set("port", filters.port.value);
+    if (filters.problems.checked) params.set("problems", "1");
+    if (!filters.group.checked) params.set("group", "0");
+    const fragment = params.toString();
+    if (fragment === location.hash.slice(1) || (!fragment && !location.hash.includes("="))) return;
+    history.replaceState(null, "", location.href.split("#")[0] + (fragment ? "#" + fragment : ""));
+  }
+
+  window.addEventListener("hashchange", () => {
+    if (!readAddress()) return;
+    lastFilters = filterState();
+    selected = null;
+    compute();
+  });
+
+  // The report's JSON, packed by the Python side (gzip, then base64): unpacked here into a Blob
+  // that the download link saves. Nothing is fetched.
+  async function offerDownload() {
+    const link = $("download-json");
+    if (!link || !link.dataset.report || typeof DecompressionStream === "undefined") return;
+    const packed = Uint8Array.from(atob(link.dataset.report), (c) => c.charCodeAt(0));
+    const json = await new Response(new Blob([packed]).stream().pipeThrough(new DecompressionStream("gzip"))).blob();
+    link.href = URL.createObjectURL(new Blob([json], {type: "application/json"}));
+    link.hidden = false;
+  }
   // A text field fires "input" while typing and "change" when it loses focus; recomputing on the
   // second would rebuild the grid under the click that moved the focus (a group toggle's, say).
   let lastFilters = "";
@@ -382,7 +562,9 @@
     input.addEventListener("input", refilter);
     input.addEventListener("change", refilter);
   }
+  readAddress();
   lastFilters = filterState();
   compute();
   document.body.dataset.ready = "true";
+  offerDownload();
 }());

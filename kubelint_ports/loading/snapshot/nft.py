@@ -14,10 +14,10 @@ from __future__ import annotations
 
 import re
 
-from kubelint_ports.findings import Diagnostic, Location
+from kubelint_ports.findings import Diagnostic
 from kubelint_ports.loading.snapshot.records import Chain, NamedSet, Rule, Ruleset, Table
-from kubelint_ports.loading.snapshot.text import (destination_problem, excerpt, is_address, lines, port_range,
-                                                  quoted_name)
+from kubelint_ports.loading.snapshot.text import (DumpProblem, destination_problem, excerpt, is_address, lines,
+                                                  port_range, quoted_name, read_whole)
 
 FAMILIES = frozenset(("ip", "ip6", "inet", "arp", "bridge", "netdev"))
 PRIORITY_NAMES = {"raw": -300, "mangle": -150, "dstnat": -100, "filter": 0, "security": 50, "srcnat": 100,
@@ -36,19 +36,9 @@ _DNAT = re.compile(r"dnat (?:ip6? )?(?:addr \. port )?to (\S+(?: \. \S+)?)")
 _VERDICT = re.compile(r"\b(jump|goto) (\S+)")
 
 
-class NftProblem(ValueError):
-    def __init__(self, line: int, column: int, message: str):
-        super().__init__(message)
-        self.line, self.column, self.message = line, column, message
-
-
 def read_nft(text: str, path: str) -> tuple[Ruleset, list[Diagnostic]]:
-    ruleset = Ruleset(path=path, tool="nft", backend="nf_tables")
-    try:
-        _read_text(text, ruleset)
-    except NftProblem as problem:
-        return ruleset, [Diagnostic(Location(path, problem.line, problem.column), problem.message)]
-    return ruleset, []
+    """The ruleset's tables; the first line nft would not print becomes the file's diagnostic."""
+    return read_whole(_read_text, text, Ruleset(path=path, tool="nft", backend="nf_tables"), path)
 
 
 def _read_text(text: str, ruleset: Ruleset) -> None:
@@ -68,11 +58,11 @@ def _read_text(text: str, ruleset: Ruleset) -> None:
         if table is None:
             match = _TABLE.match(line)
             if match is None or match.group(1) not in FAMILIES:
-                raise NftProblem(number, 1, f"not a line of `nft list ruleset`: {excerpt(line)} (expected `table "
-                                            f"FAMILY NAME {{`)")
+                raise DumpProblem(number, 1, f"not a line of `nft list ruleset`: {excerpt(line)} (expected `table "
+                                             f"FAMILY NAME {{`)")
             name = f"{match.group(1)} {match.group(2)}"
             if name in ruleset.tables:
-                raise NftProblem(number, 1, f"table {quoted_name(name)} appears twice: two rulesets in one file?")
+                raise DumpProblem(number, 1, f"table {quoted_name(name)} appears twice: two rulesets in one file?")
             table = ruleset.tables[name] = Table(name, number)
         elif chain is None and named is None:
             if line == "}":
@@ -88,7 +78,7 @@ def _read_text(text: str, ruleset: Ruleset) -> None:
                 continue
             if line.startswith(("comment ", "flags ")):
                 continue
-            raise NftProblem(number, 1, f"unexpected line in table {quoted_name(table.name)}: {excerpt(line)}")
+            raise DumpProblem(number, 1, f"unexpected line in table {quoted_name(table.name)}: {excerpt(line)}")
         elif named is not None:
             if line == "}":
                 named = None
@@ -109,7 +99,7 @@ def _read_text(text: str, ruleset: Ruleset) -> None:
                 continue
             chain.rules.append(rule_from_text(line, number, chain.name, len(raw) + 1, raw.find(line) + 1))
     if table is not None:
-        raise NftProblem(max(number, 1), 1, (
+        raise DumpProblem(max(number, 1), 1, (
             f"the ruleset ends inside table {quoted_name(table.name)} (line {table.line}): it is truncated; save it "
             f"again"))
 
@@ -121,7 +111,7 @@ def _add_elements(named: NamedSet, text: str, number: int) -> None:
         if element:
             problem = element_problem(element)
             if problem:
-                raise NftProblem(number, 1, f"set {quoted_name(named.name)}: {problem}")
+                raise DumpProblem(number, 1, f"set {quoted_name(named.name)}: {problem}")
             named.members.append((element, number))
 
 
@@ -150,7 +140,7 @@ def _priority(text: str, number: int) -> int:
 
 def _int32(text: str, number: int) -> int:
     if not re.fullmatch(r"[+-]?[0-9]{1,10}", text) or not -2**31 <= int(text) < 2**31:
-        raise NftProblem(number, 1, f"chain priority {excerpt(text)} is not a 32-bit number nor a priority name")
+        raise DumpProblem(number, 1, f"chain priority {excerpt(text)} is not a 32-bit number nor a priority name")
     return int(text)
 
 
@@ -166,7 +156,7 @@ def rule_from_text(line: str, number: int, chain: str, end_column: int, column: 
         dport = None
     if dport:
         rule.protocol = dport.group(1) if dport.group(1) != "th" else (protocol.group(1) if protocol else "")
-        rule.dports = tuple(_port_range(part, number, column + dport.start(2))
+        rule.dports = tuple(_dport_range(part, number, column + dport.start(2))
                             for part in dport.group(2).strip("{} ").split(",") if part.strip())
     elif protocol:
         rule.protocol = protocol.group(1)
@@ -188,7 +178,7 @@ def rule_from_text(line: str, number: int, chain: str, end_column: int, column: 
         rule.to_destination = dnat.group(1).replace(" . ", ":")
         problem = destination_problem(rule.to_destination)
         if problem:
-            raise NftProblem(number, column + dnat.start(1), problem)
+            raise DumpProblem(number, column + dnat.start(1), problem)
     elif " vmap " in f" {line} ":
         rule.target = "vmap"
     elif verdict:
@@ -206,17 +196,18 @@ def rule_from_text(line: str, number: int, chain: str, end_column: int, column: 
     return rule
 
 
-def _port_range(text: str, number: int, column: int) -> tuple[int, int]:
+def _dport_range(text: str, number: int, column: int) -> tuple[int, int]:
+    """One item of a `dport` match: `80`, `30000-32767`, or a named service or set (any port)."""
     text = text.strip()
     if not text[:1].isdigit():
         return 0, 65535  # a named service or a set reference: any port, as far as this reader knows
     ports = port_range(text)
     if ports is None:
-        raise NftProblem(number, column, f"{excerpt(text)} is not a port or a port range in 0-65535 (low-high)")
+        raise DumpProblem(number, column, f"{excerpt(text)} is not a port or a port range in 0-65535 (low-high)")
     return ports
 
 
 def _address(text: str, number: int, column: int) -> str:
     if not is_address(text, prefix=True):
-        raise NftProblem(number, column, f"{excerpt(text)} is not an IP address or prefix")
+        raise DumpProblem(number, column, f"{excerpt(text)} is not an IP address or prefix")
     return text

@@ -120,6 +120,7 @@ def read_file(path: str) -> tuple[SnapshotFile | None, list[Diagnostic]]:
     if b"\0" in data[:65536]:
         return None, [Diagnostic(Location(shown, 1, 1), "binary data, not the text output of a tool")]
     text = decode(data)
+    del data  # as large again as the text, and not needed once decoded
     kind, why = detect(text)
     if kind is None:
         if why == "the file is empty":

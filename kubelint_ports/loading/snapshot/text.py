@@ -11,8 +11,13 @@ from __future__ import annotations
 import ipaddress
 import re
 from bisect import bisect_right
+from collections.abc import Callable
+from typing import TypeVar
 
+from kubelint_ports.findings import Diagnostic, Location
 from kubelint_ports.loading import yamltree as yt
+
+Records = TypeVar("Records")
 
 EXCERPT = 40  # characters of a file a message may quote
 UTF16_BOMS = (b"\xff\xfe", b"\xfe\xff")
@@ -29,6 +34,26 @@ def decode(data: bytes) -> str:
     if "\r" in text:
         text = text.replace("\r\n", "\n").replace("\r", "\n")
     return text
+
+
+class DumpProblem(ValueError):
+    """The first thing in a dump that its tool would not have printed. It ends the reading of the
+    file (a half-read ruleset would make rules look missing) and becomes a diagnostic at its line."""
+
+    def __init__(self, line: int, column: int, message: str):
+        super().__init__(message)
+        self.line, self.column, self.message = line, column, message
+
+
+def read_whole(read: Callable[[str, Records], None], text: str, records: Records,
+               path: str) -> tuple[Records, list[Diagnostic]]:
+    """`read(text, records)` for a reader that stops at the first DumpProblem: the records, and
+    that problem as the file's one diagnostic (the caller must then draw no conclusion from them)."""
+    try:
+        read(text, records)
+    except DumpProblem as problem:
+        return records, [Diagnostic(Location(path, problem.line, problem.column), problem.message)]
+    return records, []
 
 
 def lines(text: str) -> list[str]:

@@ -71,7 +71,7 @@ from kubelint_ports.model.datapath.facts import (
     receiver_rank,
     version_text,
 )
-from kubelint_ports.model.datapath import phrases, phrases_node, phrases_rules  # noqa: F401 (the wording, importable here)
+from kubelint_ports.model.datapath import phrases, phrases_node, phrases_rules  # the wording, importable here
 from kubelint_ports.model.datapath.masquerade import MasqueradeGap, masquerade_gap, masqueraded
 from kubelint_ports.model.datapath.node import first_dnat
 from kubelint_ports.model.datapath.phrases import (
@@ -100,5 +100,6 @@ __all__ = [
     "UNDEFINED", "WHEN_UNKNOWN", "WILDCARD", "Answer", "Datapath", "DatapathFacts", "Fact", "MasqueradeGap",
     "Outcome", "PortUse", "Route", "World", "condition_text", "explain", "fact_sources", "fact_text", "facts_table",
     "first_dnat", "losers_of", "masquerade_gap", "masqueraded", "node_port_coverage", "outcome_clause",
-    "parse_version", "receiver_rank", "route", "summary", "summary_short", "traffic_data", "version_text", "who",
+    "parse_version", "phrases", "phrases_node", "phrases_rules", "receiver_rank", "route", "summary", "summary_short",
+    "traffic_data", "version_text", "who",
 ]

@@ -7,27 +7,21 @@ import functools
 import ipaddress
 import itertools
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
+from kubelint_ports.findings import record
 from kubelint_ports.model.datapath.facts import (
     APPENDED,
-    CLUSTER_IP,
     DEPENDS,
-    DROPPED,
-    HOST_PROCESS,
-    HOSTPORT,
     NFT_ANY,
     NFT_BROKEN,
     NFT_LOCAL,
     NO_HOSTPORT,
-    NOTHING,
     OTHERWISE,
     PREPENDED,
     PROXY_MODES,
-    REJECTED,
     SECONDARY_IP,
-    SERVICE,
     SPLIT_BACKENDS,
     UNDEFINED,
     DatapathFacts,
@@ -50,7 +44,7 @@ FACT_OF_DIMENSION = {"proxy-mode": "proxy-mode", "hostport": "cni-plugins-versio
                      "local-endpoints": "local-endpoints", "secondary-covered": "node-port-addresses"}
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class Outcome:
     receiver: str
     when: tuple[tuple[tuple[str, Any], ...], ...]  # OR of ANDs of (dimension, value); () = always
@@ -60,7 +54,7 @@ class Outcome:
         return condition_text(self.when)
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class Answer:
     client: str
     destination: str

@@ -4,8 +4,9 @@ it rests on with their sources, and what occupies a port on a node (`PortUse`)."
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from typing import Any
+
+from kubelint_ports.findings import record
 
 # --- vocabulary ------------------------------------------------------------------------------------
 
@@ -54,7 +55,7 @@ SAME_BACKEND, SPLIT_BACKENDS = "same", "split"
 
 # --- facts -----------------------------------------------------------------------------------------
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class Fact:
     """One thing known about the cluster and where it comes from."""
 
@@ -79,7 +80,7 @@ def version_text(version: tuple[int, ...]) -> str:
     return "v" + ".".join(str(part) for part in version)
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class DatapathFacts:
     """What is known about how nodes handle packets; None: unknown."""
 
@@ -135,7 +136,7 @@ def _plain(value: Any) -> Any:
 
 # --- what a port is used for on a node ------------------------------------------------------------
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class PortUse:
     """What occupies one (protocol, port) on a node, as far as the objects say."""
 

@@ -3,8 +3,8 @@ per mode, version and clusterCIDR setting. The lab checks it (`tests/lab/test_la
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 
+from kubelint_ports.findings import record
 from kubelint_ports.model.datapath.phrases_rules import masquerade_gap_text, version_class_text
 
 
@@ -30,7 +30,7 @@ def masqueraded(mode: str, client: str, *, cluster_cidr: str | None, version: tu
     return not source_in_cidr  # `! -s <clusterCIDR> ... -j KUBE-MARK-MASQ`
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class MasqueradeGap:
     """Which clients' Service traffic kube-proxy leaves unmasqueraded, for one version."""
 

@@ -65,10 +65,10 @@ def split_backends(node: NodeState):
 
 
 def node_facts(node: NodeState) -> DatapathFacts:
-    """`node_state.datapath_facts`, plus two iptables backends when the dumps show them."""
-    from kubelint_ports.model.node_state import datapath_facts
+    """`node_state.facts_from_dumps`, plus two iptables backends when the dumps show them."""
+    from kubelint_ports.model.node_state import facts_from_dumps
 
-    facts = datapath_facts(node)
+    facts = facts_from_dumps(node)
     split = split_backends(node)
     if split is not None:
         mine, theirs = split

@@ -2,7 +2,8 @@
 
 Decisions (`route`, `answer`) name their steps with ids; this module turns answers into sentences
 (`summary`, `explain`) and into the `traffic` data of findings. The rule families' stories, built
-from these sentences, are in `phrases_rules` (manifests) and `phrases_node` (node snapshots).
+from these sentences in the one shape of a finding's message (`story`), are in `phrases_rules`
+(manifests) and `phrases_node` (node snapshots).
 """
 
 from __future__ import annotations
@@ -31,6 +32,15 @@ from kubelint_ports.model.datapath.facts import (
 
 if TYPE_CHECKING:
     from kubelint_ports.model.datapath.answer import Answer, Outcome
+
+# --- a finding's message: the shape of the rule families' stories (`phrases_rules`, `phrases_node`) ---
+
+def story(claim: str, why: str, *then: str) -> str:
+    """A finding's message in the shape its readers split (`findings.split_message`): the short
+    claim, ": ", why (one sentence; its full stop is added here), then the sentences that follow
+    (what else happens, the remedy), each with its own full stop."""
+    return " ".join((f"{claim}: {why}.", *then))
+
 
 # --- steps: what each handler did ---------------------------------------------------------------------
 

@@ -16,7 +16,7 @@ from kubelint_ports.model.datapath.facts import (
     SERVICE,
     UNDEFINED,
 )
-from kubelint_ports.model.datapath.phrases import explain, fact_note, summary_short
+from kubelint_ports.model.datapath.phrases import explain, fact_note, story, summary_short
 
 if TYPE_CHECKING:
     from kubelint_ports.model.datapath.answer import Answer
@@ -26,6 +26,11 @@ QUOTA_REMEDY = ("In namespaces that must not open nodePorts, a ResourceQuota wit
                 "them from allocating one.")
 
 
+def takes(captured: bool) -> str:
+    """A capture the model is sure of "takes" the traffic; one that depends on unknown facts "may take" it."""
+    return "takes" if captured else "may take"
+
+
 # --- KP101, KP104, KP105, KP205 --------------------------------------------------------------------
 
 def host_port(head: str, port: int, host_ip: str, wildcard: bool, node: "Answer", localhost: "Answer | None",
@@ -33,57 +38,61 @@ def host_port(head: str, port: int, host_ip: str, wildcard: bool, node: "Answer"
     """KP101: where the hostPort rule sends the port, asked of the model for 127.0.0.1 and for
     the node's other addresses."""
     if not node.possible(HOSTPORT):
-        return (f"{head}, but nothing forwards it: {explain(node, words)}. Remove the hostPort, or chain the portmap "
-                f"plugin in the CNI configuration.")
-    extra = ""
+        return story(f"{head}, but nothing forwards it", explain(node, words),
+                     "Remove the hostPort, or chain the portmap plugin in the CNI configuration.")
+    notes = []  # the other paths into the port, where the model's answer differs
     if wildcard:
         where = "every address of its node"
         if localhost is not None and localhost.always(HOSTPORT):
             where += " (127.0.0.1 included)"
         elif localhost is not None:
-            extra += f" From the node to 127.0.0.1: {summary_short(localhost, words)}."
+            notes.append(f"From the node to 127.0.0.1: {summary_short(localhost, words)}.")
     else:
         where = f"{host_ip} of its node"
         if other_addresses is not None and not other_addresses.possible(HOSTPORT):
             where += " (only there)"
     for key, answer in paths:
         if key == "any-cluster-ip" and answer.possible(HOSTPORT):
-            extra += f" Pods connecting to any ClusterIP on that port: {summary_short(answer, words)}."
-    return (f"{head}: the hostPort rule sends port {port} on {where} to this pod{fact_note(node)}. No listening socket "
-            f"shows it to netstat or ss, and only one such pod fits per node.{extra} Expose it through a Service "
-            f"instead, or keep the hostPort and document which traffic it takes.")
+            notes.append(f"Pods connecting to any ClusterIP on that port: {summary_short(answer, words)}.")
+    return story(head, f"the hostPort rule sends port {port} on {where} to this pod{fact_note(node)}",
+                 "No listening socket shows it to netstat or ss, and only one such pod fits per node.", *notes,
+                 "Expose it through a Service instead, or keep the hostPort and document which traffic it takes.")
 
 
 def init_container_host_port(host_port: int, protocol: str, kind: str, container: str, scheduler: str) -> str:
     """KP104: the kubelet maps only regular containers' ports, so no rule forwards this one."""
-    return (f"hostPort {host_port}/{protocol} on {kind} '{container}' is never mapped: the kubelet hands only regular "
-            f"containers' ports to the CNI portmap plugin, so nothing DNATs it; {scheduler}. Namespaces enforcing Pod "
-            f"Security 'baseline' reject the pod outright. Move the port to a regular container, or drop the hostPort.")
+    return story(f"hostPort {host_port}/{protocol} on {kind} '{container}' is never mapped",
+                 f"the kubelet hands only regular containers' ports to the CNI portmap plugin, so nothing DNATs it; "
+                 f"{scheduler}", "Namespaces enforcing Pod Security 'baseline' reject the pod outright.",
+                 "Move the port to a regular container, or drop the hostPort.")
 
 
 def ephemeral_host_port(port: int, protocol: str, container: str, origin: str, low: int) -> str:
     """KP105: replies to node processes whose source port is the hostPort's number."""
-    return (f"hostPort {port}/{protocol} (container '{container}') is in the ephemeral range: node processes get "
-            f"source ports from {origin}, so packets answering a node's outgoing connection from port {port} arrive on "
-            f"the hostPort's number. With the CNI portmap plugin conntrack keeps those replies out of the DNAT; "
-            f"datapaths that match them without conntrack (eBPF hostPort implementations) can hand them to the pod. "
-            f"Prefer a port below {low}, or reserve it in net.ipv4.ip_local_reserved_ports.")
+    return story(f"hostPort {port}/{protocol} (container '{container}') is in the ephemeral range",
+                 f"node processes get source ports from {origin}, so packets answering a node's outgoing connection "
+                 f"from port {port} arrive on the hostPort's number",
+                 "With the CNI portmap plugin conntrack keeps those replies out of the DNAT; datapaths that match them "
+                 "without conntrack (eBPF hostPort implementations) can hand them to the pod.",
+                 f"Prefer a port below {low}, or reserve it in net.ipv4.ip_local_reserved_ports.")
 
 
 def ephemeral_node_port_range(first: int, last: int, overlap: str, label: str, origin: str, low: int) -> str:
     """KP205: a node-port range reaching into the ephemeral range."""
-    return (f"node-port range {first}-{last} overlaps the ephemeral range in {overlap}: {label} sets it, nodes hand "
-            f"ports {origin} to outgoing connections, and kube-proxy's rules for a nodePort in {overlap} can take the "
-            f"replies of node processes whose source port it is (connections from the node time out, "
-            f"kubernetes#111682). Keep the node-port range below {low} (the default is 30000-32767), or reserve it "
-            f"in the nodes' net.ipv4.ip_local_reserved_ports.")
+    return story(f"node-port range {first}-{last} overlaps the ephemeral range in {overlap}",
+                 f"{label} sets it, nodes hand ports {origin} to outgoing connections, and kube-proxy's rules for a "
+                 f"nodePort in {overlap} can take the replies of node processes whose source port it is (connections "
+                 f"from the node time out, kubernetes#111682)",
+                 f"Keep the node-port range below {low} (the default is 30000-32767), or reserve it in the nodes' "
+                 f"net.ipv4.ip_local_reserved_ports.")
 
 
 def ephemeral_node_port(label: str, port: int, origin: str, low: int) -> str:
     """KP205: one nodePort inside the ephemeral range."""
-    return (f"{label} {port} is in the nodes' ephemeral range: the kernel hands ports {origin} to outgoing "
-            f"connections of node processes, and kube-proxy's rule for {port} can take the replies of one that got "
-            f"{port} as its source port (its connection times out, kubernetes#111682). Pick a nodePort below {low}.")
+    return story(f"{label} {port} is in the nodes' ephemeral range",
+                 f"the kernel hands ports {origin} to outgoing connections of node processes, and kube-proxy's rule "
+                 f"for {port} can take the replies of one that got {port} as its source port (its connection times "
+                 f"out, kubernetes#111682)", f"Pick a nodePort below {low}.")
 
 
 # --- KP201, KP202 --------------------------------------------------------------------------------------
@@ -110,28 +119,56 @@ def node_port_headline(answer: "Answer", port: str, theirs: str, host_port: bool
 
 
 def node_port_collision(headline: str, others: str, answer: "Answer", words: Mapping[str, str], paths: Paths,
-                        fix: str, host_network: bool, kube_proxy_holds_ports: bool) -> str:
-    """KP201/KP202: the model's answer for every path into the port, and the remedies. A host
-    process also met kube-proxy's own socket on every nodePort until v1.23 (kubernetes#108496)."""
-    text = f"{headline}{others}: on every node this pod runs on, {explain(answer, words, paths)}. {fix}"
+                        fix: str, host_network: bool, kube_proxy_holds_ports: bool, free: str = "") -> str:
+    """KP201/KP202: the model's answer for every path into the port, and the remedies (`free`: the
+    `free_host_port` sentence, or ""). A host process also met kube-proxy's own socket on every
+    nodePort until v1.23 (kubernetes#108496)."""
+    notes = [free] if free else []
     if host_network:
         if kube_proxy_holds_ports:
-            text += (" kube-proxy up to v1.23 also held every nodePort open, so whichever of the two started second "
-                     "failed to bind it ('address already in use').")
-        text += " " + QUOTA_REMEDY
-    return text
+            notes.append("kube-proxy up to v1.23 also held every nodePort open, so whichever of the two started second "
+                         "failed to bind it ('address already in use').")
+        notes.append(QUOTA_REMEDY)
+    return story(f"{headline}{others}", f"on every node this pod runs on, {explain(answer, words, paths)}", fix, *notes)
 
 
 HOST_PORT_FIX = "The API server accepts both without a word: change the hostPort or the {label}."
 HOST_NETWORK_FIX = "Move the process to a port below the node-port range, or give the Service another {label}."
 
 
-def health_check_clash(noun_port: str, theirs: str, others: str, fix: str) -> str:
+def health_check_clash(noun_port: str, theirs: str, others: str, fix: str, free: str = "") -> str:
     """KP202 on a healthCheckNodePort: two sockets, one port, no packet rule involved."""
-    return (f"{noun_port} is {theirs}{others}: kube-proxy answers the load balancer's health checks on it from its "
-            f"own listening socket, so on every node this pod runs on the process that binds it first keeps it and "
-            f"the other cannot bind (the pod's process fails, or kube-proxy logs the error and the node fails its "
-            f"health checks). {fix}")
+    return story(f"{noun_port} is {theirs}{others}",
+                 "kube-proxy answers the load balancer's health checks on it from its own listening socket, so on "
+                 "every node this pod runs on the process that binds it first keeps it and the other cannot bind (the "
+                 "pod's process fails, or kube-proxy logs the error and the node fails its health checks)", fix,
+                 *([free] if free else []))
+
+
+# --- free alternatives: the port `lint --fix --unsafe-fixes` moves to (model.free_ports) ----------------
+
+def free_host_port(port: int | None, near: int, noun: str, inventory: bool) -> str:
+    """KP201, KP202, KP301: the host port nearest `near` that is free wherever the pod may run, the
+    one the fix moves a hostPort to; "" when none is known (the pod fits no node). No ": " in it:
+    the message's claim ends at the first one (`findings.split_message`)."""
+    if port is None:
+        return ""
+    which = (f"free {noun} on every node this pod may run on" if inventory
+             else f"{noun} that no pod, nodePort or node daemon of the inputs holds")
+    return f"The nearest {which} is {port} (`kubelint-ports ports --free --near {near}`)."
+
+
+def free_node_port(port: int | None, node_port_range: str) -> str:
+    """KP203, KP204: the lowest nodePort of the range no Service, pod or node daemon of the inputs
+    holds, the one the fix moves a nodePort to; "" when the range is full."""
+    if port is None:
+        return ""
+    return f"The lowest nodePort of {node_port_range} the inputs leave free is {port} (`kubelint-ports ports --free`)."
+
+
+def with_free(message: str, free: str) -> str:
+    """A message that ends in full sentences, followed by its free alternative when there is one."""
+    return f"{message} {free}" if free else message
 
 
 # --- KP302, KP303, KP304 --------------------------------------------------------------------------------
@@ -140,11 +177,11 @@ def host_network_capture(port: str, captured: bool, silent_port: int, host: str,
                          source: str, where: str, answer: "Answer", words: Mapping[str, str], paths: Paths,
                          host_name: str) -> str:
     """KP302: a hostPort against a port a hostNetwork pod listens on without declaring it."""
-    verb = "takes" if captured else "may take"
-    return (f"{port} {verb} port {silent_port} from {host}{more}: that hostNetwork pod{running} listens on it "
-            f"({source}) without declaring it, so the scheduler cannot keep the two apart; wherever both run{where}, "
-            f"{explain(answer, words, paths)}. Declare containerPort {silent_port} on {host_name} (then the scheduler "
-            f"keeps them apart), or use another hostPort.")
+    return story(f"{port} {takes(captured)} port {silent_port} from {host}{more}",
+                 f"that hostNetwork pod{running} listens on it ({source}) without declaring it, so the scheduler "
+                 f"cannot keep the two apart; wherever both run{where}, {explain(answer, words, paths)}",
+                 f"Declare containerPort {silent_port} on {host_name} (then the scheduler keeps them apart), or use "
+                 f"another hostPort.")
 
 
 def reserved_port(port: str, container_note: str, daemon: str, answer: "Answer | None",
@@ -154,7 +191,7 @@ def reserved_port(port: str, container_note: str, daemon: str, answer: "Answer |
         effect = f"on every node this pod runs on, {explain(answer, words)}"
     else:
         effect = f"the pod cannot bind it on nodes where {daemon} runs, or {daemon} cannot"
-    return f"{port} ({container_note}) is {daemon}'s port: {effect}. Pick a port no node daemon uses."
+    return story(f"{port} ({container_note}) is {daemon}'s port", effect, "Pick a port no node daemon uses.")
 
 
 STATE_THE_FACTS = ("Whether it does depends on facts the inputs do not state: state kube-proxy's mode and the CNI "
@@ -166,20 +203,19 @@ STATE_THE_FACTS = ("Whether it does depends on facts the inputs do not state: st
 def service_capture(port: int, protocol: str, captured: bool, label: str, what: str, nodes: str, answer: "Answer",
                     words: Mapping[str, str], paths: Paths) -> str:
     """KP304: a hostPort on every address against a Service port, from pods that connect to it."""
-    verb = "takes" if captured else "may take"
-    return (f"hostPort {port}/{protocol} {verb} the traffic of {label} port {port}{what}: pods{nodes} that connect to "
-            f"its ClusterIP:{port}: {explain(answer, words, paths)}. Use another hostPort, or none."
-            + ("" if captured else " " + STATE_THE_FACTS))
+    return story(f"hostPort {port}/{protocol} {takes(captured)} the traffic of {label} port {port}{what}",
+                 f"pods{nodes} that connect to its ClusterIP:{port}: {explain(answer, words, paths)}",
+                 "Use another hostPort, or none.", *(() if captured else (STATE_THE_FACTS,)))
 
 
 def service_capture_many(port: int, protocol: str, captured: bool, labels: Sequence[str], strongest: str) -> str:
     """KP304, one hostPort against several Services' port: the Services named once, the strongest
     case's story told for them all."""
-    verb = "takes" if captured else "may take"
     shown = ", ".join(labels[:5]) + (f" and {len(labels) - 5} more" if len(labels) > 5 else "")
-    story = (strongest.split(": ", 1)[1] if ": " in strongest else strongest).replace(
+    told = (strongest.split(": ", 1)[1] if ": " in strongest else strongest).replace(
         "that connect to its ClusterIP", "that connect to their ClusterIPs", 1)
-    return f"hostPort {port}/{protocol} {verb} the traffic of {len(labels)} Services' port {port} ({shown}): {story}"
+    return (f"hostPort {port}/{protocol} {takes(captured)} the traffic of {len(labels)} Services' port {port} "
+            f"({shown}): {told}")
 
 
 # --- KP305, KP306 ----------------------------------------------------------------------------------------
@@ -194,11 +230,11 @@ def external_ip_collision(head: str, address: str, port: int, answer: "Answer", 
 def host_ip_not_on_node(host_ip: str, elsewhere: str, port: int, protocol: str, nodes: str, answer: "Answer",
                         words: Mapping[str, str]) -> str:
     """KP306: a hostIP none of the pod's nodes has; the model answers for the node's own addresses."""
-    return (f"hostIP {host_ip} is on none of the nodes this pod may run on: {elsewhere}, and the hostPort rule for "
-            f"{port}/{protocol} matches only packets sent to {host_ip}: on {nodes}, for packets to the node's own "
-            f"addresses, {explain(answer, words)}. Use an address those nodes have, or leave hostIP out; if it is a "
-            f"floating address the inventory does not list (a keepalived VIP), accept this finding with an "
-            f"annotation.")
+    return story(f"hostIP {host_ip} is on none of the nodes this pod may run on",
+                 f"{elsewhere}, and the hostPort rule for {port}/{protocol} matches only packets sent to {host_ip}: "
+                 f"on {nodes}, for packets to the node's own addresses, {explain(answer, words)}",
+                 "Use an address those nodes have, or leave hostIP out; if it is a floating address the inventory does "
+                 "not list (a keepalived VIP), accept this finding with an annotation.")
 
 
 # --- KP401-KP405 -----------------------------------------------------------------------------------------
@@ -251,20 +287,23 @@ def pods_outside_cluster_cidr(problem: str, masqueraded_too: bool, advice: str) 
     """KP403: pods kube-proxy takes for outside clients."""
     masquerade = ("their Service traffic is masqueraded (backends and NetworkPolicies see the node's address) and "
                   if masqueraded_too else "")
-    return (f"{problem}: kube-proxy takes those pods for outside clients, so {masquerade}their traffic to "
-            f"LoadBalancer IPs of `externalTrafficPolicy: Local` Services is dropped on nodes without a local endpoint "
-            f"[INFERRED from kube-proxy's source]. {advice}.")
+    return story(problem,
+                 f"kube-proxy takes those pods for outside clients, so {masquerade}their traffic to LoadBalancer IPs "
+                 f"of `externalTrafficPolicy: Local` Services is dropped on nodes without a local endpoint [INFERRED "
+                 f"from kube-proxy's source]", f"{advice}.")
 
 
 def service_cidr_overlap(text: str, more: str) -> str:
     """KP404: a pod address that is also a Service address."""
-    return (f"{text}{more}: a pod that gets an address a Service also uses is unreachable wherever kube-proxy handles "
-            f"that address (on every node in ipvs mode, where ClusterIPs are local), and routes to the two ranges "
-            f"conflict. Choose ranges that do not overlap.")
+    return story(f"{text}{more}",
+                 "a pod that gets an address a Service also uses is unreachable wherever kube-proxy handles that "
+                 "address (on every node in ipvs mode, where ClusterIPs are local), and routes to the two ranges "
+                 "conflict", "Choose ranges that do not overlap.")
 
 
 def kube_proxy_configs_disagree(label: str, setting: str, other_label: str, other_setting: str, more: str) -> str:
     """KP405: kube-proxy configurations that differ between node pools."""
-    return (f"kube-proxy configurations disagree: {label} runs {setting}, but {other_label} runs {other_setting}{more}. "
-            f"Service traffic then behaves differently depending on the node a client is on (host-network clients "
-            f"may reach Services on some nodes only); make them agree, unless the node pools are meant to differ.")
+    return story("kube-proxy configurations disagree",
+                 f"{label} runs {setting}, but {other_label} runs {other_setting}{more}",
+                 "Service traffic then behaves differently depending on the node a client is on (host-network clients "
+                 "may reach Services on some nodes only); make them agree, unless the node pools are meant to differ.")

@@ -33,9 +33,10 @@ from __future__ import annotations
 
 import functools
 import itertools
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
+from kubelint_ports.findings import record
 from kubelint_ports.model.datapath.facts import (
     APPENDED,
     CLUSTER_IP,
@@ -68,7 +69,7 @@ from kubelint_ports.model.datapath.facts import (
 ALL_ADDRESSES, PRIMARY_ADDRESS, CIDR_ADDRESSES = "all", "primary", "cidrs"
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class World:
     proxy: str
     hostport: str
@@ -85,7 +86,7 @@ class World:
     split_backends: bool = False  # kube-proxy's and the hostPort's iptables rules in two backends
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class Route:
     """What one world does with the packet: the receiver and the steps (ids) that decided it."""
 
@@ -100,7 +101,7 @@ class Route:
         return frozenset((self.receiver,))
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class _Packet:
     world: World
     client: str
@@ -162,19 +163,31 @@ def _external(packet: _Packet, dnat: str):
     return "pass", ("ext-no-local-endpoint",)
 
 
+def _service_dnat(packet: _Packet, dnat: str):
+    """kube-proxy's Service rules in iptables and nftables mode, the same in both: the ClusterIP
+    DNATed when an endpoint serves it (internalTrafficPolicy), external and LB IPs through the
+    external chain; None when the packet is not to an address of a Service with endpoints."""
+    world, use, destination = packet.world, packet.use, packet.destination
+    if not (use.service_port and world.endpoints):
+        return None
+    if destination == CLUSTER_IP and packet.internal_reaches_endpoint():
+        return f"dnat:{SERVICE}", (dnat,)
+    if destination == EXTERNAL_IP:
+        return _external(packet, dnat)
+    return None
+
+
 # Each handler returns (verdict, steps) or None; verdict "dnat:<receiver>", "accept" or "pass".
 
 def _kube_proxy_iptables(packet: _Packet):
-    world, use, destination = packet.world, packet.use, packet.destination
-    if destination == CLUSTER_IP and use.service_port and world.endpoints and packet.internal_reaches_endpoint():
-        return f"dnat:{SERVICE}", ("kp-iptables-service-dnat",)
-    if destination == EXTERNAL_IP and use.service_port and world.endpoints:
-        return _external(packet, "kp-iptables-service-dnat")
-    if use.node_port and node_port_address(packet, localhost_allowed=world.localhost_node_ports):
+    """KUBE-SERVICES: the Service's addresses, then its last rule, the jump to KUBE-NODEPORTS."""
+    world, use = packet.world, packet.use
+    service = _service_dnat(packet, "kp-iptables-service-dnat")
+    if service is None and use.node_port and node_port_address(packet, localhost_allowed=world.localhost_node_ports):
         if world.endpoints:
             return _external(packet, "kp-iptables-nodeport-dnat")
         return "pass", ("kp-iptables-nodeport-none",)
-    return None
+    return service
 
 
 def _kube_proxy_ipvs(packet: _Packet):
@@ -193,14 +206,12 @@ def _kube_proxy_ipvs(packet: _Packet):
 
 
 def _kube_proxy_nftables(packet: _Packet):
-    world, use, destination = packet.world, packet.use, packet.destination
-    if destination == CLUSTER_IP and use.service_port and world.endpoints and packet.internal_reaches_endpoint():
-        return f"dnat:{SERVICE}", ("kp-nft-service-dnat",)
-    if destination == EXTERNAL_IP and use.service_port and world.endpoints:
-        return _external(packet, "kp-nft-service-dnat")
-    if use.node_port and world.endpoints and node_port_address(packet, localhost_allowed=False):
+    """The `services` chain: the Service's addresses, then its last rule, the NodePort map."""
+    world, use = packet.world, packet.use
+    service = _service_dnat(packet, "kp-nft-service-dnat")
+    if service is None and use.node_port and world.endpoints and node_port_address(packet, localhost_allowed=False):
         return _external(packet, "kp-nft-nodeport-dnat")
-    return None
+    return service
 
 
 def _hostport_iptables(packet: _Packet):

@@ -1,0 +1,159 @@
+"""Unsafe fixes that move a port: a colliding hostPort to the free host port nearest it on every
+node the pod may run on, and a nodePort moved or (the configuration's `fix: {node-port: remove}`)
+removed so the API server allocates one (docs/fix.md)."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from kubelint_ports.cli import app
+from kubelint_ports.config import ConfigError, load_config
+from kubelint_ports.engine import LintOptions, lint_paths
+from kubelint_ports.fixes import changes, describe
+from test_fix import COLLIDING_NODE_PORTS
+
+ROOT = Path(__file__).resolve().parents[1]
+COLLISIONS = ROOT / "tests" / "fix" / "host-ports" / "collisions.yaml"
+runner = CliRunner()
+
+
+def test_colliding_host_ports_move_to_the_nearest_free_port_and_the_first_keeps_its_own(tmp_path, monkeypatch):
+    shutil.copyfile(COLLISIONS, tmp_path / "c.yaml")
+    monkeypatch.chdir(tmp_path)
+    before = (tmp_path / "c.yaml").read_text()
+    result = runner.invoke(app, ["lint", "--fix", "c.yaml"])
+    assert (tmp_path / "c.yaml").read_text() == before, "host port moves are unsafe"
+    result = runner.invoke(app, ["lint", "--fix", "--unsafe-fixes", "c.yaml"])
+    assert (tmp_path / "c.yaml").read_text() == before.replace(
+        "hostPort: 10250   # kubelet's", "hostPort: 10251   # kubelet's").replace(  # 10249 is kube-proxy's
+        "              containerPort: 8126\n              hostPort: 8126\n",
+        "              containerPort: 8126\n              hostPort: 8125\n").replace(
+        "hostPort: 31123", "hostPort: 29999"), result.output  # below the node-port range
+    assert "hostPort: 8126, protocol: TCP}" in (tmp_path / "c.yaml").read_text()  # the agent, listed first
+    assert "fixed 3 findings in 1 file" in result.output
+    after = runner.invoke(app, ["lint", "c.yaml"]).stdout
+    assert not any(rule in after for rule in ("KP201", "KP301", "KP303")), after
+
+
+def test_the_description_explains_the_choice(tmp_path, monkeypatch):
+    shutil.copyfile(COLLISIONS, tmp_path / "c.yaml")
+    monkeypatch.chdir(tmp_path)
+    report = describe(lint_paths(["c.yaml"]))
+    fix = next(f.fix for f in report.findings if f.rule_id == "KP201")
+    assert (fix.applicability, fix.description) == (
+        "unsafe", "move hostPort 31123 to 29999, the free host port nearest 31123 on any node (no inventory), outside "
+                  "the node-port range 30000-32767 and the ephemeral range 32768-60999; clients of the node's port "
+                  "31123 must follow")
+
+
+NODES = """\
+apiVersion: v1
+kind: List
+items:
+  - {apiVersion: v1, kind: Node, metadata: {name: a, labels: {kubernetes.io/hostname: a}}}
+  - {apiVersion: v1, kind: Node, metadata: {name: b, labels: {kubernetes.io/hostname: b}}}
+"""
+
+PINNED = """\
+apiVersion: apps/v1
+kind: DaemonSet
+metadata:
+  name: agent
+  namespace: ops
+spec:
+  selector:
+    matchLabels: {app: agent}
+  template:
+    metadata:
+      labels: {app: agent}
+    spec:
+      containers:
+        - {name: agent, image: busybox:1.36, ports: [{containerPort: 8126, hostPort: 8126}]}
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: gateway, namespace: ops}
+spec:
+  replicas: 1
+  selector: {matchLabels: {app: gateway}}
+  template:
+    metadata: {labels: {app: gateway}}
+    spec:
+      nodeSelector: {kubernetes.io/hostname: a}
+      containers:
+        - name: gateway
+          image: busybox:1.36
+          ports:
+            - containerPort: 8126
+              hostPort: 8126
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: holder, namespace: ops}
+spec:
+  nodeSelector: {kubernetes.io/hostname: NODE}
+  containers:
+    - name: holder
+      image: busybox:1.36
+      ports: [{containerPort: 8125, hostPort: 8125}]
+"""
+
+
+@pytest.mark.parametrize(("holder_node", "moved_to"), [("b", 8125), ("a", 8127)])
+def test_a_host_port_is_free_only_if_free_on_every_node_the_pod_may_run_on(holder_node, moved_to, tmp_path,
+                                                                           monkeypatch):
+    (tmp_path / "nodes.yaml").write_text(NODES)
+    (tmp_path / "m.yaml").write_text(PINNED.replace("NODE", holder_node))
+    monkeypatch.chdir(tmp_path)
+    report = describe(lint_paths(["m.yaml"], LintOptions(node_files=("nodes.yaml",))), edits=True)
+    fix = next(f.fix for f in report.findings if f.rule_id == "KP301" and f.subject.name == "gateway")
+    assert fix.edits[0].text == str(moved_to)
+    assert "on every node it may run on (a)" in fix.description
+
+
+def test_the_configuration_can_choose_to_remove_the_node_port(tmp_path, monkeypatch):
+    (tmp_path / "s.yaml").write_text(COLLIDING_NODE_PORTS)
+    (tmp_path / ".kubelint-ports.yaml").write_text("fix:\n  node-port: remove   # let the API server pick\n")
+    monkeypatch.chdir(tmp_path)
+    choices = load_config().fix_choices
+    report = describe(lint_paths(["s.yaml"]), edits=True, choices=choices)
+    [change] = changes(report, unsafe=True)
+    assert change.new.decode() == COLLIDING_NODE_PORTS.replace("      nodePort: 30000   # collides with a\n", "").replace(
+        "      nodePort: 8080    # outside the range\n", "")
+    fix = next(f.fix for f in report.findings if f.rule_id == "KP204")
+    assert fix.description == ("remove nodePort 8080, so the API server allocates a free one when the Service is "
+                               "applied; clients of port 8080 must follow the new one")
+    assert fix.applicability == "unsafe"
+
+
+def test_the_default_choice_moves_the_node_port(tmp_path, monkeypatch):
+    (tmp_path / ".kubelint-ports.yaml").write_text("fix: {node-port: move}\n")
+    monkeypatch.chdir(tmp_path)
+    assert load_config().fix_choices.node_port == "move"
+    (tmp_path / ".kubelint-ports.yaml").write_text("paths: [.]\n")
+    assert load_config().fix_choices.node_port == "move"
+
+
+@pytest.mark.parametrize("section", ["fix: {node-port: delete}\n", "fix: {host-port: remove}\n"])
+def test_the_fix_section_is_validated(section, tmp_path, monkeypatch):
+    (tmp_path / ".kubelint-ports.yaml").write_text(section)
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ConfigError) as raised:
+        load_config()
+    assert raised.value.line == 1 and raised.value.message.startswith("fix")
+
+
+@pytest.mark.parametrize("near", [1024, 8126, 10250, 29999, 31123, 45000, 61000, 65535])
+def test_the_outward_search_answers_what_ports_free_near_answers(near, tmp_path, monkeypatch):
+    from kubelint_ports.fixes.rules import nearest_free_host_port
+    from kubelint_ports.model.free_ports import free_host_ports, nearest
+
+    shutil.copyfile(COLLISIONS, tmp_path / "c.yaml")
+    monkeypatch.chdir(tmp_path)
+    cluster = lint_paths(["c.yaml"]).cluster
+    held = {1024, 1025, 8125, 8126, 8127, 10249, 10250, 29999, 61000, 61001, 65535}
+    assert nearest_free_host_port(cluster, held, near) == nearest(free_host_ports(cluster, held), near, 1)[0]
