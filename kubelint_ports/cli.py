@@ -480,7 +480,7 @@ def write_reports(report, args: ReportArgs, extra_reports, format_options) -> No
 def exit_code(report, fail_on: str) -> int:
     """3 for an internal error, 2 for input errors, 1 for a standing finding at or above
     `fail_on`, else 0: a crash never reads as findings, nor bad input as a clean run."""
-    from kubelint_ports.findings import Severity
+    from kubelint_ports.vocabulary import Severity
 
     if report.internal_errors:
         return EXIT_INTERNAL

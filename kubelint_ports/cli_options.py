@@ -31,8 +31,8 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any, List, Optional
 
-from kubelint_ports.findings import record
 from kubelint_ports.formatters import FORMATTERS
+from kubelint_ports.records import record
 
 OPTION = "kubelint_ports.cli_options.option"  # the field metadata key of a field's declared option
 
@@ -176,7 +176,7 @@ def is_a(error: BaseException, name: str) -> bool:
     return any(klass.__name__ == name for klass in type(error).__mro__)
 
 
-_ANSI_STYLE = re.compile(r"\033\[[;?0-9]*[a-zA-Z]")
+_ANSI_STYLE = r"\033\[[;?0-9]*[a-zA-Z]"  # compiled by `re` when first used
 
 
 def echo(message: str = "", *, err: bool = False, nl: bool = True) -> None:
@@ -190,7 +190,7 @@ def echo(message: str = "", *, err: bool = False, nl: bool = True) -> None:
             terminal = stream.isatty()
         except Exception:  # noqa: BLE001 (a stream without a terminal to ask)
             terminal = False
-        stream.write(text if terminal else _ANSI_STYLE.sub("", text))
+        stream.write(text if terminal else re.sub(_ANSI_STYLE, "", text))
     stream.flush()
 
 

@@ -8,12 +8,13 @@ import dataclasses
 import fnmatch
 import json
 import os
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import Any
 
-from kubelint_ports.findings import ObjectRef, Severity
 from kubelint_ports.policies import error_keys, find_policy, refused_params, rule_suggestion
+from kubelint_ports.records import record
+from kubelint_ports.vocabulary import ObjectRef, Severity
 
 CONFIG_NAME = ".kubelint-ports.yaml"
 PYPROJECT = "pyproject.toml"
@@ -29,7 +30,7 @@ class ConfigError(ValueError):
         self.path, self.line, self.message = path, line, message
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class Exemption:
     rule: str
     reason: str
@@ -42,7 +43,7 @@ class Exemption:
                 and fnmatch.fnmatchcase(subject.kind, self.kind) and fnmatch.fnmatchcase(subject.name, self.name))
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Config:
     path: str = ""  # the file it came from; "" when there is none
     data: dict[str, Any] = field(default_factory=dict)

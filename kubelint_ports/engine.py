@@ -12,12 +12,14 @@ import gc
 import os
 from collections.abc import Callable, Iterable, Sequence
 from contextlib import contextmanager, nullcontext
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
 from kubelint_ports.checks import CHECKS, Hit, reads_of
-from kubelint_ports.findings import Diagnostic, Finding, Location, Report
+from kubelint_ports.findings import Finding, Report
+from kubelint_ports.records import record
+from kubelint_ports.vocabulary import Diagnostic, Location
 from kubelint_ports.loading import Loading, LoadResult, budgets, changed_sources, display_path, held
 from kubelint_ports.model import Cluster, ClusterFacts
 from kubelint_ports.model.build import INVENTORY, LINTED, LIVE, ModelReader, assemble, custom_workload_kinds, split_by_unit
@@ -30,7 +32,7 @@ if TYPE_CHECKING:  # not imported at run time: plain manifests never load the He
     from kubelint_ports.loading.helm import HelmOptions
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class UnitInputs:
     """What the configuration's `units:` states of one unit's own cluster; None: the run's."""
 
@@ -39,7 +41,7 @@ class UnitInputs:
     facts: ClusterFacts | None = None  # its stated facts (kube-proxy mode, CIDRs, datapath)
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class LintOptions:
     facts: ClusterFacts = ClusterFacts()
     node_files: tuple[str, ...] = ()  # --nodes: the inventory (`kubectl get nodes -o yaml`)

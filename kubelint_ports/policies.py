@@ -13,7 +13,8 @@ from typing import Any, NamedTuple
 
 import yaml
 
-from kubelint_ports.findings import Severity, record
+from kubelint_ports.records import record
+from kubelint_ports.vocabulary import Severity
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 SCHEMA_PATH = PACKAGE_DIR / "schemas" / "policy.schema.json"
@@ -198,9 +199,6 @@ def line_of_key(path: Path, keys) -> int:
     dotted = "".join(f"[{k}]" if isinstance(k, int) else f'."{k}"' for k in keys).lstrip(".")
     key_node, value_node = yamltree.resolve(root, dotted)
     return (key_node or value_node).start_mark.line + 1
-
-
-_FILE_NAME = re.compile(r"(KP\d{3})-([a-z0-9-]+)\.ya?ml")
 
 
 def load_policies(directory: Path | None = None, *, validate: bool = False) -> list[Policy]:

@@ -27,7 +27,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from kubelint_ports.findings import NOT_FILES, Finding, Location, ObjectRef, Report
+from kubelint_ports.findings import Finding, Report
 from kubelint_ports.loading import held
 from kubelint_ports.model import Cluster, Workload
 from kubelint_ports.model.allocation import allocate, unconstrained_daemonset
@@ -37,6 +37,7 @@ from kubelint_ports.model.placement import pinned_node
 from kubelint_ports.model.port_holders import datapath_of, is_the_daemon, node_destination, reserved_ports
 from kubelint_ports.model.selection import has_endpoints
 from kubelint_ports.sourceroot import git_work_tree
+from kubelint_ports.vocabulary import NOT_FILES, Location, ObjectRef
 
 ANY_NODE = "(any node)"  # without an inventory: a pod that may run on any node
 EVERY_NODE = "(every node)"  # nodePorts: kube-proxy opens them on every node

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 from kubelint_ports.config import Config, apply_rules, load_config
 from kubelint_ports.engine import LintOptions, UnitInputs
+from kubelint_ports.records import record
 from kubelint_ports.loading import budgets
 from kubelint_ports.loading.workload_kinds import ONE_PER_NODE
 from kubelint_ports.model import ClusterFacts
@@ -22,7 +23,7 @@ HELM_FIELDS = ("values", "set", "set_string", "release_name", "namespace", "kube
                "chart_root")
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class CommandLine:
     """The options as typed: None or empty when not given, so the config file can fill them."""
 
@@ -47,7 +48,7 @@ class CommandLine:
     limits: tuple[str, ...] = ()  # --limit NAME=VALUE
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Settings:
     paths: tuple[str, ...]
     options: LintOptions

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import os
 
-from kubelint_ports.findings import NOT_FILES
+from kubelint_ports.vocabulary import NOT_FILES
 
 
 def git_work_tree(path: str) -> str | None:

@@ -14,7 +14,9 @@ PACKAGE = Path(__file__).resolve().parents[1] / "kubelint_ports"
 # Each top-level room of the package and its place in the pipeline; a module may import from its
 # own stage and earlier ones only.
 STAGES = {
-    "findings": 0,      # the shared vocabulary: Location, ObjectRef, Diagnostic, Finding, Report
+    "records": 0,       # `record`: the dataclass every stage defines, made cheaply (no project imports)
+    "vocabulary": 0,    # the words every stage speaks: Location, ObjectRef, Severity, Diagnostic
+    "findings": 0,      # what a run says: Finding (and its fix), Report
     "sourceroot": 0,    # where the repository's top is (no project imports)
     "loading": 1,       # every input format: files, charts, Kustomize, stdin, node dumps
     "model": 2,         # workloads, Services, nodes, proxy config, placement, the datapath model
@@ -24,7 +26,6 @@ STAGES = {
     "portmap": 4,       # the per-node port map: a view of the model and the findings
     "engine": 4,        # one pipeline
     "fixes": 4,         # `lint --fix`: each fixable rule's edit, worked out from the findings and the files
-    "fixes": 4,         # --fix: edits that findings ask for, applied to the files
     "docs": 5,          # rule pages, generated from the policies
     "formatters": 5,    # text, JSON, SARIF, ... : format a Report, nothing else
     "config": 6,        # the configuration file

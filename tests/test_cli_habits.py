@@ -104,9 +104,10 @@ def test_explain_shows_the_explanation_object_and_related_places(manifest):
 def test_a_message_without_a_claim_is_never_cut():
     import io
 
-    from kubelint_ports.findings import Finding, Location, ObjectRef, Report, Severity
+    from kubelint_ports.findings import Finding, Report
     from kubelint_ports.formatters import FormatOptions
     from kubelint_ports.formatters.text import format_report
+    from kubelint_ports.vocabulary import Location, ObjectRef, Severity
 
     message = ("word " * 60 + "the-end").strip()
     finding = Finding(Location("a.yaml", 3, 5), "KP101", "host-port", Severity.WARNING, message,

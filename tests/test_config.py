@@ -9,9 +9,9 @@ import pytest
 
 from kubelint_ports.config import ConfigError, apply_rules, find_config, load_config
 from kubelint_ports.engine import lint_paths
-from kubelint_ports.findings import Severity
 from kubelint_ports.policies import PolicyError, builtin_policies, policies_with
 from kubelint_ports.suppressions import BaselineError, apply_exemptions, read_baseline, write_baseline
+from kubelint_ports.vocabulary import Severity
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -5,9 +5,10 @@ from __future__ import annotations
 import io
 
 from kubelint_ports.engine import LintOptions, lint_paths
-from kubelint_ports.findings import Diagnostic, Finding, Location, ObjectRef, Report, Severity
+from kubelint_ports.findings import Finding, Report
 from kubelint_ports.formatters import FormatOptions, get_formatter
 from kubelint_ports.formatters.text import summary_line
+from kubelint_ports.vocabulary import Diagnostic, Location, ObjectRef, Severity
 
 
 def render(report: Report) -> list[str]:

@@ -21,7 +21,7 @@ from typer.testing import CliRunner
 
 from kubelint_ports.cli import app
 from kubelint_ports.engine import LintOptions, lint_paths
-from kubelint_ports.findings import Location
+from kubelint_ports.vocabulary import Location
 from kubelint_ports.loading import LoadResult, discover, display_path, load, load_bytes
 from kubelint_ports.loading import helm as helm_module
 from kubelint_ports.loading.helm import (

@@ -23,7 +23,8 @@ from urllib.parse import quote
 import pytest
 
 from kubelint_ports.engine import LintOptions, lint_paths
-from kubelint_ports.findings import Diagnostic, Finding, Location, ObjectRef, Report, Severity
+from kubelint_ports.findings import Finding, Report
+from kubelint_ports.vocabulary import Diagnostic, Location, ObjectRef, Severity
 from kubelint_ports.formatters import FormatOptions, get_formatter, printable
 from kubelint_ports.formatters.html import write_page
 from kubelint_ports.portmap import port_map_of

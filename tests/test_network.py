@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from kubelint_ports.engine import LintOptions, lint_paths
-from kubelint_ports.findings import Severity
+from kubelint_ports.vocabulary import Severity
 from kubelint_ports.loading import LoadResult, load_bytes
 from kubelint_ports.model import ClusterFacts, build_cluster
 from kubelint_ports.model.network import parse_cidrs, parse_port_range, read_network

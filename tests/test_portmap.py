@@ -524,8 +524,8 @@ def test_reading_the_commit_never_hangs(tmp_path, monkeypatch):
     ("file:///etc", False),
 ])
 def test_locations_link_only_under_an_http_link_base(link_base, linked, tmp_path):
-    from kubelint_ports.findings import Location
     from kubelint_ports.formatters.html import Links
+    from kubelint_ports.vocabulary import Location
 
     links = Links(link_base, str(tmp_path))
     inside = Location(str(tmp_path / "k8s" / "a b\"<x>.yaml"), 12, 3)

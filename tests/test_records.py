@@ -1,4 +1,4 @@
-"""`findings.record` behaves as `dataclasses.dataclass` with the same options: the records every
+"""`records.record` behaves as `dataclasses.dataclass` with the same options: the records every
 stage defines switched to it to start faster (tests/test_startup.py), and nothing that reads,
 compares, hashes, sorts, copies or pickles them may tell the difference."""
 
@@ -11,8 +11,10 @@ from dataclasses import field
 
 import pytest
 
-from kubelint_ports import findings
-from kubelint_ports.findings import Location, Report, record
+from kubelint_ports import records
+from kubelint_ports.findings import Report
+from kubelint_ports.records import record
+from kubelint_ports.vocabulary import Location
 
 OPTIONS = [dict(eq=eq, order=order, frozen=frozen, slots=slots)
            for eq in (True, False) for order in (False, True) for frozen in (False, True) for slots in (False, True)
@@ -56,9 +58,9 @@ ARGUMENTS = [("a",), ("a", 81), ("b", 80, [1]), ("a", 80, [], "noted"), ("a", 80
 @pytest.fixture(params=["generic", "compiled"])
 def init_kind(request, monkeypatch):
     """A record's first instances go through the generic `__init__`, later ones through the
-    compiled one (`findings.COMPILE_AFTER`): each test runs with both."""
+    compiled one (`records.COMPILE_AFTER`): each test runs with both."""
     if request.param == "compiled":
-        monkeypatch.setattr(findings, "COMPILE_AFTER", 0)
+        monkeypatch.setattr(records, "COMPILE_AFTER", 0)
     return request.param
 
 
@@ -113,8 +115,8 @@ def test_the_generic_init_gives_way_to_the_compiled_one():
         high: list = field(default_factory=list)
 
     generic = Pair.__init__
-    made = [Pair(number) for number in range(findings.COMPILE_AFTER + 1)]
-    assert Pair.__init__ is not generic and [p.low for p in made] == list(range(findings.COMPILE_AFTER + 1))
+    made = [Pair(number) for number in range(records.COMPILE_AFTER + 1)]
+    assert Pair.__init__ is not generic and [p.low for p in made] == list(range(records.COMPILE_AFTER + 1))
     assert Pair(3) == Pair(3, []) and Pair(4).high is not Pair(4).high
 
 

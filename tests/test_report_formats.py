@@ -12,7 +12,8 @@ import pytest
 
 from external_tools import junit_schema
 from kubelint_ports.engine import LintOptions, lint_paths
-from kubelint_ports.findings import Diagnostic, Finding, Location, ObjectRef, Report, Severity
+from kubelint_ports.findings import Finding, Report
+from kubelint_ports.vocabulary import Diagnostic, Location, ObjectRef, Severity
 from kubelint_ports.formatters import FormatOptions, get_formatter
 from kubelint_ports.policies import builtin_policies
 

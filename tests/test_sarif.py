@@ -13,7 +13,8 @@ import sarif_om as om
 from external_tools import sarif_multitool, vendored
 from kubelint_ports import __version__
 from kubelint_ports.engine import LintOptions, lint_paths
-from kubelint_ports.findings import Finding, Location, ObjectRef, Report, Severity
+from kubelint_ports.findings import Finding, Report
+from kubelint_ports.vocabulary import Location, ObjectRef, Severity
 from kubelint_ports.formatters import FormatOptions, get_formatter
 from kubelint_ports.formatters.sarif import FINGERPRINT_KEY, MAX_RESULTS, to_sarif_dict
 from kubelint_ports.policies import builtin_policies, enabled_by_default

@@ -10,11 +10,12 @@ module is imported, and registers its checks, when one of them is first looked u
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any, Protocol
 
-from kubelint_ports.findings import ObjectRef
 from kubelint_ports.loading import Document
+from kubelint_ports.records import record
+from kubelint_ports.vocabulary import ObjectRef
 
 
 class Subject(Protocol):
@@ -22,14 +23,14 @@ class Subject(Protocol):
     ref: ObjectRef
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class Related:
     subject: Subject
     field_path: str
     message: str
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class Hit:
     subject: Subject
     field_path: str
@@ -48,7 +49,7 @@ class Hit:
 CheckFunction = Callable[[Any, Mapping[str, Any]], Iterator[Hit]]
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class Check:
     name: str
     function: CheckFunction

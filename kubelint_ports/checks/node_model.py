@@ -7,9 +7,9 @@ from collections import defaultdict
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from kubelint_ports.findings import record
 from kubelint_ports.checks import Hit, Related, register, traffic
 from kubelint_ports.checks.node_ports import FreeHostPort
+from kubelint_ports.records import record
 from kubelint_ports.model import Cluster, Service, Workload
 from kubelint_ports.model.allocation import ANY_NODE, Claimant, Conflict, allocate, conflicts
 from kubelint_ports.model.datapath import (

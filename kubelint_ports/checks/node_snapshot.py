@@ -18,11 +18,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from kubelint_ports.checks import Related
-from kubelint_ports.findings import ObjectRef
 from kubelint_ports.loading.snapshot import DumpLine
 from kubelint_ports.model.datapath import FROM_POD, Answer, Datapath, PortUse
 from kubelint_ports.model.datapath.node import node_facts
 from kubelint_ports.model.node_state import HostPortEntry, NodeState, host_ports_text
+from kubelint_ports.vocabulary import ObjectRef
 
 MAX_LISTED = 5
 

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from dataclasses import field, replace
 
-from kubelint_ports.findings import Finding, record
+from kubelint_ports.findings import Finding
 from kubelint_ports.fixes.source import Sources
 from kubelint_ports.model import Cluster
+from kubelint_ports.records import record
 
 SAFE, UNSAFE = "safe", "unsafe"
 

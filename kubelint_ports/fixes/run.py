@@ -9,7 +9,8 @@ import sys
 import zlib
 from dataclasses import replace
 
-from kubelint_ports.findings import Edit, Finding, Fix, Report, record
+from kubelint_ports.findings import Edit, Finding, Fix, Report
+from kubelint_ports.records import record
 from kubelint_ports.fixes.plan import Choices, Context, Plan
 from kubelint_ports.fixes.rules import FIXES, node_ports_kept
 from kubelint_ports.fixes.source import (

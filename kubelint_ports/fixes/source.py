@@ -16,9 +16,11 @@ import zlib
 
 import yaml
 
-from kubelint_ports.findings import Finding, Location, record
+from kubelint_ports.findings import Finding
 from kubelint_ports.loading import Document, ManifestLoader, budgets, decoded_text
 from kubelint_ports.loading import yamltree as yt
+from kubelint_ports.records import record
+from kubelint_ports.vocabulary import Location
 
 BOM = b"\xef\xbb\xbf"
 # The CRC32 of each file's bytes when a fix last read it (absolute path -> digest): a file that no

@@ -8,10 +8,11 @@ from __future__ import annotations
 
 from typing import TextIO
 
-from kubelint_ports.findings import Location, Report, Severity
+from kubelint_ports.findings import Report
 from kubelint_ports.formatters import FormatOptions, printable
 from kubelint_ports.formatters.text import summary_line
 from kubelint_ports.sourceroot import find_source_root, relative_to_root
+from kubelint_ports.vocabulary import Location, Severity
 
 COMMANDS = {Severity.ERROR: "error", Severity.WARNING: "warning", Severity.NOTE: "notice"}
 INPUT_ERROR_TITLE = "kubelint-ports input error"

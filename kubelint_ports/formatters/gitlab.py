@@ -8,9 +8,10 @@ from __future__ import annotations
 import json
 from typing import Any, TextIO
 
-from kubelint_ports.findings import Location, Report, Severity
+from kubelint_ports.findings import Report
 from kubelint_ports.formatters import FormatOptions
 from kubelint_ports.sourceroot import find_source_root, relative_to_root
+from kubelint_ports.vocabulary import Location, Severity
 
 # GitLab's words: info, minor, major, critical, blocker (the ESLint formatter's mapping).
 SEVERITIES = {Severity.ERROR: "major", Severity.WARNING: "minor", Severity.NOTE: "info"}

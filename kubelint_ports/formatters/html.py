@@ -33,12 +33,13 @@ from typing import TextIO
 from urllib.parse import quote, urlsplit
 
 from kubelint_ports import __version__
-from kubelint_ports.findings import Finding, Location, Report
+from kubelint_ports.findings import Finding, Report
 from kubelint_ports.formatters import FormatOptions, printable
 from kubelint_ports.formatters.port_map import facts_text, summary, units_title
 from kubelint_ports.formatters.text import summary_line
 from kubelint_ports.portmap import ANY_NODE, EVERY_NODE, FreeView, PortMap, empty_port_map, inputs_of
 from kubelint_ports.sourceroot import find_source_root, relative_to_root
+from kubelint_ports.vocabulary import Location
 
 PAGE_DIR = Path(__file__).resolve().parent / "page"
 # The page's own style and script exactly as they stand between their tags: the CSP hashes these

@@ -5,8 +5,9 @@ from __future__ import annotations
 import json
 from typing import Any, TextIO
 
-from kubelint_ports.findings import Finding, Fix, Location, Report
+from kubelint_ports.findings import Finding, Fix, Report
 from kubelint_ports.formatters import FormatOptions
+from kubelint_ports.vocabulary import Location
 
 SCHEMA_VERSION = 1
 

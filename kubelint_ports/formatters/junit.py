@@ -9,9 +9,10 @@ import re
 import xml.etree.ElementTree as ET
 from typing import TextIO
 
-from kubelint_ports.findings import NOT_FILES, Finding, Report
+from kubelint_ports.findings import Finding, Report
 from kubelint_ports.formatters import FormatOptions
 from kubelint_ports.sourceroot import find_source_root, relative_to_root
+from kubelint_ports.vocabulary import NOT_FILES
 
 SUITE_NAME = "kubelint-ports"
 # Characters XML 1.0 cannot hold at all (a YAML double-quoted "\x01" reaches messages as one).

@@ -16,10 +16,11 @@ import re
 from typing import TextIO
 from urllib.parse import quote
 
-from kubelint_ports.findings import Location, Report
+from kubelint_ports.findings import Report
 from kubelint_ports.formatters import FormatOptions, printable
 from kubelint_ports.formatters.text import summary_line
 from kubelint_ports.sourceroot import find_source_root, relative_to_root
+from kubelint_ports.vocabulary import Location
 
 MAX_BYTES = 900 * 1024  # GitHub takes at most 1 MiB of summary per step
 

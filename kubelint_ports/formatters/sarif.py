@@ -18,10 +18,11 @@ import sarif_om as om
 
 from kubelint_ports import __version__
 from kubelint_ports.docs import rule_markdown
-from kubelint_ports.findings import COMMAND_LINE, FINGERPRINT_VERSION, STDIN_NAME, Finding, Location, Report, Severity
+from kubelint_ports.findings import FINGERPRINT_VERSION, Finding, Report
 from kubelint_ports.formatters import FormatOptions
 from kubelint_ports.policies import Policy, builtin_policy_dir
 from kubelint_ports.sourceroot import find_source_root, relative_to_root
+from kubelint_ports.vocabulary import COMMAND_LINE, STDIN_NAME, Location, Severity
 
 SCHEMA_URI = "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json"
 SRCROOT = "%SRCROOT%"

@@ -10,11 +10,11 @@ headline, wrapped, and `kubelint-ports explain ID` the rule's full docs.
 from __future__ import annotations
 
 import itertools
-import textwrap
 from typing import TextIO
 
-from kubelint_ports.findings import Finding, Report, Severity
+from kubelint_ports.findings import Finding, Report
 from kubelint_ports.formatters import FormatOptions, printable
+from kubelint_ports.vocabulary import Severity
 
 COLORS = {Severity.ERROR: "\033[31m", Severity.WARNING: "\033[33m", Severity.NOTE: "\033[36m"}
 BOLD, DIM, RESET = "\033[1m", "\033[2m", "\033[0m"
@@ -94,6 +94,8 @@ def place(finding: Finding) -> str:
 
 
 def write_details(finding: Finding, explanation: str, out: TextIO, paint) -> None:
+    import textwrap  # -v only: its patterns are compiled on import
+
     def wrapped(text: str) -> str:
         return textwrap.fill(text, WIDTH, initial_indent=DETAIL_INDENT, subsequent_indent=DETAIL_INDENT,
                              break_long_words=False, break_on_hyphens=False)

@@ -30,7 +30,6 @@ Large inputs are read by a process pool (`loading.pool`): each worker composes w
 runs the reader, and only the documents and the reader's pieces travel back, never trees.
 """
 
-from kubelint_ports.findings import STDIN_NAME  # noqa: F401 (the name shown for standard input)
 from kubelint_ports.loading.documents import (  # noqa: F401
     EMPTY_STDIN,
     KEPT_ANNOTATION_PREFIXES,
@@ -73,3 +72,4 @@ from kubelint_ports.loading.manifests import (  # noqa: F401
     source_comments,
     split_list,
 )
+from kubelint_ports.vocabulary import STDIN_NAME  # noqa: F401 (the name shown for standard input)

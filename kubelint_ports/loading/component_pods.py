@@ -13,6 +13,7 @@ cilium, install-cni images (their tags are the CNI's release, not the plugins').
 
 from __future__ import annotations
 
+import functools
 import re
 
 from kubelint_ports.loading import Document
@@ -21,10 +22,16 @@ from kubelint_ports.loading.network_settings import ConfigObject, Flag, NetworkS
 from kubelint_ports.loading.workload_kinds import WORKLOAD_KINDS
 
 _ARCH = r"(?:-(?:amd64|arm64|arm|ppc64le|s390x))?"
-_KUBE_PROXY_IMAGE = re.compile(rf"kube-proxy{_ARCH}")
-_HYPERKUBE_IMAGE = re.compile(rf"hyperkube{_ARCH}")
-_CNI_PLUGINS_IMAGE = re.compile(rf"(?:hardened-)?(?:containernetworking-)?cni-plugins{_ARCH}|containernetworking-plugins{_ARCH}")
-_IMAGE_PARTS = re.compile(r"(?:.*/)?([^/:@]+)(?::([^/@]*))?(?:@.*)?")
+
+
+@functools.cache
+def image_patterns() -> tuple[re.Pattern, re.Pattern, re.Pattern, re.Pattern]:
+    """(an image reference's parts, kube-proxy's, hyperkube's, the CNI plugins' image names),
+    compiled when an image is first read: most runs read none."""
+    return (re.compile(r"(?:.*/)?([^/:@]+)(?::([^/@]*))?(?:@.*)?"), re.compile(rf"kube-proxy{_ARCH}"),
+            re.compile(rf"hyperkube{_ARCH}"),
+            re.compile(rf"(?:hardened-)?(?:containernetworking-)?cni-plugins{_ARCH}"
+                       rf"|containernetworking-plugins{_ARCH}"))
 
 
 def read_workload(settings: NetworkSettings, document: Document, api_version: str, kind: str) -> None:
@@ -125,12 +132,13 @@ def read_image(settings: NetworkSettings, image: str, component: str | None, own
 def image_tag(image: str, component: str | None = None) -> tuple[str, str]:
     """("kube-proxy" | "cni-plugins", tag) of an image reference whose tag carries a version;
     ("", "") for any other."""
-    match = _IMAGE_PARTS.fullmatch(image.strip()) if image else None
+    parts, kube_proxy, hyperkube, cni_plugins = image_patterns()
+    match = parts.fullmatch(image.strip()) if image else None
     if not match or not match.group(2):
         return "", ""
     name, tag = match.group(1), match.group(2)
-    if _KUBE_PROXY_IMAGE.fullmatch(name) or (_HYPERKUBE_IMAGE.fullmatch(name) and component == "kube-proxy"):
+    if kube_proxy.fullmatch(name) or (hyperkube.fullmatch(name) and component == "kube-proxy"):
         return "kube-proxy", tag
-    if _CNI_PLUGINS_IMAGE.fullmatch(name):
+    if cni_plugins.fullmatch(name):
         return "cni-plugins", tag
     return "", ""

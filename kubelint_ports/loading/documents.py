@@ -15,7 +15,8 @@ from typing import Protocol
 
 import yaml
 
-from kubelint_ports.findings import Diagnostic, Location, STDIN_NAME, record
+from kubelint_ports.records import record
+from kubelint_ports.vocabulary import STDIN_NAME, Diagnostic, Location
 from kubelint_ports.loading import budgets, files, yamltree
 from kubelint_ports.loading.yamltree import MappingNode, Node, ScalarNode, SequenceNode
 

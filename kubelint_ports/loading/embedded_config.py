@@ -13,9 +13,10 @@ from typing import Any
 
 import yaml
 
-from kubelint_ports.findings import Diagnostic, Location, record
 from kubelint_ports.loading import STDIN_NAME, Document, ManifestLoader, budgets, files
 from kubelint_ports.loading import yamltree as yt
+from kubelint_ports.records import record
+from kubelint_ports.vocabulary import Diagnostic, Location
 
 MAX_EMBEDDED_CHARS = 1024 * 1024
 

@@ -16,7 +16,6 @@ import re
 import select
 import signal
 import stat
-import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -64,8 +63,8 @@ def excerpt(text: str, limit: int = EXCERPT_CHARS) -> str:
 MAX_MESSAGE_CHARS = 1500  # a message about input is a few sentences (a list of known names), never a page of it
 
 # A token a message quotes as Python does (PyYAML's `%r`, jsonschema's `{instance!r}`); an
-# apostrophe inside a word opens none.
-_QUOTED = re.compile(r"(?<!\w)'(?:[^'\\\n]|\\.)*(?:'|$)" r'|(?<!\w)"(?:[^"\\\n]|\\.)*(?:"|$)')
+# apostrophe inside a word opens none. Compiled by `re` when a message is first shortened.
+_QUOTED = r"(?<!\w)'(?:[^'\\\n]|\\.)*(?:'|$)" r'|(?<!\w)"(?:[^"\\\n]|\\.)*(?:"|$)'
 
 
 def shortened(message: str, limit: int = EXCERPT_CHARS) -> str:
@@ -79,7 +78,7 @@ def shortened(message: str, limit: int = EXCERPT_CHARS) -> str:
             return token
         return f"{token[:limit + 1]}{token[0]}..."
 
-    text = _QUOTED.sub(cut, message[:MAX_MESSAGE_CHARS * 30])  # a library's repr of a big value: cut first
+    text = re.sub(_QUOTED, cut, message[:MAX_MESSAGE_CHARS * 30])  # a library's repr of a big value: cut first
     text = "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
     return text if len(text) <= MAX_MESSAGE_CHARS else text[:MAX_MESSAGE_CHARS] + "..."
 
@@ -282,15 +281,20 @@ def schema_reference_problem(schema, max_depth: int) -> str | None:
 def time_limit(seconds: float | None):
     """Raise InputTimeout in the block after `seconds`, where a timer signal can (the main thread
     on POSIX); elsewhere the block runs unbounded but for the cooperative checks (pipes, Helm)."""
-    usable = (seconds and hasattr(signal, "setitimer") and threading.current_thread() is threading.main_thread())
-    if not usable:
-        yield
-        return
-
     def expire(signum, frame):
         raise InputTimeout()
 
-    previous_handler = signal.signal(signal.SIGALRM, expire)
+    if not (seconds and hasattr(signal, "setitimer")):
+        yield
+        return
+    main_thread = True
+    try:
+        previous_handler = signal.signal(signal.SIGALRM, expire)
+    except ValueError:  # not the main thread, the only one Python delivers signals to
+        main_thread = False
+    if not main_thread:
+        yield
+        return
     previous_timer = signal.setitimer(signal.ITIMER_REAL, seconds)
     try:
         yield

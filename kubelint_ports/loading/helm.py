@@ -23,7 +23,7 @@ import stat
 import zlib
 from collections.abc import Sequence
 
-from kubelint_ports.findings import Diagnostic, Location
+from kubelint_ports.vocabulary import Diagnostic, Location
 from kubelint_ports.loading import Document, DocumentReader, LoadResult, SourceText, display_path, files, load_bytes
 from kubelint_ports.loading.helm_archive import ArchivePlace, forget_archives
 from kubelint_ports.loading.helm_chart import (  # noqa: F401 (the API of charts is this module's)

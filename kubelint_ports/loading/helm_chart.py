@@ -14,7 +14,7 @@ import weakref
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from kubelint_ports.findings import Location
+from kubelint_ports.vocabulary import Location
 from kubelint_ports.loading import budgets, files
 from kubelint_ports.loading.helm_archive import (
     ArchiveError, ArchivePlace, ChartArchive, aliased, chart_archive, parse_chart_yaml, pick_subchart)

@@ -11,11 +11,11 @@ import json
 import os
 import re
 
-from kubelint_ports.findings import Location
 from kubelint_ports.loading import budgets, display_path, files
 from kubelint_ports.loading.helm_archive import ChartArchive, private_copy
 from kubelint_ports.loading.helm_chart import HelmOptions, RenderError, chart_name, chart_places, values_source
 from kubelint_ports.loading.templatemap import Segment, chart_relative
+from kubelint_ports.vocabulary import Location
 
 _TEMPLATE_POSITION = re.compile(r"\(?([\w.-]+(?:/[\w.-]+)*?/templates/[^\s:()]+):([0-9]{1,9})(?::([0-9]{1,9}))?")
 _SCHEMA_POINTER = re.compile(r"([\w.-]+): - at '(/[^']*)'")  # "<chart>: - at '/a/b': ..." (one line)

@@ -10,8 +10,8 @@ import os
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING
 
-from kubelint_ports.findings import COMMAND_LINE, Diagnostic, Location
 from kubelint_ports.loading import budgets, files
+from kubelint_ports.vocabulary import COMMAND_LINE, Diagnostic, Location
 
 if TYPE_CHECKING:
     from kubelint_ports.loading.helm import HelmOptions

@@ -10,7 +10,6 @@ are ignored (cmd/kube-proxy/app/options.go `Complete`; only logging flags and
 
 from __future__ import annotations
 
-from kubelint_ports.findings import ObjectRef
 from kubelint_ports.loading import yamltree as yt
 from kubelint_ports.loading.component_flags import flag_bool
 from kubelint_ports.loading.network_settings import (
@@ -22,6 +21,7 @@ from kubelint_ports.loading.network_settings import (
     ProxyConfig,
     join_path,
 )
+from kubelint_ports.vocabulary import ObjectRef
 
 PROXY_FLAGS = ("cluster-cidr", "proxy-mode", "detect-local-mode", "masquerade-all")
 

@@ -28,7 +28,7 @@ import os
 import zlib
 from collections.abc import Iterable
 
-from kubelint_ports.findings import Diagnostic, Location
+from kubelint_ports.vocabulary import Diagnostic, Location
 from kubelint_ports.loading import (
     Document,
     DocumentReader,

@@ -15,7 +15,6 @@ from dataclasses import dataclass, field, replace
 
 import yaml
 
-from kubelint_ports.findings import Location
 from kubelint_ports.loading import Document, budgets
 from kubelint_ports.loading import yamltree as yt
 from kubelint_ports.loading.kustomize_tree import (
@@ -25,6 +24,7 @@ from kubelint_ports.loading.kustomize_tree import (
     compose_all_file,
     node_span,
 )
+from kubelint_ports.vocabulary import Location
 
 ORIGIN_ANNOTATION = "config.kubernetes.io/origin"
 # Strategic merge keys of the lists the rules read (containers, ports, env, volumes, ...): how

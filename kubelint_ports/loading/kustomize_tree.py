@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 import yaml
 
-from kubelint_ports.findings import Location
+from kubelint_ports.vocabulary import Location
 from kubelint_ports.loading import budgets, files as input_files
 from kubelint_ports.loading import KUSTOMIZATION_FILES, ManifestLoader, display_path
 from kubelint_ports.loading import yamltree as yt

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 import yaml
 
-from kubelint_ports.findings import Diagnostic, Location
+from kubelint_ports.vocabulary import Diagnostic, Location
 from kubelint_ports.loading import budgets, files, yamltree
 from kubelint_ports.loading.documents import (EMPTY_STDIN, KEPT_ANNOTATION_PREFIXES, STDIN, Document, DocumentReader,
                                               LoadResult, ManifestLoader, SourceText, decoded_text, display_path,

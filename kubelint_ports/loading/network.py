@@ -22,7 +22,6 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, NamedTuple
 
-from kubelint_ports.findings import Diagnostic, ObjectRef
 from kubelint_ports.loading import Document, internal_error
 from kubelint_ports.loading import yamltree as yt
 from kubelint_ports.loading.cidrs import IPNetwork, family_problem, parse_cidr
@@ -35,6 +34,7 @@ from kubelint_ports.loading.network_settings import (
     object_identity,
 )
 from kubelint_ports.loading.workload_kinds import runs_components
+from kubelint_ports.vocabulary import Diagnostic, ObjectRef
 
 if TYPE_CHECKING:
     from kubelint_ports.loading.embedded_config import EmbeddedDocument

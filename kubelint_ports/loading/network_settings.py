@@ -13,10 +13,11 @@ import re
 from dataclasses import field
 from typing import Any
 
-from kubelint_ports.findings import Diagnostic, ObjectRef, record
 from kubelint_ports.loading import Document
 from kubelint_ports.loading import yamltree as yt
 from kubelint_ports.loading.cidrs import IPNetwork, parse_cidrs
+from kubelint_ports.records import record
+from kubelint_ports.vocabulary import Diagnostic, ObjectRef
 
 DEFAULT_PROXY_MODE = "iptables"  # Linux; kube-proxy's "" means iptables
 DEFAULT_DETECT_LOCAL_MODE = "ClusterCIDR"

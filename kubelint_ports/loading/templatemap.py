@@ -25,7 +25,7 @@ import bisect
 import re
 from dataclasses import dataclass, field, replace
 
-from kubelint_ports.findings import Location
+from kubelint_ports.vocabulary import Location
 from kubelint_ports.loading import Document, budgets, files
 from kubelint_ports.loading import yamltree as yt
 from kubelint_ports.loading.templatemap_values import (  # noqa: F401 (ValuesFile, ValuesSource: shared names)

@@ -17,9 +17,9 @@ from typing import TYPE_CHECKING
 
 import yaml
 
-from kubelint_ports.findings import Location
 from kubelint_ports.loading import ManifestLoader, budgets, display_path, files
 from kubelint_ports.loading import yamltree as yt
+from kubelint_ports.vocabulary import Location
 
 if TYPE_CHECKING:
     from kubelint_ports.loading.templatemap import Action

@@ -20,9 +20,9 @@ from collections import defaultdict
 from collections.abc import Iterator
 from dataclasses import field
 
-from kubelint_ports.findings import record
 from kubelint_ports.model import placement
 from kubelint_ports.model.objects import WILDCARD_HOST_IP, Cluster, HostClaim, Workload
+from kubelint_ports.records import record
 
 ANY_NODE = "*"  # without an inventory: a pod that may run anywhere
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import field
 
-from kubelint_ports.findings import Diagnostic, ObjectRef, record
 from kubelint_ports.loading import Document, held
 from kubelint_ports.loading import yamltree as yt
 from kubelint_ports.loading.network import NodeCidrs, read_node_cidrs
@@ -32,6 +31,8 @@ from kubelint_ports.model.objects import (
     PodTemplateKind,
     Workload,
 )
+from kubelint_ports.records import record
+from kubelint_ports.vocabulary import Diagnostic, ObjectRef
 
 # Custom resources known to make no pods: configuration read by a controller that runs elsewhere.
 # Built-in API groups other than apps and batch make none either (see may_make_pods).

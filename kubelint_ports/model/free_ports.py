@@ -15,9 +15,9 @@ from __future__ import annotations
 
 from bisect import bisect_right
 from collections.abc import Collection, Iterable, Iterator, Mapping
-from dataclasses import dataclass
 
 from kubelint_ports.model.objects import Cluster, Workload
+from kubelint_ports.records import record
 
 MAX_PORT = 65535
 # A host port is only suggested from the registered range up: below 1024 a container needs
@@ -229,7 +229,7 @@ def free_host_port_for(cluster: Cluster, workload: Workload, near: int,
 
 # --- `ports --free` ----------------------------------------------------------------------------------------
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class FreeScope:
     """The free ports of one scope: the node-port range (`node` is None), or one node's host ports
     ("": every node alike, no inventory)."""
@@ -241,7 +241,7 @@ class FreeScope:
     suggested: tuple[int, ...] = ()  # nearest to `near`, when asked
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class FreePorts:
     node_port_range: tuple[int, int]
     ephemeral_port_range: tuple[int, int]

@@ -15,7 +15,6 @@ from collections.abc import Iterable
 from dataclasses import field
 from typing import Any
 
-from kubelint_ports.findings import COMMAND_LINE, Diagnostic, Location, ObjectRef, record
 from kubelint_ports.loading import Document, held
 from kubelint_ports.loading import yamltree as yt
 from kubelint_ports.loading.cidrs import IPNetwork, cidr_text, family_name, parse_cidrs  # noqa: F401 (names the checks use)
@@ -38,6 +37,8 @@ from kubelint_ports.loading.network_settings import (  # noqa: F401 (the records
     parse_port_range,
 )
 from kubelint_ports.model.datapath import PROXY_MODES, parse_version
+from kubelint_ports.records import record
+from kubelint_ports.vocabulary import COMMAND_LINE, Diagnostic, Location, ObjectRef
 
 
 @record(slots=True)

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from kubelint_ports.findings import Diagnostic, Location
 from kubelint_ports.loading.cidrs import parse_cidrs
 from kubelint_ports.loading.snapshot import Snapshot
 from kubelint_ports.model.node_state import (
@@ -18,6 +17,7 @@ from kubelint_ports.model.node_state import (
     unmatched_nodes,
 )
 from kubelint_ports.model.objects import Cluster, ClusterFacts
+from kubelint_ports.vocabulary import Diagnostic, Location
 
 
 def node_states(snapshots: Iterable[Snapshot]) -> tuple[list[NodeState], list[Diagnostic]]:

@@ -29,9 +29,9 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from kubelint_ports.findings import Diagnostic, Location
 from kubelint_ports.loading.snapshot import DumpLine, Snapshot
 from kubelint_ports.loading.snapshot.records import Rule, Ruleset, SnapshotFile
+from kubelint_ports.vocabulary import Diagnostic, Location
 
 PORTMAP_DNAT_CHAIN = "CNI-HOSTPORT-DNAT"
 CRIO_HOSTPORTS_CHAIN = "KUBE-HOSTPORTS"

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import re
 
-from kubelint_ports.findings import ObjectRef
 from kubelint_ports.loading import Document
 from kubelint_ports.loading import yamltree as yt
 from kubelint_ports.loading.workload_kinds import ONE_PER_NODE, WORKLOAD_KINDS
@@ -27,6 +26,7 @@ from kubelint_ports.model.objects import (
     SilentPort,
     Workload,
 )
+from kubelint_ports.vocabulary import ObjectRef
 
 SCHEDULING_FIELDS = ("nodeName", "nodeSelector", "affinity", "tolerations")
 PROTOCOLS = ("TCP", "UDP", "SCTP")

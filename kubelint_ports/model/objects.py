@@ -5,9 +5,10 @@ from __future__ import annotations
 from dataclasses import field
 from typing import Any
 
-from kubelint_ports.findings import ObjectRef, record
 from kubelint_ports.loading import Document
 from kubelint_ports.model.placement import Node, Scheduling
+from kubelint_ports.records import record
+from kubelint_ports.vocabulary import ObjectRef
 
 DEFAULT_NODE_PORT_RANGE = (30000, 32767)
 # Linux's default net.ipv4.ip_local_port_range: where the kernel picks source ports for outgoing

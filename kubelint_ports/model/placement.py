@@ -17,7 +17,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import fields
 from typing import Any
 
-from kubelint_ports.findings import record
+from kubelint_ports.records import record
 
 HOSTNAME_LABEL = "kubernetes.io/hostname"
 NAME_FIELD = "metadata.name"

@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import field
 
-from kubelint_ports.findings import record
 from kubelint_ports.model.objects import Cluster, DeclaredPort, Service, Workload
+from kubelint_ports.records import record
 
 
 @record(slots=True)

@@ -24,18 +24,18 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 
 from yaml.nodes import MappingNode, ScalarNode, SequenceNode
 
 from kubelint_ports.loading import yamltree as yt
+from kubelint_ports.records import record
 
 ARGO_GROUP = "argoproj.io"
 FLUX_KUSTOMIZE_GROUP = "kustomize.toolkit.fluxcd.io"
 FLUX_HELM_GROUP = "helm.toolkit.fluxcd.io"
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class Target:
     """A path (relative to the repository) that a GitOps object deploys to a named unit."""
 
@@ -112,7 +112,7 @@ def _clean(path: str) -> str:
     return os.path.normpath(path.strip().lstrip("/")).replace(os.sep, "/")
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class UnitRules:
     """How objects are put in units: the configuration's `units:` and the GitOps targets found."""
 

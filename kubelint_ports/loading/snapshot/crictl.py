@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import json
 
-from kubelint_ports.findings import Diagnostic, Location
 from kubelint_ports.loading.snapshot import json_text
 from kubelint_ports.loading.snapshot.records import Sandbox
 from kubelint_ports.loading.snapshot.text import LineTable, excerpt
+from kubelint_ports.vocabulary import Diagnostic, Location
 
 STATES = ("SANDBOX_NOTREADY", "SANDBOX_READY")
 MAX_PROBLEMS = 20

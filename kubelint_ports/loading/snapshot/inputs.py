@@ -10,13 +10,13 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from kubelint_ports.findings import Diagnostic, Location
 from kubelint_ports.loading import LoadResult, load_bytes, read_guarded
 from kubelint_ports.loading import yamltree as yt
 from kubelint_ports.loading.snapshot import cluster_file
 from kubelint_ports.loading.snapshot.detect import detect
 from kubelint_ports.loading.snapshot.pods_wide import PodRow, read_pods_wide
 from kubelint_ports.loading.snapshot.read import Snapshot, load_snapshot
+from kubelint_ports.vocabulary import Diagnostic, Location
 
 
 def split_snapshot_paths(paths: Iterable[str]) -> tuple[list[str], list[str]]:

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import re
 
-from kubelint_ports.findings import Diagnostic, Location
 from kubelint_ports.loading.snapshot.records import Address
 from kubelint_ports.loading.snapshot.text import excerpt, is_address, lines
+from kubelint_ports.vocabulary import Diagnostic, Location
 
 _LINE = re.compile(r"\d+:\s+(\S+?)(?:@\S+)?\s+(inet6?)\s+([0-9a-fA-F.:]+)(?:/([0-9]+))?")
 

@@ -11,9 +11,9 @@ from __future__ import annotations
 import ipaddress
 import re
 
-from kubelint_ports.findings import Diagnostic, Location
 from kubelint_ports.loading.snapshot.records import Lease
 from kubelint_ports.loading.snapshot.text import excerpt
+from kubelint_ports.vocabulary import Diagnostic, Location
 
 _CONTAINER_ID = re.compile(r"[0-9a-zA-Z_.-]+")
 

@@ -6,9 +6,9 @@ kube-proxy in IPVS mode keeps `KUBE-CLUSTER-IP` (`ip,port` of every ClusterIP), 
 
 from __future__ import annotations
 
-from kubelint_ports.findings import Diagnostic, Location
 from kubelint_ports.loading.snapshot.records import NamedSet
 from kubelint_ports.loading.snapshot.text import excerpt, is_address, lines, port_number, quoted_name
+from kubelint_ports.vocabulary import Diagnostic, Location
 
 HEADERS = ("Type:", "Revision:", "Header:", "Size in memory:", "References:", "Number of entries:")
 PORT_PROTOCOLS = ("tcp", "udp", "sctp", "udplite")  # the protocols whose members carry a port number

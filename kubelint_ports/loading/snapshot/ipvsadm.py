@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import ipaddress
 
-from kubelint_ports.findings import Diagnostic, Location
 from kubelint_ports.loading.snapshot.records import VirtualServer
 from kubelint_ports.loading.snapshot.ss import split_host_port
 from kubelint_ports.loading.snapshot.text import excerpt, lines
+from kubelint_ports.vocabulary import Diagnostic, Location
 
 PROTOCOL_FLAGS = {"-t": "tcp", "--tcp-service": "tcp", "-u": "udp", "--udp-service": "udp", "--sctp-service": "sctp"}
 

@@ -14,11 +14,11 @@ from __future__ import annotations
 
 import json
 
-from kubelint_ports.findings import Diagnostic, Location
 from kubelint_ports.loading.snapshot import json_text
 from kubelint_ports.loading.snapshot.nft import FAMILIES, PRIORITY_NAMES, element_problem
 from kubelint_ports.loading.snapshot.records import Chain, NamedSet, Rule, Ruleset, Table
 from kubelint_ports.loading.snapshot.text import LineTable, excerpt, is_address, quoted_name
+from kubelint_ports.vocabulary import Diagnostic, Location
 
 MAX_PROBLEMS = 20  # malformed objects listed per file; the count of the rest follows
 DECLARING = ("table", "chain", "rule", "set", "map")  # the kinds read; flowtables, counters, ... are not

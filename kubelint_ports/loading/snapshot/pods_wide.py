@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kubelint_ports.findings import Diagnostic, Location
 from kubelint_ports.loading.snapshot.text import excerpt
+from kubelint_ports.vocabulary import Diagnostic, Location
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
 
-from kubelint_ports.findings import Location
+from kubelint_ports.vocabulary import Location
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import re
 
-from kubelint_ports.findings import Diagnostic, Location
 from kubelint_ports.loading.snapshot.records import Listener
 from kubelint_ports.loading.snapshot.text import excerpt, is_address, lines
+from kubelint_ports.vocabulary import Diagnostic, Location
 
 STATES = frozenset(("LISTEN", "UNCONN"))
 _PROCESS = re.compile(r'\("((?:[^"\\]|\\.)*)",pid=([0-9]+)')

@@ -7,8 +7,8 @@ with, so it is an input error at its line rather than a range the checks believe
 
 from __future__ import annotations
 
-from kubelint_ports.findings import Diagnostic, Location
 from kubelint_ports.loading.snapshot.text import excerpt, lines, port_number, port_range
+from kubelint_ports.vocabulary import Diagnostic, Location
 
 
 def read_sysctl(text: str, path: str) -> tuple[dict[str, tuple[str, int]], list[Diagnostic]]:

@@ -14,8 +14,8 @@ from bisect import bisect_right
 from collections.abc import Callable
 from typing import TypeVar
 
-from kubelint_ports.findings import Diagnostic, Location
 from kubelint_ports.loading import yamltree as yt
+from kubelint_ports.vocabulary import Diagnostic, Location
 
 Records = TypeVar("Records")
 

@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
-from kubelint_ports.findings import record
+from kubelint_ports.records import record
 from kubelint_ports.model.datapath.facts import (
     APPENDED,
     DEPENDS,

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from kubelint_ports.findings import record
+from kubelint_ports.records import record
 
 # --- vocabulary ------------------------------------------------------------------------------------
 

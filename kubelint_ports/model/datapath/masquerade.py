@@ -4,7 +4,7 @@ per mode, version and clusterCIDR setting. The lab checks it (`tests/lab/test_la
 from __future__ import annotations
 
 
-from kubelint_ports.findings import record
+from kubelint_ports.records import record
 from kubelint_ports.model.datapath.phrases_rules import masquerade_gap_text, version_class_text
 
 

@@ -36,7 +36,7 @@ import itertools
 from dataclasses import replace
 from typing import Any
 
-from kubelint_ports.findings import record
+from kubelint_ports.records import record
 from kubelint_ports.model.datapath.facts import (
     APPENDED,
     CLUSTER_IP,
