@@ -151,7 +151,10 @@ def typer_app(commands, *, name: str, release: str, help: str) -> Any:
     declared options made typer's (`typer_command`); with --version and shell completion."""
     import typer
 
+    # Plain help, as ruff and kube-linter print it: typer's rich help imports rich (its markdown and
+    # traceback modules too), which doubled `--help`'s start-up (0.15 s -> 0.07 s; issue 26).
     app = typer.Typer(name=name, help=help, no_args_is_help=True, pretty_exceptions_enable=False,
+                      rich_markup_mode=None,
                       add_completion=True)  # --install-completion / --show-completion: bash, zsh, fish, PowerShell
 
     def version_callback(value: bool) -> None:
@@ -167,8 +170,16 @@ def typer_app(commands, *, name: str, release: str, help: str) -> Any:
         """Keeps subcommands subcommands (typer would otherwise treat a lone command's name as a path)."""
 
     for command_name, command in commands:
-        app.command(command_name)(typer_command(command))
+        app.command(command_name, short_help=first_sentence(command.__doc__ or ""))(typer_command(command))
     return app
+
+
+def first_sentence(docstring: str) -> str:
+    """A command's line in `--help`: its docstring's first sentence, whole (click would cut it at
+    45 characters with "...")."""
+    paragraph = " ".join(docstring.strip().split("\n\n")[0].split())
+    end = paragraph.find(". ")
+    return paragraph if end < 0 else paragraph[:end + 1]
 
 
 def is_a(error: BaseException, name: str) -> bool:

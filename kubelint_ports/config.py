@@ -244,9 +244,13 @@ def read_toml(path: Path, shown: str):
 
 
 def validate(data: dict[str, Any], shown: str, locate) -> None:
-    import jsonschema
+    from kubelint_ports.loading.schema_gate import certainly_valid
 
     schema = json.loads(SCHEMA_PATH.read_text(encoding="utf-8"))
+    if certainly_valid(schema, data):  # the usual case, without jsonschema's import (start-up)
+        return
+    import jsonschema
+
     errors = sorted(jsonschema.Draft202012Validator(schema).iter_errors(data), key=lambda e: list(map(str, e.path)))
     if errors:
         error = errors[0]

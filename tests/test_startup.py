@@ -10,6 +10,7 @@ command runs in a fresh interpreter, which prints the modules it ended with. No 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -141,6 +142,18 @@ def test_help_and_version_import_no_engine(args):
     assert "typer" in modules  # typer writes the help
     assert present(modules, ("kubelint_ports.engine", "kubelint_ports.model", "kubelint_ports.checks",
                              "kubelint_ports.loading", "yaml")) == []
+    # Plain help (rich_markup_mode=None): rich's import alone doubled --help's start-up.
+    assert present(modules, ("rich", "rich.markdown", "rich.traceback")) == []
+
+
+def test_help_lists_every_command_with_its_whole_first_sentence():
+    """Plain click help cuts a command's line at 45 characters with "..."; ours gives it whole."""
+    done = subprocess.run([sys.executable, "-m", "kubelint_ports", "--help"], capture_output=True, text=True,
+                          timeout=60, env={**os.environ, "COLUMNS": "200"})
+    assert done.returncode == 0, done.stderr
+    commands = " ".join(done.stdout.split("Commands:")[1].split())  # click wraps at 80 columns
+    assert "..." not in commands
+    assert "Lint Kubernetes manifests and Helm charts for port-allocation mistakes." in commands
 
 
 def test_the_fixable_rules_are_the_fixes():
