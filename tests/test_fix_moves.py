@@ -157,3 +157,18 @@ def test_the_outward_search_answers_what_ports_free_near_answers(near, tmp_path,
     cluster = lint_paths(["c.yaml"]).cluster
     held = {1024, 1025, 8125, 8126, 8127, 10249, 10250, 29999, 61000, 61001, 65535}
     assert nearest_free_host_port(cluster, held, near) == nearest(free_host_ports(cluster, held), near, 1)[0]
+
+
+def test_the_command_line_honours_the_configurations_choice(tmp_path):
+    """`lint --diff --unsafe-fixes` reads `fix: {node-port: remove}` from the configuration file."""
+    import subprocess
+    import sys
+
+    (tmp_path / "s.yaml").write_text(COLLIDING_NODE_PORTS)
+    (tmp_path / ".kubelint-ports.yaml").write_text("fix:\n  node-port: remove\n")
+    done = subprocess.run([sys.executable, "-m", "kubelint_ports", "lint", "--diff", "--unsafe-fixes", "s.yaml"],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1, done.stderr
+    removed = [line for line in done.stdout.splitlines() if line.startswith("-") and not line.startswith("---")]
+    assert removed == ["-      nodePort: 30000   # collides with a", "-      nodePort: 8080    # outside the range"]
+    assert not any(line.startswith("+") and not line.startswith("+++") for line in done.stdout.splitlines())
