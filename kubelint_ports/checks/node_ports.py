@@ -27,7 +27,7 @@ from kubelint_ports.model.datapath import (
     traffic_data,
 )
 from kubelint_ports.model.datapath.service import service_use
-from kubelint_ports.model.free_ports import free_host_port_for, free_node_port, held_host_ports
+from kubelint_ports.model.free_ports import HeldHostPorts, free_host_port_for, free_node_port, held_host_ports
 from kubelint_ports.model.port_holders import reserved_ports
 
 MAX_RELATED = 10
@@ -64,12 +64,12 @@ class FreeHostPort:
 
     def __init__(self, cluster: Cluster) -> None:
         self.cluster = cluster
-        self.held_by_node: Mapping[str, frozenset[int]] | None = None
+        self.held: HeldHostPorts | None = None
 
     def sentence(self, workload: Workload, port: int, via: str) -> str:
-        if self.held_by_node is None:
-            self.held_by_node = held_host_ports(self.cluster, node_daemon_ports())
-        found = free_host_port_for(self.cluster, workload, port, self.held_by_node)
+        if self.held is None:
+            self.held = held_host_ports(self.cluster, node_daemon_ports())
+        found = free_host_port_for(self.cluster, workload, port, self.held)
         return phrases_rules.free_host_port(found, port, "hostPort" if via == "hostPort" else "port",
                                             bool(self.cluster.nodes))
 

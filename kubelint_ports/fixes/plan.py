@@ -49,7 +49,6 @@ class Context:
     # (shown path, start, end) of a scalar a moved port was carried to -> its new text: a base
     # file's nodePort that two overlays report moves once, to one port.
     carried: dict[tuple[str, int, int], str] = field(default_factory=dict)
-    held_by_node: dict[str, frozenset[int]] = field(default_factory=dict)  # host ports held, per node
     workloads: dict | None = None  # object -> its linted Workload, made when first asked
 
     def workload(self, ref):

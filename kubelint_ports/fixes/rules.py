@@ -20,7 +20,7 @@ from kubelint_ports.fixes.plan import SAFE, UNSAFE, Context, Plan, place
 from kubelint_ports.fixes.source import Target, scalar_span
 from kubelint_ports.loading import yamltree as yt
 from kubelint_ports.model.free_ports import (
-    FIRST_SUGGESTED_HOST_PORT, MAX_PORT, free_node_ports, host_port_holders)
+    FIRST_SUGGESTED_HOST_PORT, MAX_PORT, free_node_ports, held_host_ports)
 
 PORT_TEXT = re.compile(r"[1-9][0-9]{0,4}")
 
@@ -184,13 +184,9 @@ def host_ports_held(context: Context, workload) -> tuple[list[str], set[int]]:
         nodes = sorted(allocate(context.cluster).eligible(workload))
     else:
         nodes = [""]
-    held: set[int] = set()
-    for node in nodes:
-        if node not in context.held_by_node:
-            reserved = {port: "a node daemon" for port in context.reserved}
-            context.held_by_node[node] = frozenset(host_port_holders(context.cluster, node, reserved))
-        held |= context.held_by_node[node]
-    return nodes, held
+    reserved = {port: "a node daemon" for port in context.reserved}
+    # every node in one pass over the claims, once per run (node by node it was quadratic)
+    return nodes, held_host_ports(context.cluster, reserved).on(nodes)
 
 
 def node_ports_kept(findings: list[Finding], origins=lambda finding: ()) -> set[tuple[str, int, int]]:

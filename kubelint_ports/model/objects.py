@@ -265,6 +265,9 @@ class Cluster:
     # The deployment units (model.units), each its own Cluster, when the inputs hold more than one:
     # cross-object rules compare objects within a unit only. Empty: this cluster is the one unit.
     units: list[tuple[str, "Cluster"]] = field(default_factory=list, repr=False)
+    # Views derived from the above and asked for by several checks and the fixes, each worked out
+    # once (model.free_ports.held_host_ports); never part of what the cluster is.
+    derived: dict = field(default_factory=dict, repr=False, compare=False)
 
     def node_ports_by_number(self) -> dict[int, list[tuple[Service, NodePortClaim]]]:
         """Every nodePort claim indexed by port number (how the allocator counts them)."""
