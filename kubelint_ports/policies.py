@@ -6,6 +6,7 @@ import dataclasses
 import json
 import re
 import zlib
+from collections.abc import Iterable
 from dataclasses import field
 from functools import cache
 from pathlib import Path
@@ -344,3 +345,16 @@ def policies_with(extra_directories) -> list[Policy]:
                 policy = dataclasses.replace(policy, port_map=port_map_of_check[policy.check])
             policies.append(policy)
     return policies
+
+
+def node_daemon_ports(policies: Iterable) -> dict[int, str]:
+    """port -> node daemon, from the node-reserved-port policies of the run: what a suggested or
+    moved port must not land on (`ports --free`, the page, the fixes), whatever the protocol."""
+    from kubelint_ports.model.port_holders import reserved_ports
+
+    reserved: dict[int, str] = {}
+    for policy in policies:
+        if policy.check == "node-reserved-port":
+            for (_, port), daemon in sorted(reserved_ports(policy.params).items()):
+                reserved.setdefault(port, daemon)
+    return reserved

@@ -461,14 +461,10 @@ def node_info(node) -> NodeInfo:
 
 
 def reserved_for_free_ports(policies: Iterable) -> dict[int, str]:
-    """port -> node daemon, from the node-reserved-port rules that ran: what `ports --free` keeps
-    off the free list (any protocol: a suggestion must not land on a daemon's port)."""
-    reserved: dict[int, str] = {}
-    for policy in policies:
-        if policy.check == "node-reserved-port":
-            for (_, port), daemon in sorted(reserved_ports(policy.params).items()):
-                reserved.setdefault(port, daemon)
-    return reserved
+    """port -> node daemon: what `ports --free` and the page keep off the free list."""
+    from kubelint_ports.policies import node_daemon_ports
+
+    return node_daemon_ports(policies)
 
 
 def free_view(cluster: Cluster, reserved: dict[int, str]) -> FreeView:

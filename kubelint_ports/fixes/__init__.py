@@ -42,14 +42,10 @@ def fixable(report) -> bool:
 
 
 def reserved_ports_of(policies) -> frozenset[int]:
-    """The node daemons' ports the run's node-reserved-port policies list (a moved nodePort avoids them)."""
-    from kubelint_ports.model.port_holders import reserved_ports
+    """The node daemons' ports the run's node-reserved-port policies list (a moved port avoids them)."""
+    from kubelint_ports.policies import node_daemon_ports
 
-    ports: set[int] = set()
-    for policy in policies:
-        if policy.check == "node-reserved-port":
-            ports.update(port for _, port in reserved_ports(policy.params))
-    return frozenset(ports)
+    return frozenset(node_daemon_ports(policies))
 
 
 def fixable_rules() -> tuple[str, ...]:
