@@ -11,11 +11,13 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 from typer.testing import CliRunner
 
 from kubelint_ports.cli import app
 from kubelint_ports.engine import lint_paths
 from kubelint_ports.fixes import FIXES, changes, describe
+from kubelint_ports.loading import yamltree as yt
 
 ROOT = Path(__file__).resolve().parents[1]
 POLICIES = ROOT / "tests" / "policies"
@@ -381,3 +383,29 @@ def test_plain_lint_never_imports_ruamel(tmp_path):
 def test_helm_and_stdin_objects_get_no_fix():
     result = runner.invoke(app, ["lint", "--format", "json", "-"], input=COMMENTED)
     assert all("fix" not in finding for finding in json.loads(result.stdout)["findings"])
+
+
+def test_a_finding_composes_only_its_document_with_the_files_marks(tmp_path):
+    """A fix composes the stretch of its document alone (a file of a thousand objects would
+    otherwise be composed whole per fix), and its marks are those of the whole file."""
+    from kubelint_ports.fixes.source import read_source
+    from kubelint_ports.loading import ManifestLoader
+
+    text = ("# héllo wörld\r\n---\r\napiVersion: v1\r\nkind: Service\r\nmetadata: {name: a}\r\n"
+            "--- # ünïcode\r\napiVersion: v1\r\nkind: Service\r\nmetadata:\r\n  name: b\r\n"
+            "spec: {ports: [{port: 80, targetPort: \"9090\"}]}\r\n")
+    path = tmp_path / "m.yaml"
+    path.write_bytes(b"\xef\xbb\xbf" + text.encode())
+    whole = list(yaml.compose_all(text, Loader=ManifestLoader))
+    source = read_source(str(path), "m.yaml")
+    for ordinal, root in enumerate(whole):
+        span = (root.start_mark.index, root.end_mark.index, root.start_mark.line, root.start_mark.column)
+        alone = source.document(ordinal, span)
+        assert alone is not root and yaml.serialize(alone) == yaml.serialize(root)
+        port = yt.at(alone, "spec.ports") if ordinal else yt.get(alone, "metadata")
+        expected = yt.at(root, "spec.ports") if ordinal else yt.get(root, "metadata")
+        assert (port.start_mark.index, port.start_mark.line, port.start_mark.column, port.end_mark.index) == (
+            expected.start_mark.index, expected.start_mark.line, expected.start_mark.column, expected.end_mark.index)
+    assert source.roots is None  # the whole file was never composed
+    # A stretch that is not where the file has it is not trusted: the whole file answers.
+    assert source.document(1, (0, 10, 0, 0)) is source.documents()[1]

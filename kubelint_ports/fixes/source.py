@@ -53,6 +53,7 @@ class SourceFile:
     text: str
     bom: bool
     roots: list | None = None  # every YAML document's root node, composed once
+    spans: dict | None = None  # (ordinal, start, end) -> that document's root, composed alone
 
     def bytes_for(self, text: str) -> bytes:
         return (BOM if self.bom else b"") + text.encode("utf-8")
@@ -64,6 +65,39 @@ class SourceFile:
             except (yaml.YAMLError, ValueError):
                 self.roots = []
         return self.roots
+
+    def document(self, ordinal: int, span: tuple[int, int, int, int] | None):
+        """The `ordinal`-th document's root. With its `span` (start, end, line, column), only that
+        stretch is composed, its marks those of the whole file: a finding in a file of a thousand
+        objects composes one of them (the whole file when the stretch does not compose alone:
+        an alias of an anchor outside it, a %TAG directive, a file that changed)."""
+        if span is not None and self.roots is None:
+            start, end, line, column = span
+            key = (ordinal, start, end)
+            if self.spans is None:
+                self.spans = {}
+            if key not in self.spans:
+                self.spans[key] = self._compose_span(start, end, line, column)
+            if self.spans[key] is not None:
+                return self.spans[key]
+        roots = self.documents()
+        return roots[ordinal] if ordinal < len(roots) else None
+
+    def _compose_span(self, start: int, end: int, line: int, column: int):
+        # Padding that puts the stretch at its own index, line and column: a comment of the
+        # characters the lines before held, the line breaks, then the indentation.
+        filler = start - line - column
+        if filler < 0 or (filler and not line) or not 0 <= start <= end <= len(self.text):
+            return None
+        padding = ("#" * filler if filler else "") + "\n" * line + " " * column
+        try:
+            root = next(budgets.compose_all(padding + self.text[start:end], loader=ManifestLoader), None)
+        except (yaml.YAMLError, ValueError):
+            return None
+        if root is None or (root.start_mark.index, root.end_mark.index, root.start_mark.line,
+                            root.start_mark.column) != (start, end, line, column):
+            return None
+        return root
 
 
 def read_source(file: str, path: str) -> SourceFile | None:
@@ -129,9 +163,9 @@ class Target:
 def target_of(finding: Finding, document: Document, source: SourceFile, placed: bool = True) -> Target | None:
     """The nodes `finding` names in `source`; `placed`: the key's marks must be the finding's line
     and column (False for rendered output, whose positions are the template's or the patch's)."""
-    ordinal, start, end, _, _ = document.span
+    ordinal, start, end, line, column = document.span
     return target_in(source, ordinal, document.items, (start, end), finding.field_path,
-                     finding.location if placed else None)
+                     finding.location if placed else None, None if document.items else (start, end, line, column))
 
 
 def target_placed(finding: Finding, source: SourceFile) -> Target | None:
@@ -149,14 +183,15 @@ def target_placed(finding: Finding, source: SourceFile) -> Target | None:
 
 
 def target_in(source: SourceFile, ordinal: int, members: tuple[int, ...], span: tuple[int, int] | None,
-              field_path: str, location: Location | None) -> Target | None:
+              field_path: str, location: Location | None,
+              root_span: tuple[int, int, int, int] | None = None) -> Target | None:
     """The nodes at `field_path` of the object in document `ordinal` (its `kind: List` members
     `members`), when the object spans `span` (None: anywhere) and, with `location`, the field's
-    key starts there."""
-    roots = source.documents()
-    if ordinal >= len(roots) or roots[ordinal] is None:
+    key starts there. `root_span`: where the document's root is (start, end, line, column), so
+    that only it is composed."""
+    root = obj = source.document(ordinal, root_span)
+    if root is None:
         return None
-    root = obj = roots[ordinal]
     prefix: list = []
     for item in members:
         items = yt.get(obj, "items")
