@@ -21,6 +21,7 @@ names every set, as it names every file below it.
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 from collections.abc import Iterable, Mapping, Sequence
@@ -127,6 +128,8 @@ class UnitRules:
         """The units an object lands in (one, or several when GitOps objects deploy its path to
         several clusters); ("",) for the run's unnamed unit."""
         unit = getattr(document, "unit", "")
+        if not self.configured and not self.targets:  # nothing places objects by their path
+            return (unit,)
         places = [p for p in (unit, getattr(document, "path", "")) if p]
         relative = [self._relative(place) for place in places]
         values = {self._relative(path) for name, files in self.value_sets if unit and name == unit for path in files}
@@ -144,9 +147,16 @@ class UnitRules:
         return (getattr(document, "unit", ""),)
 
     def _relative(self, path: str) -> str:
-        absolute = os.path.abspath(path)
-        base = os.path.abspath(self.root or os.curdir)
-        return os.path.relpath(absolute, base).replace(os.sep, "/")
+        return _relative_to(path, self.root or os.curdir, os.getcwd())
+
+
+@functools.lru_cache(maxsize=4096)
+def _relative_to(path: str, root: str, working_directory: str) -> str:
+    """`path` relative to `root` (both as given, relative ones to the working directory); asked
+    once per object and unit, for a few hundred distinct files."""
+    absolute = os.path.join(working_directory, path)
+    base = os.path.join(working_directory, root)
+    return os.path.relpath(os.path.normpath(absolute), os.path.normpath(base)).replace(os.sep, "/")
 
 
 def _under(place: str, path: str) -> bool:
