@@ -95,7 +95,6 @@ for its labels, taints and free ports.</p></aside>
     covered = units_title(port_map)
     if covered:  # unit names come from the inputs (config keys, Argo CD destinations): escaped
         title += f" ({html.escape(covered)})"
-    data = json.dumps(page_data(port_map, links), separators=(",", ":"), sort_keys=True, ensure_ascii=False)
     out.write(f"""<!DOCTYPE html>
 <html lang="en">
 <head>
@@ -117,7 +116,12 @@ for its labels, taints and free ports.</p></aside>
 {sections[0]}
 {sections[1]}
 </div>
-<script type="application/json" id="portmap-data">{script_safe(data)}</script>
+<script type="application/json" id="portmap-data">""")
+    # The data, the largest part of the page, is written as it is made: never a copy of the page.
+    data = json.dumps(page_data(port_map, links), separators=(",", ":"), sort_keys=True, ensure_ascii=False)
+    out.write(script_safe(data))
+    del data
+    out.write(f"""</script>
 <script>{SCRIPT}</script>
 </body>
 </html>
@@ -310,9 +314,10 @@ def free_data(free: FreeView | None) -> dict | None:
         return None
     runs: dict[tuple[tuple[int, int], ...], int] = {}
     hosts = [[scope.node, runs.setdefault(scope.free, len(runs)), scope.count] for scope in free.host_ports]
+    as_list: dict[tuple[int, int], list[int]] = {}  # one list per run, however many nodes have it
     return {"nodePortRange": list(free.node_port_range), "nodePorts": [list(run) for run in free.node_ports_free],
             "nodePortCount": free.node_ports_free_count, "hosts": hosts,
-            "runs": [[list(run) for run in key] for key in runs]}
+            "runs": [[as_list.get(run) or as_list.setdefault(run, list(run)) for run in key] for key in runs]}
 
 
 SEVERITY_TITLES = {"error": "Errors", "warning": "Warnings", "note": "Notes"}

@@ -59,7 +59,7 @@ def write_text(port_map: PortMap, out: TextIO, color: bool = False) -> None:
 def write_unit_text(port_map: PortMap, out: TextIO, color: bool = False) -> None:
     paint = {"conflict": "\033[31m", "capture": "\033[33m", "reserved": "\033[35m"}
     reset = "\033[0m"
-    for node, ports in port_map.ports_by_node().items():
+    for node, ports in port_map.ports_by_node():
         out.write(f"{printable(node)}\n")
         if not ports:
             out.write("  (no host ports)\n")
@@ -112,7 +112,7 @@ def write_json(port_map: PortMap, out: TextIO) -> None:
 
 def map_data(port_map: PortMap) -> dict:
     nodes = []
-    for node, ports in port_map.ports_by_node().items():
+    for node, ports in port_map.ports_by_node():
         claims = []
         for (protocol, port), holders in ports.items():
             receiver = receiver_data(port_map.receiver_at(protocol, port, holders))
