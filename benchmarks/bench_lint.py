@@ -9,19 +9,22 @@ Generates the corpora with `gen_corpus.py` (seed 42; found beside the repository
     1k      1,000 workloads, 50 nodes          10k     10,000 workloads, 500 nodes
     50k     50,000 workloads, 2,500 nodes      50k5k   50,000 workloads, 5,000 nodes
 
-Then, per corpus and round, it runs three commands in turn, each a fresh process:
+Then, per corpus and round, it runs four commands in turn, each a fresh process:
   floor     the PyYAML C-compose floor: read each file, `yaml.compose_all(text, Loader=CSafeLoader)`,
             walk the nodes (one process, the cyclic GC off as the linter runs)
   lint      `kubelint-ports lint manifests --nodes cluster/nodes.yaml --format json -o FILE`
             (its default: one worker process per processor for large inputs)
   lint -j1  the same with `--jobs 1`
+  page      `kubelint-ports ports ... --format html -o FILE` (its peak RSS over the input bytes)
 and prints medians of wall and CPU seconds (user + system, worker processes included), the
 median of the per-round ratios lint / floor, peak RSS of the largest process and of all of them
 together (sampled; pages shared after fork count in each) over the input bytes, t(10k)/t(1k) and
 t(50k)/t(10k), the checks (one in-process run: the rules, then the positions of their findings)
 in seconds and as a share of the `--jobs 1` run, and the
 planted problems found (an error at the planted line) and decoys reported. Cold starts are timed
-on one small file and on 100 files.
+on one small file and on 100 files. With `--busy [N]`, each corpus is linted again with the
+default `--jobs` and with `--jobs 1` while N processes (default: one per processor) spin, as on a
+shared CI runner, and the default's note says how many workers it started and why.
 
 Start-up (what every pre-commit run pays), with bytecode as installed, needs no corpus:
 
@@ -160,13 +163,57 @@ def run(command: list[str], cwd: Path) -> dict:
         sys.exit(f"{' '.join(command)} failed ({process.returncode}):\n{stderr}")
     scale = 1024 if sys.platform != "darwin" else 1
     return {"wall": wall, "cpu": usage.ru_utime + usage.ru_stime, "peak": usage.ru_maxrss * scale,
-            "tree": max(sampler.peak, usage.ru_maxrss * scale)}
+            "tree": max(sampler.peak, usage.ru_maxrss * scale), "stderr": stderr}
 
 
 def lint_command(directory: Path, output: Path, jobs: int | None) -> list[str]:
     command = [sys.executable, "-m", "kubelint_ports", "lint", "manifests", "--nodes", "cluster/nodes.yaml",
                "--format", "json", "-o", str(output)]
     return command + (["--jobs", str(jobs)] if jobs else [])
+
+
+def page_command(output: Path) -> list[str]:
+    """The port map as one HTML page: the whole lint run, then the page (memory: its peak RSS)."""
+    return [sys.executable, "-m", "kubelint_ports", "ports", "manifests", "--nodes", "cluster/nodes.yaml",
+            "--format", "html", "-o", str(output)]
+
+
+class Spinners:
+    """`count` processes that keep a processor busy each (a shared CI runner), for the rounds inside."""
+
+    def __init__(self, count: int):
+        self.count, self.processes = count, []
+
+    def __enter__(self) -> "Spinners":
+        self.processes = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(self.count)]
+        time.sleep(1.0)  # running before the first round
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for process in self.processes:
+            process.kill()
+            process.wait()
+
+
+def busy_runner(directory: Path, work: Path, spinners: int, repeat: int) -> None:
+    """The default (`--jobs 0`) against `--jobs 1` while `spinners` processes keep processors busy:
+    the default must not start workers that find no free processor."""
+    commands = {"lint": [*lint_command(directory, work / "busy.json", None), "--statistics"],
+                "lint -j1": [*lint_command(directory, work / "busy.j1.json", 1), "--statistics"]}
+    runs: dict[str, list[dict]] = {key: [] for key in commands}
+    with Spinners(spinners):
+        for round_ in range(repeat):
+            for key in (list(commands) if round_ % 2 == 0 else list(reversed(commands))):
+                runs[key].append(run(commands[key], directory))
+    said = sorted({line.split("note: ", 1)[-1].split(" (")[0] for r in runs["lint"] for line in r["stderr"].splitlines()
+                   if "input read" in line})
+    ratio = statistics.median(a["wall"] / b["wall"] for a, b in zip(runs["lint"], runs["lint -j1"]))
+    print(f"\nbusy runner, {directory.name}: {spinners} processes spinning, {repeat} interleaved rounds, medians:")
+    print(f"  lint (default jobs) {statistics.median(r['wall'] for r in runs['lint']):.2f} s wall "
+          f"{statistics.median(r['cpu'] for r in runs['lint']):.2f} s cpu; --jobs 1 "
+          f"{statistics.median(r['wall'] for r in runs['lint -j1']):.2f} s wall "
+          f"{statistics.median(r['cpu'] for r in runs['lint -j1']):.2f} s cpu; default / --jobs 1 = {ratio:.3f} "
+          f"(goal <= 1.05); the default said: {'; '.join(said) or 'nothing'}")
 
 
 def planted(directory: Path, report: Path) -> tuple[int, int, int, int]:
@@ -273,6 +320,9 @@ def main() -> None:
                         help="interleaved rounds per corpus, default 3 (with --startup: of the start-up, default 21)")
     parser.add_argument("--work", type=Path, default=Path(tempfile.gettempdir()) / "kubelint-bench")
     parser.add_argument("--generator", type=Path, help="gen_corpus.py (default: ../shared/bench/gen_corpus.py)")
+    parser.add_argument("--busy", type=int, nargs="?", const=0, default=None, metavar="N",
+                        help="also time the default --jobs against --jobs 1 while N processes (default: one per "
+                             "processor) keep processors busy")
     parser.add_argument("--startup", action="store_true",
                         help="only the start-up figures (no corpus); --repeat rounds, default 21")
     args = parser.parse_args()
@@ -295,10 +345,11 @@ def main() -> None:
         directory = corpus(args.work, name, generator)
         size = input_bytes(directory)
         output = args.work / f"{name}.json"
-        runs: dict[str, list[dict]] = {"floor": [], "lint": [], "lint -j1": []}
+        runs: dict[str, list[dict]] = {"floor": [], "lint": [], "lint -j1": [], "page": []}
         commands = {"floor": [sys.executable, str(floor_script), "manifests"],
                     "lint": lint_command(directory, output, None),
-                    "lint -j1": lint_command(directory, output.with_suffix(".j1.json"), 1)}
+                    "lint -j1": lint_command(directory, output.with_suffix(".j1.json"), 1),
+                    "page": page_command(output.with_suffix(".html"))}
         for round_ in range(args.repeat):
             order = list(commands) if round_ % 2 == 0 else list(reversed(commands))
             for key in order:
@@ -318,12 +369,12 @@ def main() -> None:
                      ratio("lint", "wall"), ratio("lint", "cpu"), ratio("lint -j1", "wall"), ratio("lint -j1", "cpu"),
                      max(r["peak"] for r in runs["lint"]), max(r["tree"] for r in runs["lint"]),
                      max(r["peak"] for r in runs["lint -j1"]), split, (found, problems, noisy, decoys),
-                     same))
+                     same, max(r["peak"] for r in runs["page"])))
     print(f"\n{'corpus':7} {'input':>8} {'floor s':>8} {'lint s':>7} {'cpu s':>6} {'-j1 s':>6} "
           f"{'wall/floor':>10} {'cpu/floor':>9} {'-j1 wall':>8} {'-j1 cpu':>7} {'RSS/input':>9} {'all procs':>9} "
           f"{'-j1 RSS':>7} {'checks':>14} {'planted':>9} {'decoys':>6} {'-j1 same':>8}")
     for (name, size, times, wall_ratio, cpu_ratio, j1_wall, j1_cpu, peak, tree, j1_peak, split,
-         (found, problems, noisy, decoys), same) in rows:
+         (found, problems, noisy, decoys), same, page_peak) in rows:
         checks = f"{split['rules']:.2f}+{split['positions']:.2f}s {100 * (split['rules'] + split['positions']) / times['lint -j1'][0]:.1f}%"
         print(f"{name:7} {size / 1e6:6.1f}MB {times['floor'][0]:8.2f} {times['lint'][0]:7.2f} {times['lint'][1]:6.2f} "
               f"{times['lint -j1'][0]:6.2f} {wall_ratio:9.2f}x {cpu_ratio:8.2f}x {j1_wall:7.2f}x {j1_cpu:6.2f}x "
@@ -331,6 +382,11 @@ def main() -> None:
               f"{found:>4}/{problems:<4} {noisy:>2}/{decoys:<3} {'yes' if same else 'NO':>8}")
         print(f"{'':7} peak RSS: lint {peak / 2**20:.0f} MiB (all processes {tree / 2**20:.0f} MiB), "
               f"-j1 {j1_peak / 2**20:.0f} MiB; {split['documents']:,} documents, {split['findings']:,} findings")
+        print(f"{'':7} ports --format html: {times['page'][0]:.2f} s wall, peak RSS {page_peak / 2**20:.0f} MiB = "
+              f"{page_peak / size:.2f}x input (goal <= 2x)")
+    if args.busy is not None:
+        for name in args.sizes:
+            busy_runner(args.work / name, args.work, args.busy or os.cpu_count() or 1, args.repeat)
     for small, big in (("1k", "10k"), ("10k", "50k")):
         if small in medians and big in medians:
             print(f"t({big})/t({small}) = {medians[big] / medians[small]:.2f}")
