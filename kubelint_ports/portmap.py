@@ -421,12 +421,28 @@ def answer_receivers(port_map: PortMap, cluster: Cluster) -> None:
         if holder.nodes == (EVERY_NODE,) and holder.kind != "healthCheckNodePort":
             node_ports[(holder.protocol, holder.port)].append(holder)
     endpoints: dict[int, bool | None] = {}
-    for _, ports in port_map.ports_by_node():
-        for (protocol, port), holders in ports.items():
-            key = receiver_key(protocol, port, holders)
+    by_port: dict[tuple[str, int], list[Holder]] = {}
+    for holder in port_map.holders:
+        by_port.setdefault((holder.protocol, holder.port), []).append(holder)
+    for (protocol, port), holders in by_port.items():
+        for together in held_together(holders):
+            key = receiver_key(protocol, port, together)
             if key not in port_map.receivers:
                 services = node_ports.get((protocol, port), [])
-                port_map.receivers[key] = receiver(datapath, cluster, protocol, port, holders, services, endpoints)
+                port_map.receivers[key] = receiver(datapath, cluster, protocol, port, together, services, endpoints)
+
+
+def held_together(holders: list[Holder]) -> list[list[Holder]]:
+    """The different sets of these holders (of one port) that some node has all of, each in the
+    holders' order: what a node's cell shows. Found per port, not node by node (2,500 nodes x
+    3,500 ports would be 9 million cells)."""
+    if len(holders) == 1:
+        return [holders]
+    on_node: dict[str, list[Holder]] = {}
+    for holder in holders:
+        for node in holder.nodes:
+            on_node.setdefault(node, []).append(holder)
+    return list({tuple(h.index for h in group): group for group in on_node.values()}.values())
 
 
 def receiver(datapath, cluster: Cluster, protocol: str, port: int, holders: list[Holder], services: list[Holder],

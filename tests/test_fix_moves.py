@@ -149,8 +149,7 @@ def test_the_fix_section_is_validated(section, tmp_path, monkeypatch):
 
 @pytest.mark.parametrize("near", [1024, 8126, 10250, 29999, 31123, 45000, 61000, 65535])
 def test_the_outward_search_answers_what_ports_free_near_answers(near, tmp_path, monkeypatch):
-    from kubelint_ports.fixes.rules import nearest_free_host_port
-    from kubelint_ports.model.free_ports import free_host_ports, nearest
+    from kubelint_ports.model.free_ports import free_host_ports, nearest, nearest_free_host_port
 
     shutil.copyfile(COLLISIONS, tmp_path / "c.yaml")
     monkeypatch.chdir(tmp_path)

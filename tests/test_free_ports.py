@@ -14,8 +14,9 @@ from typer.testing import CliRunner
 from kubelint_ports.cli import app
 from kubelint_ports.engine import LintOptions, lint_paths
 from kubelint_ports.findings import split_message
-from kubelint_ports.model.free_ports import (free_ports, free_ranges, free_runs, host_port_holders,
-                                             host_port_holders_by_node, nearest, nearest_in_runs, run_ports)
+from kubelint_ports.model.free_ports import (free_host_port_runs, free_ports, free_ranges, free_runs, host_port_holders,
+                                             host_port_holders_by_node, nearest, nearest_free_host_port,
+                                             nearest_in_runs, run_ports)
 from kubelint_ports.policies import builtin_policies, enabled_by_default
 from kubelint_ports.portmap import reserved_for_free_ports
 
@@ -92,6 +93,26 @@ def test_nearest_in_runs_is_nearest_over_every_free_port():
         runs = free_runs(taken, (), 1, 100)
         near, count = rng.randint(-5, 105), rng.randint(1, 8)
         assert nearest_in_runs(runs, near, count) == nearest(run_ports(runs), near, count), (runs, near, count)
+
+
+def test_the_nearest_free_host_port_is_the_nearest_of_the_runs(tmp_path):
+    """The outward search the rules and fixes ask agrees with the runs `ports --free` lists, with
+    held ports in clumps, at the edges of the blocked ranges and of the port space."""
+    from types import SimpleNamespace
+
+    rng = random.Random(26)
+    for _ in range(400):
+        low = rng.choice([1100, 30000, 40000])
+        node_ports = (low, low + rng.randint(0, 3000))
+        ephemeral = rng.choice([(32768, 60999), (49152, 65535), (1024, 1030), (5000, 4000)])
+        cluster = SimpleNamespace(node_port_range=node_ports, ephemeral_port_range=ephemeral)
+        centre = rng.choice([1024, 8080, node_ports[0], node_ports[1], ephemeral[0], 65535])
+        held = {rng.randint(centre - 40, centre + 40) for _ in range(rng.randint(0, 80))}
+        near = rng.choice([rng.randint(0, 66000), centre + rng.randint(-20, 20)])
+        runs = nearest_in_runs(free_host_port_runs(cluster, held), near, 1)
+        assert nearest_free_host_port(cluster, held, near) == (runs[0] if runs else None), (node_ports, ephemeral, near)
+    everything = SimpleNamespace(node_port_range=(1024, 40000), ephemeral_port_range=(39000, 65535))
+    assert nearest_free_host_port(everything, set(), 8080) is None
 
 
 INVENTORY = """\

@@ -20,7 +20,7 @@ from kubelint_ports.fixes.plan import SAFE, UNSAFE, Context, Plan, place
 from kubelint_ports.fixes.source import Target, scalar_span
 from kubelint_ports.loading import yamltree as yt
 from kubelint_ports.model.free_ports import (
-    FIRST_SUGGESTED_HOST_PORT, MAX_PORT, free_node_ports, held_host_ports)
+    free_node_ports, held_host_ports, nearest_free_host_port)
 
 PORT_TEXT = re.compile(r"[1-9][0-9]{0,4}")
 
@@ -155,24 +155,6 @@ def move_host_port(target: Target, finding: Finding, context: Context) -> Plan |
                         f"node-port range {context.cluster.node_port_range_text} and the ephemeral range "
                         f"{context.cluster.ephemeral_port_range_text}; clients of the node's port {old} must follow",
                 splice=(start, end, str(port)), port=port)
-
-
-def nearest_free_host_port(cluster, held: set[int], near: int) -> int | None:
-    """`nearest(free_host_ports(cluster, held), near, 1)` (what `ports --free --near` answers),
-    searched outward from `near` instead of sorting every free port: a lint that describes many
-    findings pays microseconds, not a sort of 60,000 ports, for each."""
-    node_low, node_high = cluster.node_port_range
-    ephemeral_low, ephemeral_high = cluster.ephemeral_port_range
-
-    def free(port: int) -> bool:
-        return (FIRST_SUGGESTED_HOST_PORT <= port <= MAX_PORT and port not in held
-                and not node_low <= port <= node_high and not ephemeral_low <= port <= ephemeral_high)
-
-    for distance in range(MAX_PORT + 1):
-        for port in (near - distance, near + distance):
-            if free(port):
-                return port
-    return None
 
 
 def host_ports_held(context: Context, workload) -> tuple[list[str], set[int]]:

@@ -194,9 +194,27 @@ def free_host_ports(cluster: Cluster, held: Iterable[int]) -> Iterator[int]:
 
 
 def nearest_free_host_port(cluster: Cluster, held: Iterable[int], near: int) -> int | None:
-    """The free host port nearest `near` (the lower on a tie): what `ports --free --near` lists first."""
-    found = nearest_in_runs(free_host_port_runs(cluster, held), near, 1)
-    return found[0] if found else None
+    """The free host port nearest `near` (the lower on a tie): what `ports --free --near` lists
+    first, `nearest_in_runs(free_host_port_runs(cluster, held), near, 1)`. Searched outward from
+    `near`, stepping over the blocked ranges, instead of working out every free run: the collision
+    rules ask it once per finding (400 findings against 3,500 held ports took 2 s as runs)."""
+    taken = held if isinstance(held, (set, frozenset, dict)) else set(held)
+    blocked = [(low, high) for low, high in blocked_host_ranges(cluster) if low <= high]
+
+    def first_free(port: int, step: int) -> int | None:
+        while FIRST_SUGGESTED_HOST_PORT <= port <= MAX_PORT:
+            inside = next(((low, high) for low, high in blocked if low <= port <= high), None)
+            if inside is not None:
+                port = inside[0] - 1 if step < 0 else inside[1] + 1
+            elif port in taken:
+                port += step
+            else:
+                return port
+        return None
+
+    found = [port for port in (first_free(min(near, MAX_PORT), -1), first_free(max(near + 1, FIRST_SUGGESTED_HOST_PORT), 1))
+             if port is not None]
+    return min(found, key=lambda port: (abs(port - near), port)) if found else None
 
 
 def workload_nodes(cluster: Cluster, workload: Workload) -> list[str]:
