@@ -486,6 +486,7 @@ def free_view(cluster: Cluster, reserved: dict[int, str]) -> FreeView:
     """`ports --free`'s answer (`model.free_ports`, the one implementation), shaped for
     the page: the node-port range's taken ports name the node daemons there too."""
     node_ports = node_port_scope(cluster, reserved)
+    counts: dict[int, int] = {}  # nodes alike share their runs (`free_host_port_runs_by_node`): counted once
     low, high = cluster.node_port_range
     taken = {port: set(holders) for port, holders in node_ports.held.items()}
     for port, daemon in reserved.items():
@@ -493,7 +494,7 @@ def free_view(cluster: Cluster, reserved: dict[int, str]) -> FreeView:
             taken.setdefault(port, set()).add(f"{daemon} (node daemon)")
     return FreeView(cluster.node_port_range, cluster.ephemeral_port_range, node_ports.free, node_ports.count,
                     tuple((port, tuple(sorted(taken[port]))) for port in sorted(taken)),
-                    tuple(FreeHostPorts(node, runs, run_count(runs))
+                    tuple(FreeHostPorts(node, runs, counts.get(id(runs)) or counts.setdefault(id(runs), run_count(runs)))
                           for node, runs in free_host_port_runs_by_node(cluster, reserved).items()))
 
 
@@ -530,7 +531,8 @@ def repository_commit(paths: Iterable[str]) -> str:
     repository's own files only (no network, no hooks, no index), under a timeout; git's
     environment variables from the caller (a hook's GIT_DIR) are left out, and discovery stops
     at the tree's top."""
-    tops = {git_work_tree(os.path.dirname(os.path.realpath(path))) for path in paths if path not in NOT_FILES}
+    directories = {os.path.dirname(os.path.realpath(path)) for path in paths if path not in NOT_FILES}
+    tops = {git_work_tree(directory) for directory in directories}  # per directory: 35,000 files share 5,000
     if len(tops) != 1 or None in tops:
         return ""
     top = tops.pop()

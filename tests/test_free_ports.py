@@ -95,6 +95,17 @@ def test_nearest_in_runs_is_nearest_over_every_free_port():
         assert nearest_in_runs(runs, near, count) == nearest(run_ports(runs), near, count), (runs, near, count)
 
 
+def test_free_runs_are_the_ports_a_walk_finds_free():
+    rng = random.Random(27)
+    for _ in range(2000):
+        first, last = rng.choice([(1, 300), (50, 200), (1024, 1100)])
+        taken = [rng.randint(0, 320) + (1000 if first == 1024 else 0) for _ in range(rng.randint(0, 80))]
+        ranges = [(rng.randint(0, 320), rng.randint(0, 320)) for _ in range(rng.randint(0, 3))]
+        free = [port for port in range(first, last + 1)
+                if port not in taken and not any(low <= port <= high for low, high in ranges)]
+        assert free_runs(taken, ranges, first, last) == tuple(free_ranges(free)), (taken, ranges, first, last)
+
+
 def test_the_nearest_free_host_port_is_the_nearest_of_the_runs(tmp_path):
     """The outward search the rules and fixes ask agrees with the runs `ports --free` lists, with
     held ports in clumps, at the edges of the blocked ranges and of the port space."""

@@ -38,9 +38,14 @@ def summary(port_map: PortMap) -> str:
     if port_map.units:
         return "; ".join(f"{section.unit}: {summary(section)}" for section in port_map.units)
     counts: dict[str, int] = defaultdict(int)
-    for node, holders in port_map.by_node().items():
-        for holder in holders:
-            counts[holder.state_on(node)] += 1
+    for holder in port_map.holders:  # each holder once per node it is on
+        if not holder.nodes:
+            continue
+        if all(mark.nodes is None for mark in holder.marks):  # the same state on every node: count once
+            counts[holder.state_on(holder.nodes[0])] += len(holder.nodes)
+        else:
+            for node in holder.nodes:
+                counts[holder.state_on(node)] += 1
     real = [node for node in port_map.nodes if node not in (ANY_NODE, EVERY_NODE)]
     groups = "".join(f", {node}" for node in port_map.nodes if node in (ANY_NODE, EVERY_NODE))
     return (f"{len(real)} node{'s' if len(real) != 1 else ''}{groups}: {sum(counts.values())} holders, "

@@ -34,12 +34,28 @@ def free_runs(taken: Iterable[int], ranges: Iterable[tuple[int, int]] = (), firs
     """The runs of ports from `first` to `last` that are neither `taken` nor in one of `ranges`."""
     runs: list[tuple[int, int]] = []
     start = first
-    for low, high in sorted([(port, port) for port in taken] + list(ranges)):
+    blocked = sorted((low, high) for low, high in ranges if low <= high)  # a few; the taken ports stay numbers
+    ports = sorted(taken)
+    at = 0  # the next range of `blocked`
+    for port in ports:
+        while at < len(blocked) and blocked[at][0] <= port:
+            low, high = blocked[at]
+            if low > start:
+                runs.append((start, min(low - 1, last)))
+            start = max(start, high + 1)
+            at += 1
+        if port > start:
+            runs.append((start, min(port - 1, last)))
+        if port >= start:
+            start = port + 1
+        if start > last:
+            break
+    for low, high in blocked[at:]:
+        if start > last:
+            break
         if low > start:
             runs.append((start, min(low - 1, last)))
         start = max(start, high + 1)
-        if start > last:
-            break
     if start <= last:
         runs.append((start, last))
     return tuple(run for run in runs if run[0] <= run[1])
@@ -338,8 +354,12 @@ def free_host_port_runs_by_node(cluster: Cluster, reserved: Mapping[int, str]) -
     runs_of: dict[tuple[int, ...], Runs] = {}
     by_node: dict[str, Runs] = {}
     same_run: dict[tuple[int, int], tuple[int, int]] = {}  # nodes differ in a few runs: one tuple per run
+    groups_of: dict[str, list[int]] = {}
+    for index, (nodes, _) in enumerate(held.groups):
+        for node in nodes:
+            groups_of.setdefault(node, []).append(index)
     for name in node_names(cluster):
-        key = tuple(index for index, (nodes, _) in enumerate(held.groups) if name in nodes)
+        key = tuple(groups_of.get(name, ()))
         if key not in runs_of:
             ports = set(held.everywhere)
             for index in key:
