@@ -313,6 +313,25 @@ def test_small_inputs_never_start_workers(monkeypatch):
         p.stat().st_size for p in (ROOT / "examples").rglob("*") if p.is_file())
 
 
+def test_a_process_awake_for_a_moment_does_not_count_as_a_busy_processor(monkeypatch):
+    """`running_others` takes the fewest runnable processes of a few looks: a sampling thread that
+    woke for one look is not a second busy processor; a spinning job is seen at every look."""
+    import io
+
+    from kubelint_ports.loading import pool
+
+    def looks(*counts):
+        texts = iter(f"0.52 0.40 0.31 {count}/312 4242\n" for count in counts)
+        monkeypatch.setattr(pool, "open", lambda *args, **kwargs: io.StringIO(next(texts)), raising=False)
+
+    looks(2, 1, 2)  # this run, and another one for a moment
+    assert pool.running_others(interval=0) == 0
+    looks(2, 2, 2)  # this run and a job that keeps a processor busy
+    assert pool.running_others(interval=0) == 1
+    looks(3, 4, 3)
+    assert pool.running_others(interval=0) == 2
+
+
 def test_default_workers_start_only_on_a_free_second_processor(monkeypatch):
     """By default (`--jobs 0`) a large input is read by workers only when the load average leaves
     a second processor idle; `--jobs N` asks for N whatever the load. The run says which (a note

@@ -12,7 +12,7 @@ free: of the processors this process may use (`os.sched_getaffinity`), those the
 idle. On a busy runner workers only add the cost of shipping documents back (measured: +19% CPU
 and no second core), so there the input is read in this process. The load is the one-minute load
 average, or, when lower, the processes other than this one running right now (Linux
-`/proc/loadavg`): the average lags by a minute, so a run that follows another (a benchmark loop,
+`/proc/loadavg`, the fewest of three looks 5 ms apart): the average lags by a minute, so a run that follows another (a benchmark loop,
 an earlier CI step) would see its predecessor's load on a machine that is idle now, while a job
 that keeps a processor busy is running at every instant. `--jobs N` asks for N workers whatever
 the load. `Workers.started` and `Workers.why` say what happened.
@@ -52,14 +52,26 @@ def load_average() -> float | None:
         return None
 
 
-def running_others() -> int | None:
+def running_others(samples: int = 3, interval: float = 0.005) -> int | None:
     """Processes (threads) running or runnable right now besides this one (the kernel's count in
-    /proc/loadavg), or None where there is no such file."""
-    try:
-        with open("/proc/loadavg", encoding="ascii") as handle:
-            return max(0, int(handle.read().split()[3].split("/")[0]) - 1)
-    except (OSError, ValueError, IndexError):
-        return None
+    /proc/loadavg), or None where there is no such file: the fewest of a few looks `interval`
+    seconds apart, so that a process that woke for a moment (a shell, a monitor's sampling thread)
+    does not count as a busy processor, while a job that keeps one busy is seen at every look."""
+    import time
+
+    fewest = None
+    for sample in range(samples):
+        if sample:
+            time.sleep(interval)
+        try:
+            with open("/proc/loadavg", encoding="ascii") as handle:
+                now = max(0, int(handle.read().split()[3].split("/")[0]) - 1)
+        except (OSError, ValueError, IndexError):
+            return None
+        fewest = now if fewest is None else min(fewest, now)
+        if fewest == 0:
+            break
+    return fewest
 
 
 def free_processors(processors: int, load: float | None) -> int:
