@@ -368,3 +368,18 @@ def test_markdown_summary_shows_hostile_values_as_text(link_base):
     # What GitHub links beyond CommonMark (bare URLs, www., :emoji:) stays broken up by escapes.
     outside_links = re.sub(r"\]\(https://github\.example/[^)\s]*\)", "]()", summary)
     assert "://" not in outside_links and "www." not in outside_links and ":smile:" not in outside_links
+
+
+def test_the_pages_data_written_in_parts_is_the_data_made_script_safe():
+    """`write_data` writes the page's data a part at a time; the text is what escaping the whole
+    JSON gives, and a value cannot end the <script> element in any part."""
+    from kubelint_ports.formatters.html import script_safe, write_data
+
+    data = {"holders": [[1, "</script><script>alert(1)</script>", {"b": "\u2028", "a": "&amp;"}], [], None],
+            "receivers": {"80/TCP:0": ["ns/Pod/ü", 1, "<!--"], "443/TCP:1,2": []}, "nodes": [],
+            "empty": {}, "version": 2, "anyNode": "(any node)", "free": None, "nested": [[["<"]]]}
+    written = io.StringIO()
+    write_data(data, written)
+    whole = script_safe(json.dumps(data, separators=(",", ":"), sort_keys=True, ensure_ascii=False))
+    assert written.getvalue() == whole
+    assert "<" not in written.getvalue() and json.loads(written.getvalue()) == data

@@ -7,6 +7,7 @@ never the end of the object. `model.build` calls these while loading holds the d
 from __future__ import annotations
 
 import re
+from sys import intern
 
 from kubelint_ports.loading import Document
 from kubelint_ports.loading import yamltree as yt
@@ -185,7 +186,7 @@ def read_container_ports(container: yt.Node, container_path: str, name: str, hos
     claims = []
     for index, entry in enumerate(yt.items(yt.get(container, "ports"), f"{container_path}.ports")):
         entry = yt.mapping(entry, "a container port")
-        path = f"{container_path}.ports[{index}]"
+        path = intern(f"{container_path}.ports[{index}]")  # the same few paths in every workload
         container_port = reader.port(entry, "containerPort", path)
         host_port = reader.port(entry, "hostPort", path, zero_means_unset=True)
         protocol = reader.protocol(entry, path)
@@ -222,7 +223,7 @@ def read_service(document: Document, ref: ObjectRef) -> Service:
     takes_node_ports = service_type in ("NodePort", "LoadBalancer")
     for index, entry in enumerate(yt.items(yt.get(spec, "ports"), "spec.ports")):
         entry = yt.mapping(entry, "a Service port")
-        path = f"spec.ports[{index}]"
+        path = intern(f"spec.ports[{index}]")
         port = reader.port(entry, "port", path)
         if port is None and yt.get(entry, "port") is None:
             reader.flag(path, "a Service port needs a port number (the API server rejects the Service)")
@@ -327,7 +328,7 @@ def declared_ports(container: yt.MappingNode, container_path: str, name: str, ro
         entry = yt.mapping(entry, "a container port")
         host_port = quiet_int(yt.get(entry, "hostPort"))
         found.append(DeclaredPort(
-            name, role, f"{container_path}.ports[{index}]", yt.as_str(yt.get(entry, "name")),
+            name, role, intern(f"{container_path}.ports[{index}]"), yt.as_str(yt.get(entry, "name")),
             quiet_int(yt.get(entry, "containerPort")), host_port or None,
             yt.as_str(yt.get(entry, "protocol"), "TCP") or "TCP", yt.as_str(yt.get(entry, "hostIP"))))
     return found
@@ -349,7 +350,7 @@ def port_references(container: yt.MappingNode, container_path: str, name: str,
             value = reference_value(action, f"{container_path}.{source}.{handler}", f"{source}.{handler}",
                                     handler != "grpc", reader)
             if value is not None:
-                found.append(PortReference(name, source, f"{container_path}.{source}.{handler}.port", value))
+                found.append(PortReference(name, source, intern(f"{container_path}.{source}.{handler}.port"), value))
     return found
 
 
@@ -369,7 +370,7 @@ def reference_value(action: yt.MappingNode, path: str, label: str, names_allowed
         reader.flag(f"{path}.port", f"{label}.port {node.value} is not a port number (1-65535)")
         return None
     if kind == yt.STR and not node.value.isdigit() and names_allowed:
-        return node.value  # a port name; invalid-port-name judges its form
+        return intern(node.value)  # a port name; invalid-port-name judges its form
     if kind == yt.STR and node.value.isdigit():
         what = "a port name, which needs a letter," if names_allowed else "a string"
         reader.flag(f"{path}.port", f"{label}.port {node.value!r} is quoted, so the API server reads "
