@@ -437,7 +437,7 @@ def held_together(holders: list[Holder]) -> list[list[Holder]]:
     holders' order: what a node's cell shows. Found per port, not node by node (2,500 nodes x
     3,500 ports would be 9 million cells)."""
     if len(holders) == 1:
-        return [holders]
+        return [holders] if holders[0].nodes else []
     on_node: dict[str, list[Holder]] = {}
     for holder in holders:
         for node in holder.nodes:
