@@ -555,3 +555,25 @@ def test_lint_page_lists_errors_before_warnings_before_notes(monkeypatch):
     counts = report["summary"]
     assert (f'Errors ({counts["error"]})' in findings and f'Warnings ({counts["warning"]})' in findings
             and f'Notes ({counts["note"]})' in findings)
+
+
+def test_the_holders_a_cell_shows_are_found_per_port_as_node_by_node():
+    """`held_together` (per port) finds the same sets of holders as grouping each node's holders."""
+    import random
+
+    from kubelint_ports.portmap import Holder, held_together
+
+    rng = random.Random(28)
+    nodes = [f"n{index}" for index in range(12)]
+    for _ in range(300):
+        holders = [Holder(80, "TCP", "0.0.0.0", "hostPort", f"ns/Pod/p{index}", "ns", "1 pod", "may run",
+                          tuple(rng.sample(nodes, rng.randint(0, 5))), None, index=index)
+                   for index in range(rng.randint(1, 5))]
+        by_node: dict[str, list] = {}
+        for holder in holders:
+            for node in holder.nodes:
+                by_node.setdefault(node, []).append(holder)
+        expected = {tuple(h.index for h in group) for group in by_node.values()}
+        found = held_together(holders)
+        assert {tuple(h.index for h in group) for group in found} == expected and len(found) == len(expected)
+        assert all([h.index for h in group] == sorted(h.index for h in group) for group in found)
