@@ -22,20 +22,21 @@ CLEAN = str(ROOT / "examples" / "clean.yaml")
 FINDINGS = str(ROOT / "examples" / "nginx-hostport-nodeport.yaml")
 
 
-def typer_reads(args: list[str]):
-    """What typer calls `lint` with for `args`, or "refused" (a usage error)."""
+def typer_reads(args: list[str], name: str = "lint"):
+    """What typer calls the command `name` with for `args`, or "refused" (a usage error)."""
     import typer.main
 
     seen: dict = {}
+    real = cli.WITHOUT_TYPER[name]
 
-    def lint(**given):
+    def command(**given):
         seen.update(given)
 
-    lint.__signature__ = inspect.signature(cli.lint)
-    lint.__annotations__ = dict(cli.lint.__annotations__)
-    app = typer_app([("lint", lint)], name="kubelint-ports", release="0", help="test")
+    command.__signature__ = inspect.signature(real)
+    command.__annotations__ = dict(real.__annotations__)
+    app = typer_app([(name, command)], name="kubelint-ports", release="0", help="test")
     try:
-        typer.main.get_command(app).main(args=["lint", *args], prog_name="kubelint-ports", standalone_mode=False)
+        typer.main.get_command(app).main(args=[name, *args], prog_name="kubelint-ports", standalone_mode=False)
     except Exception as error:  # noqa: BLE001 (click's usage errors, whatever their class)
         if cli.is_a(error, "ClickException"):
             return "refused"
@@ -94,12 +95,36 @@ def test_what_typer_must_say_is_left_to_typer(args):
 def test_shell_completion_and_unknown_commands_go_to_typer(monkeypatch):
     monkeypatch.setenv("_KUBELINT_PORTS_COMPLETE", "bash_complete")
     assert parse_command_line(cli.lint, [CLEAN]) is None
-    assert cli.WITHOUT_TYPER == {"lint": cli.lint}  # the one command a pre-commit hook runs
+    assert cli.WITHOUT_TYPER == {"lint": cli.lint, "ports": cli.ports}  # pre-commit's, and the page's
+    assert parse_command_line(cli.ports, [CLEAN]) is None
 
 
-def lint_options() -> list[str]:
+PORTS_ORDINARY = [
+    [],
+    [CLEAN, "--format", "html", "-o", "map.html", "--link-base", "https://example.com/blob/abc"],
+    ["--free", "--near", "8080", "--count", "3", "--format=json", "--nodes", "n.yaml", CLEAN],
+    ["--no-color", "--color", "-j", "1", "--select", "KP3", "--proxy-mode", "ipvs", "--", "-"],
+]
+PORTS_LEFT_TO_TYPER = [["--near", "0"], ["--near", "65536"], ["--count", "0"], ["--format", "sarif"], ["--help"],
+                       ["--free=1"], ["-v"]]
+
+
+@pytest.mark.parametrize("args", PORTS_ORDINARY, ids=" ".join)
+def test_ports_command_lines_are_read_as_typer_reads_them(args):
+    fast = parse_command_line(cli.ports, args)
+    assert fast is not None, "left to typer: the fast path would never run"
+    slow = typer_reads(args, "ports")
+    assert slow != "refused" and same(fast, slow), (fast, slow)
+
+
+@pytest.mark.parametrize("args", PORTS_LEFT_TO_TYPER, ids=" ".join)
+def test_what_typer_must_say_of_ports_is_left_to_typer(args):
+    assert parse_command_line(cli.ports, args) is None
+
+
+def lint_options(command=None) -> list[str]:
     names = []
-    for parameter in inspect.signature(cli.lint).parameters.values():
+    for parameter in inspect.signature(command or cli.lint).parameters.values():
         if isinstance(parameter.default, Declared):
             for declared in parameter.default.names:
                 names += [name.strip() for name in declared.split("/")]
@@ -126,6 +151,24 @@ def test_any_command_line_is_typer_s_reading_or_left_to_typer(args):
     assert same(fast, slow), (args, fast, slow)
 
 
+PORTS_TOKENS = st.one_of(
+    st.sampled_from(lint_options(cli.ports)),
+    st.sampled_from(["json", "html", "sarif", "0", "3", "65536", "-1", "x", "", "-", "--", "a.yaml", CLEAN,
+                     "--near=80", "--count=0", "-j2", "-o-", "--free=yes"]),
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(PORTS_TOKENS, max_size=8))
+def test_any_ports_command_line_is_typer_s_reading_or_left_to_typer(args):
+    fast = parse_command_line(cli.ports, args)
+    if fast is None:
+        return
+    slow = typer_reads(args, "ports")
+    assert slow != "refused", f"typer refuses {args!r}, the fast path read {fast!r}"
+    assert same(fast, slow), (args, fast, slow)
+
+
 def run(*args: str) -> tuple[int, str, str]:
     done = subprocess.run([sys.executable, "-m", "kubelint_ports", *args], cwd=ROOT, capture_output=True,
                           text=True, timeout=120)
@@ -136,6 +179,8 @@ def run(*args: str) -> tuple[int, str, str]:
     ("lint", CLEAN), ("lint", "-v", FINDINGS), ("lint", "--format", "json", FINDINGS),
     ("lint", "--format", "bogus", CLEAN), ("lint", "--report", "bad", CLEAN), ("lint", "--statistics", "--format",
                                                                                  "sarif", CLEAN),
+    ("ports", FINDINGS), ("ports", "--format", "json", FINDINGS), ("ports", "--free", "--near", "8080", FINDINGS),
+    ("ports", "--free", "--format", "html", FINDINGS), ("ports", "--near", "0", FINDINGS),
 ], ids=" ".join)
 def test_the_command_line_says_what_the_typer_app_says(args):
     """The same run through `main` (the fast path where it applies) and through the typer app."""

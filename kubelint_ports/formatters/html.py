@@ -236,9 +236,14 @@ def packed_json(report: Report, options: FormatOptions) -> str:
     stays byte-identical) and in base64: 2.7 MB of findings for 500 nodes take 60 kB."""
     from kubelint_ports.formatters.json_format import format_report as write_json
 
-    buffer = io.StringIO()
-    write_json(report, buffer, dataclasses.replace(options, statistics=False))
-    return base64.b64encode(gzip.compress(buffer.getvalue().encode("utf-8"), compresslevel=9, mtime=0)).decode("ascii")
+    buffer = io.BytesIO()  # encoded as written: no copy of the text, none of its bytes
+    stream = io.TextIOWrapper(buffer, encoding="utf-8", newline="")
+    write_json(report, stream, dataclasses.replace(options, statistics=False))
+    stream.flush()
+    with buffer.getbuffer() as data:
+        packed = gzip.compress(data, compresslevel=9, mtime=0)
+    stream.detach()
+    return base64.b64encode(packed).decode("ascii")
 
 
 def script_safe(data: str) -> str:
