@@ -123,11 +123,20 @@ def node_port_holders(cluster: Cluster) -> dict[int, list[str]]:
     return holders
 
 
+def node_ports_held(cluster: Cluster) -> frozenset[int]:
+    """The numbers `node_port_holders` names, worked out once per cluster: the fixes ask for each
+    nodePort they move (100 moves on the 50k corpus walked 490,000 claims)."""
+    if "node_ports_held" not in cluster.derived:
+        cluster.derived["node_ports_held"] = frozenset(cluster.node_ports_by_number()) | frozenset(
+            claim.port for _, claim, _ in cluster.held_ports() if cluster.in_node_port_range(claim.port))
+    return cluster.derived["node_ports_held"]
+
+
 def free_node_port_runs(cluster: Cluster, reserved: Iterable[int] = (), taken: Iterable[int] = ()) -> Runs:
     """The node-port range's free runs: claimed by no Service and held by no pod of the inputs, not
     a node daemon's (`reserved`) and not in `taken` (ports already handed out)."""
     low, high = cluster.node_port_range
-    return free_runs({*node_port_holders(cluster), *reserved, *taken}, (), low, high)
+    return free_runs({*node_ports_held(cluster), *reserved, *taken}, (), low, high)
 
 
 def free_node_ports(cluster: Cluster, reserved: Iterable[int] = (), taken: Collection[int] = ()) -> Iterator[int]:
