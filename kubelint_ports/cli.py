@@ -500,9 +500,8 @@ def echo_notes(notes) -> None:
 
 
 # Read without typer when their command line allows (cli_options.parse_command_line): `lint`, what
-# every pre-commit run starts. Then the typer app's commands, in the order --help lists them.
-# Commands whose command line is read without typer when `parse_command_line` can vouch for it:
-# `lint` (every pre-commit run) and `ports` (typer and click are 2.5 MiB of the page's peak at 10k).
+# every pre-commit run starts, and `ports` (typer and click: 2.5 MiB of a 10k page's peak). Then
+# the typer app's commands, in the order --help lists them.
 WITHOUT_TYPER = {"lint": lint, "ports": ports}
 COMMANDS = (("lint", lint), ("config", show_config), ("rules", rules), ("version", version),
              ("explain", explain), ("ports", ports), ("node", node_command))

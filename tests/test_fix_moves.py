@@ -8,13 +8,13 @@ import shutil
 from pathlib import Path
 
 import pytest
+from test_fix import COLLIDING_NODE_PORTS
 from typer.testing import CliRunner
 
 from kubelint_ports.cli import app
 from kubelint_ports.config import ConfigError, load_config
 from kubelint_ports.engine import LintOptions, lint_paths
 from kubelint_ports.fixes import changes, describe
-from test_fix import COLLIDING_NODE_PORTS
 
 ROOT = Path(__file__).resolve().parents[1]
 COLLISIONS = ROOT / "tests" / "fix" / "host-ports" / "collisions.yaml"

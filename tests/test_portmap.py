@@ -577,3 +577,16 @@ def test_the_holders_a_cell_shows_are_found_per_port_as_node_by_node():
         found = held_together(holders)
         assert {tuple(h.index for h in group) for group in found} == expected and len(found) == len(expected)
         assert all([h.index for h in group] == sorted(h.index for h in group) for group in found)
+
+
+def test_the_map_written_node_by_node_is_what_json_dump_writes():
+    """`write_indented` is `json.dump(indent=2, sort_keys=True)` byte for byte, iterators as lists."""
+    import io
+
+    from kubelint_ports.formatters.port_map import write_indented
+
+    data = {"version": 2, "empty": {}, "none": [], "nested": {"b": [1, 2.5, None, True], "a": {"x": "é\u2028</"}},
+            "nodes": [{"name": "n", "claims": [{"port": 80, "findings": [], "receiver": None}]}, {}, []]}
+    streamed = io.StringIO()
+    write_indented({**data, "nodes": iter(data["nodes"]), "none": iter(())}, streamed)
+    assert streamed.getvalue() == json.dumps(data, indent=2, sort_keys=True)
