@@ -409,3 +409,22 @@ def test_a_finding_composes_only_its_document_with_the_files_marks(tmp_path):
     assert source.roots is None  # the whole file was never composed
     # A stretch that is not where the file has it is not trusted: the whole file answers.
     assert source.document(1, (0, 10, 0, 0)) is source.documents()[1]
+
+
+def test_many_findings_in_one_big_file_compose_it_whole_once(tmp_path):
+    """Each stretch is padded with the text before it, so a file with findings in many of its
+    documents is composed whole once the padding would outgrow it, never once per document."""
+    from kubelint_ports.fixes.source import read_source
+    from kubelint_ports.loading import ManifestLoader
+
+    text = "".join(f"---\napiVersion: v1\nkind: Service\nmetadata: {{name: s{index}}}\n" for index in range(40))
+    path = tmp_path / "many.yaml"
+    path.write_text(text)
+    roots = list(yaml.compose_all(text, Loader=ManifestLoader))
+    source = read_source(str(path), "many.yaml")
+    for ordinal, root in enumerate(roots):
+        span = (root.start_mark.index, root.end_mark.index, root.start_mark.line, root.start_mark.column)
+        found = source.document(ordinal, span)
+        assert yaml.serialize(found) == yaml.serialize(root) and found.start_mark.index == span[0]
+    assert source.roots is not None and len(source.spans) < len(roots)  # the rest came from the whole file
+    assert source.padded <= len(text)

@@ -54,6 +54,7 @@ class SourceFile:
     bom: bool
     roots: list | None = None  # every YAML document's root node, composed once
     spans: dict | None = None  # (ordinal, start, end) -> that document's root, composed alone
+    padded: int = 0  # characters of padding composed so far, ahead of the stretches
 
     def bytes_for(self, text: str) -> bytes:
         return (BOM if self.bom else b"") + text.encode("utf-8")
@@ -70,13 +71,16 @@ class SourceFile:
         """The `ordinal`-th document's root. With its `span` (start, end, line, column), only that
         stretch is composed, its marks those of the whole file: a finding in a file of a thousand
         objects composes one of them (the whole file when the stretch does not compose alone:
-        an alias of an anchor outside it, a %TAG directive, a file that changed)."""
-        if span is not None and self.roots is None:
+        an alias of an anchor outside it, a %TAG directive, a file that changed). The padding
+        that keeps its marks is as long as the text before it, so once the stretches of one file
+        would have scanned more than the file itself, the whole file is composed, once."""
+        if span is not None and self.roots is None and self.padded + span[0] <= len(self.text):
             start, end, line, column = span
             key = (ordinal, start, end)
             if self.spans is None:
                 self.spans = {}
             if key not in self.spans:
+                self.padded += start
                 self.spans[key] = self._compose_span(start, end, line, column)
             if self.spans[key] is not None:
                 return self.spans[key]

@@ -335,11 +335,9 @@ def free_ports(cluster: Cluster, reserved: Mapping[int, str], near: int | None =
     ports no pod that may run there, no nodePort and no node daemon holds, outside the ephemeral
     and node-port ranges; with `near`, the `count` free ones closest to it."""
     scopes = [node_port_scope(cluster, reserved, near, count)]
-    runs_of: dict[int, Runs] = {}  # alike nodes share their holders, and so their runs
+    free_by_node = free_host_port_runs_by_node(cluster, reserved)  # the runs the page shows too
     for node, held in host_port_holders_by_node(cluster, reserved).items():
-        if id(held) not in runs_of:
-            runs_of[id(held)] = free_host_port_runs(cluster, held)
-        runs = runs_of[id(held)]
+        runs = free_by_node[node]
         scopes.append(FreeScope(node, runs, run_count(runs), held,
                                 tuple(nearest_in_runs(runs, near, count)) if near is not None else ()))
     return FreePorts(cluster.node_port_range, cluster.ephemeral_port_range, tuple(scopes), near)
