@@ -385,6 +385,57 @@ def test_a_fifo_with_a_silent_writer_stops_at_the_input_deadline(tmp_path):
     assert done.returncode == 2 and b"longer than 1 s (limit input-seconds)" in done.stdout
 
 
+@pytest.mark.skipif(not hasattr(signal, "setitimer"), reason="no interval timers on this platform")
+def test_the_input_deadline_holds_inside_the_loop_and_leaves_the_handler_as_it_found_it():
+    import threading
+    import time
+
+    from kubelint_ports.loading import files
+
+    def spin(seconds):
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            pass
+
+    def own(signum, frame):
+        raise AssertionError("the previous handler ran")
+
+    previous = signal.signal(signal.SIGALRM, own)
+    try:
+        with files.time_limits():
+            with files.time_limit(5):
+                spin(0.01)  # a quick input: no timeout, and its timer is cleared after
+            with pytest.raises(files.InputTimeout):
+                with files.time_limit(0.05):
+                    spin(2)
+            with files.time_limit(5):  # an outer deadline survives an inner one
+                with files.time_limit(1):
+                    pass
+                assert signal.getitimer(signal.ITIMER_REAL)[0] > 1
+            assert signal.getitimer(signal.ITIMER_REAL)[0] == 0
+        assert signal.getsignal(signal.SIGALRM) is own
+        with pytest.raises(files.InputTimeout):  # alone, it installs its handler itself
+            with files.time_limit(0.05):
+                spin(2)
+        assert signal.getsignal(signal.SIGALRM) is own
+
+        outcome = []
+
+        def off_the_main_thread():  # no signal arrives there: unbounded, and no timer set
+            with files.time_limits(), files.time_limit(0.05):
+                spin(0.2)
+                outcome.append(signal.getitimer(signal.ITIMER_REAL)[0])
+
+        with files.time_limits():
+            thread = threading.Thread(target=off_the_main_thread)
+            thread.start()
+            thread.join()
+        assert outcome == [0]
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
 def test_devices_named_directly_are_refused(tmp_path):
     if not os.path.exists("/dev/zero"):
         pytest.skip("no /dev/zero here")
@@ -406,6 +457,25 @@ def test_symlink_loops_and_links_leaving_the_tree(tmp_path):
     done = cli("lint", "k8s/evil.yaml", cwd=tmp_path / "repo")  # named directly (a pre-commit hook)
     assert done.returncode == 2 and b"leaked-secret" not in done.stdout
     assert b"not read: a symlink" in done.stdout
+
+
+@pytest.mark.skipif(not hasattr(os, "O_NOFOLLOW"), reason="no O_NOFOLLOW on this platform")
+def test_a_walked_file_swapped_for_a_symlink_before_it_is_read_is_not_followed(tmp_path, monkeypatch):
+    from kubelint_ports.loading import Loading
+
+    (tmp_path / "secret.yaml").write_text(DEPLOYMENT.replace("name: web", "name: leaked-secret"))
+    tree = tmp_path / "repo" / "k8s"
+    tree.mkdir(parents=True)
+    (tree / "app.yaml").write_text(DEPLOYMENT)
+    monkeypatch.chdir(tmp_path / "repo")
+    loading = Loading(["k8s"])  # walked: a regular file, so no symlink test when read
+    assert loading.walked_files == {os.path.join("k8s", "app.yaml")}
+    (tree / "app.yaml").unlink()
+    (tree / "app.yaml").symlink_to(tmp_path / "secret.yaml")
+    result = loading.finish()
+    assert not result.documents
+    assert [d.message.startswith("cannot read: ") for d in result.diagnostics] == [True]  # ELOOP, in the system's words
+    assert "leaked-secret" not in repr(result)
 
 
 # --- Helm: hostile charts ----------------------------------------------------------------------------

@@ -308,14 +308,14 @@ def internal_error(where: str, error: BaseException) -> Diagnostic:
                                              f"{files.shortened(str(error)[:500])}", internal=True)
 
 
-def read_bytes(path: str, stdin) -> bytes:
+def read_bytes(path: str, stdin, *, no_symlink: bool = False) -> bytes:
     limit = budgets.current().max_file_bytes
     if path == STDIN:
         import sys
 
         stream = stdin if stdin is not None else sys.stdin.buffer
         return stream.read(limit + 1)
-    return files.read_file(path, limit, pipes=True)
+    return files.read_file(path, limit, pipes=True, no_symlink=no_symlink)
 
 
 def node_location(path: str, node: Node) -> Location:

@@ -16,6 +16,7 @@ import re
 import select
 import signal
 import stat
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -102,11 +103,13 @@ def symlink_escape(path: str) -> str | None:
     return os.path.realpath(path)
 
 
-def read_file(path: str, limit: int, deadline: float | None = None, *, pipes: bool = False) -> bytes:
+def read_file(path: str, limit: int, deadline: float | None = None, *, pipes: bool = False,
+              no_symlink: bool = False) -> bytes:
     """At most `limit` + 1 bytes of a regular file, or with `pipes` of a pipe (an input named
     directly: `<(helm template ...)`); OSError (NotRegular for FIFOs unless `pipes`, devices,
     sockets, directories) when it cannot be read, InputTimeout when a pipe outlives `deadline`."""
-    descriptor = os.open(path, _READ_FLAGS)
+    # `no_symlink`: a file a walk found to be none stays none (O_NOFOLLOW: ELOOP if swapped for one since).
+    descriptor = os.open(path, _READ_FLAGS | (getattr(os, "O_NOFOLLOW", 0) if no_symlink else 0))
     try:
         mode = os.fstat(descriptor).st_mode
         if stat.S_ISREG(mode):
@@ -277,29 +280,52 @@ def schema_reference_problem(schema, max_depth: int) -> str | None:
 
 # --- the per-input deadline ----------------------------------------------------------------------
 
+def _expire(signum, frame):
+    raise InputTimeout()
+
+
+_handler_thread: list[int] = []  # the thread whose SIGALRM handler is `_expire` (`time_limits`), if any
+
+
 @contextmanager
 def time_limit(seconds: float | None):
     """Raise InputTimeout in the block after `seconds`, where a timer signal can (the main thread
-    on POSIX); elsewhere the block runs unbounded but for the cooperative checks (pipes, Helm)."""
-    def expire(signum, frame):
-        raise InputTimeout()
-
+    on POSIX); elsewhere the block runs unbounded but for the cooperative checks (pipes, Helm).
+    Inside `time_limits` only the timer is set: installing a handler per input cost more than
+    reading a small file."""
     if not (seconds and hasattr(signal, "setitimer")):
         yield
         return
-    main_thread = True
-    try:
-        previous_handler = signal.signal(signal.SIGALRM, expire)
-    except ValueError:  # not the main thread, the only one Python delivers signals to
-        main_thread = False
-    if not main_thread:
+    if _handler_thread and _handler_thread[-1] == threading.get_ident():
+        previous_timer = signal.setitimer(signal.ITIMER_REAL, seconds)
+        try:
+            yield
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, *(previous_timer if previous_timer[0] else (0,)))
+        return
+    with time_limits():
+        if not _handler_thread or _handler_thread[-1] != threading.get_ident():  # not the main thread
+            yield
+            return
+        with time_limit(seconds):
+            yield
+
+
+@contextmanager
+def time_limits():
+    """Install the SIGALRM handler of `time_limit` once for the many inputs read inside (the
+    previous one restored after); off the main thread, where no signal arrives, nothing."""
+    if not hasattr(signal, "setitimer"):
         yield
         return
-    previous_timer = signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        previous_handler = signal.signal(signal.SIGALRM, _expire)
+    except ValueError:  # not the main thread, the only one Python delivers signals to
+        yield
+        return
+    _handler_thread.append(threading.get_ident())
     try:
         yield
     finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
+        _handler_thread.pop()
         signal.signal(signal.SIGALRM, previous_handler)
-        if previous_timer[0]:
-            signal.setitimer(signal.ITIMER_REAL, *previous_timer)

@@ -248,13 +248,17 @@ class TemplateOutput:
         self.options = options or HelmOptions()
         self.sources: dict[str, TemplateSource | None] = {}
         self.counts: dict[str, int] = {}
+        self.chart_dirs: dict[str, str | None] = {}  # chart name -> its directory (a file names one chart, often)
 
     def __call__(self, document: Document) -> Document:
         origin = document.origin
         if not origin or "/" not in origin:
             return document
         if origin not in self.sources:
-            self.sources[origin] = output_source(origin, self.options)
+            name = origin.split("/")[0]
+            if name not in self.chart_dirs:
+                self.chart_dirs[name] = chart_root_for(name, self.options)
+            self.sources[origin] = output_source(origin, self.chart_dirs[name], self.options)
         source = self.sources[origin]
         ordinal = self.counts.get(origin, 0)
         self.counts[origin] = ordinal + 1
@@ -268,8 +272,7 @@ class TemplateOutput:
                 source.rendered_count = self.counts[origin]
 
 
-def output_source(origin: str, options: HelmOptions) -> TemplateSource | None:
-    chart_dir = chart_root_for(origin.split("/")[0], options)
+def output_source(origin: str, chart_dir: str | None, options: HelmOptions) -> TemplateSource | None:
     if chart_dir is None:
         return None
     source = template_source(chart_dir, origin, options, allowed_roots(chart_dir))

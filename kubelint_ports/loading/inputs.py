@@ -37,7 +37,8 @@ KUSTOMIZATION_FILES = ("kustomization.yaml", "kustomization.yml", "Kustomization
 KUSTOMIZATION_FILES_SET = frozenset(KUSTOMIZATION_FILES)
 
 
-def discover(paths: Iterable[str], notes: list[str] | None = None) -> Iterator[str]:
+def discover(paths: Iterable[str], notes: list[str] | None = None,
+             walked_files: set[str] | None = None) -> Iterator[str]:
     """Files named directly, and manifest files below directories (sorted, hidden ones skipped).
 
     A Helm chart (a directory with `Chart.yaml`) is yielded as its directory, once, and not
@@ -48,6 +49,8 @@ def discover(paths: Iterable[str], notes: list[str] | None = None) -> Iterator[s
 
     Each input is yielded once, at its first place, however often it is named (`lint k8s
     k8s/app.yaml`, a directory and its parent, a symlink and its target): by its real path.
+    Regular files yielded from a directory walk that are no symlinks are added to `walked_files`:
+    the caller need not ask the system again what they are.
     """
     seen: set[str] = set()
     kustomizations: dict[str, str | None] = {}  # directory -> its Kustomize directory, for files given
@@ -92,6 +95,8 @@ def discover(paths: Iterable[str], notes: list[str] | None = None) -> Iterator[s
                         else:
                             real_directory = real_directory or os.path.realpath(directory)
                             key = os.path.join(real_directory, entry.name)
+                        if walked_files is not None and not entry.is_symlink():
+                            walked_files.add(entry.path)
                         yield from once(entry.path, key)
                     else:
                         notes.append(f"{display_path(entry.path)}: skipped, {problem}")
@@ -192,14 +197,19 @@ class Loading:
             else:  # a path the user typed: point at the command line, not at a line of no file
                 self.result.diagnostics.append(Diagnostic(Location(COMMAND_LINE, 0, 0),
                                                           f"no such file or directory {display_path(path)!r}"))
-        self.entries = [path for path in discover(given, self.result.notes)
+        self.walked_files: set[str] = set()  # regular files found walking: no directory nor symlink test
+        self.entries = [path for path in discover(given, self.result.notes, self.walked_files)
                         if exclude is None or path == STDIN or not exclude(path)]
         self.archives = {path for path in self.paths if is_packaged_chart(path)}
         # Charts render in this process: a packaged one is held back from the workers as stdin is.
         batched = [STDIN if path in self.archives else path for path in self.entries]
-        self.batches = workers.batches(batched, helm, reader) if workers is not None and reader else {}
+        self.batches = workers.batches(batched, helm, reader, self.walked_files) if workers is not None and reader else {}
 
     def finish(self) -> LoadResult:
+        with files.time_limits():  # each input's own budget below sets only its timer
+            return self._finish()
+
+    def _finish(self) -> LoadResult:
         result = self.result
         entries, batches, reader = self.entries, self.batches, self.reader
         kustomizations: list[str] = []  # rendered after the files: which of them are bases needs them all
@@ -214,16 +224,18 @@ class Loading:
                 continue
             path = entries[position]
             position += 1
-            if path != STDIN and os.path.isdir(path) and not os.path.isfile(os.path.join(path, CHART_FILE)):
+            directory = path != STDIN and path not in self.walked_files and os.path.isdir(path)
+            if directory and not os.path.isfile(os.path.join(path, CHART_FILE)):
                 kustomizations.append(path)
                 continue
-            if path in self.archives or (path != STDIN and os.path.isdir(path)):
+            if path in self.archives or directory:
                 from kubelint_ports.loading.helm import load_chart
 
                 options = self.chart_helm.get(os.path.abspath(path), self.helm)
                 read_guarded(path, result, lambda: load_chart(path, options, result, reader, named=self.paths))
                 continue
-            read_guarded(path, result, lambda: load_file(path, result, stdin=self.stdin, helm=self.helm, reader=reader))
+            read_guarded(path, result, lambda: load_file(path, result, stdin=self.stdin, helm=self.helm, reader=reader,
+                                                         walked=path in self.walked_files))
         if kustomizations:
             from kubelint_ports.loading.kustomize import load_kustomizations
 

@@ -37,17 +37,18 @@ _CONTENT_LINE = re.compile(r"^( *)([^ \n#])", re.MULTILINE)  # the first line th
 
 
 def load_file(path: str, result: LoadResult, *, stdin=None, helm: HelmOptions | None = None,
-              reader: DocumentReader | None = None) -> None:
-    """One manifest file (or standard input); `helm template` output maps to its chart."""
+              reader: DocumentReader | None = None, walked: bool = False) -> None:
+    """One manifest file (or standard input); `helm template` output maps to its chart.
+    `walked`: a directory walk found it a regular file, no symlink (the walk vetted it)."""
     shown = display_path(path)
     result.files += 1
-    escape = files.symlink_escape(path) if path != STDIN else None
+    escape = files.symlink_escape(path) if path != STDIN and not walked else None
     if escape:
         result.diagnostics.append(Diagnostic(Location(shown, 0, 0), (
             f"not read: a symlink to {escape}, outside the current directory and its own")))
         return
     try:
-        data = read_bytes(path, stdin)
+        data = read_bytes(path, stdin, no_symlink=walked)
     except OSError as error:
         result.diagnostics.append(Diagnostic(Location(shown, 0, 0), f"cannot read: {error.strerror or error}"))
         return

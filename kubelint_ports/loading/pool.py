@@ -26,7 +26,7 @@ import stat
 import sys
 from typing import TYPE_CHECKING
 
-from kubelint_ports.loading import STDIN, DocumentReader, LoadResult, budgets, load_file, read_guarded
+from kubelint_ports.loading import STDIN, DocumentReader, LoadResult, budgets, files, load_file, read_guarded
 
 if TYPE_CHECKING:  # imported when a pool starts: a small run never pays for multiprocessing
     from concurrent.futures import Future, ProcessPoolExecutor
@@ -101,10 +101,12 @@ class Workers:
         if self.executor is not None:
             self.executor.shutdown(wait=True, cancel_futures=True)
 
-    def batches(self, entries: list[str], helm, reader: DocumentReader) -> dict[int, tuple[Future, int]]:
+    def batches(self, entries: list[str], helm, reader: DocumentReader,
+                walked: set[str] = frozenset()) -> dict[int, tuple[Future, int]]:
         """Submit the regular files among `entries`, in contiguous batches of about equal size:
         {input position of a batch's first file: (future, number of files)}. Nothing when they
-        are too small to gain from workers."""
+        are too small to gain from workers. `walked`: the entries a directory walk found to be
+        regular files, no symlinks (`inputs.discover`)."""
         sizes: dict[int, int] = {}
         for position, path in enumerate(entries):
             if path == STDIN:
@@ -140,7 +142,8 @@ class Workers:
 
             self.executor = ProcessPoolExecutor(max_workers=jobs, mp_context=_context(), initializer=gc.disable)
             self.started = jobs
-        return {first: (self.executor.submit(read_batch, paths, helm, reader.fresh(), budgets.current()), len(paths))
+        return {first: (self.executor.submit(read_batch, paths, helm, reader.fresh(), budgets.current(),
+                                             {path for path in paths if path in walked}), len(paths))
                 for first, paths in batches}
 
     def workers_wanted(self) -> int:
@@ -168,13 +171,14 @@ class Workers:
         return f"input read in this process ({self.why})"
 
 
-def read_batch(paths: list[str], helm, reader: DocumentReader, limits: budgets.Limits
-               ) -> tuple[LoadResult, DocumentReader]:
+def read_batch(paths: list[str], helm, reader: DocumentReader, limits: budgets.Limits,
+               walked: set[str] = frozenset()) -> tuple[LoadResult, DocumentReader]:
     """One batch, in a worker, under the run's budgets (a spawned worker would not inherit them)."""
     result = LoadResult()
-    with budgets.applied(limits):
+    with budgets.applied(limits), files.time_limits():
         for path in paths:
-            read_guarded(path, result, lambda: load_file(path, result, helm=helm, reader=reader))
+            read_guarded(path, result, lambda: load_file(path, result, helm=helm, reader=reader,
+                                                         walked=path in walked))
     return result, reader
 
 
