@@ -3,7 +3,7 @@ would break. Figures only, never assertions; the optional readers are measured w
 
     python benchmarks/bench_readers.py                       # the 10k corpus of bench_lint.py
     python benchmarks/bench_readers.py --corpus DIR --repeat 5
-    pip install rapidyaml yaml-rs                            # to measure those two as well
+    pip install rapidyaml yaml-rs tree-sitter-yaml           # to measure those three as well
 
 Each reader reads every .yaml/.yml/.json file of the corpus in a fresh process (the cyclic GC off,
 as the linter runs), in interleaved rounds; medians of wall and CPU seconds are printed with the
@@ -18,6 +18,8 @@ ratio to the PyYAML compose floor:
   rapidyaml walk     the same, then every node's key and value read from Python (the least a
                      linter reading the tree from Python must do for the nodes it reads)
   yaml-rs load       `yaml_rs.loads`: Python objects, built in Rust (no node positions)
+  tree-sitter parse  `tree_sitter_yaml`: a concrete syntax tree in C, positions in bytes; scalars
+                     stay source text (quotes and escapes undone by the reader, not measured)
 
 Then, per reader, how many of the files PyYAML composes it rejects, as they are and with a leading
 UTF-8 byte order mark removed (Kubernetes reads files that start with one), and whether it keeps
@@ -86,6 +88,15 @@ elif reader == "yaml-rs load":
     for text in texts:
         yaml_rs.loads(text.decode("utf-8"))
         nodes += 1
+elif reader == "tree-sitter parse":
+    import tree_sitter_yaml
+    from tree_sitter import Language, Parser
+    parser = Parser(Language(tree_sitter_yaml.language()))
+    for text in texts:
+        tree = parser.parse(text)
+        if tree.root_node.has_error:
+            sys.exit(1)  # counted in the conformance columns
+        nodes += 1
 print(nodes)
 """
 
@@ -100,6 +111,15 @@ if importlib.util.find_spec("ryml"):
 if importlib.util.find_spec("yaml_rs"):
     import yaml_rs
     readers["yaml-rs"] = lambda text: yaml_rs.loads(text.decode("utf-8"))
+if importlib.util.find_spec("tree_sitter_yaml"):
+    import tree_sitter_yaml
+    from tree_sitter import Language, Parser
+    parser = Parser(Language(tree_sitter_yaml.language()))
+
+    def parsed(text):
+        if parser.parse(text).root_node.has_error:  # tree-sitter recovers: an error is a node
+            raise ValueError(text[:40])
+    readers["tree-sitter"] = parsed
 counts = {name: [0, 0] for name in readers}
 files = 0
 for directory, subdirs, names in os.walk(root):
@@ -122,10 +142,13 @@ for directory, subdirs, names in os.walk(root):
 print(json.dumps({"files": files, "rejected": counts}))
 """
 
-READERS = ("pyyaml compose", "manifest loader", "pyyaml events", "rapidyaml parse", "rapidyaml walk", "yaml-rs load")
-NEEDS = {"rapidyaml parse": "ryml", "rapidyaml walk": "ryml", "yaml-rs load": "yaml_rs"}
+READERS = ("pyyaml compose", "manifest loader", "pyyaml events", "rapidyaml parse", "rapidyaml walk", "yaml-rs load",
+           "tree-sitter parse")
+NEEDS = {"rapidyaml parse": "ryml", "rapidyaml walk": "ryml", "yaml-rs load": "yaml_rs",
+         "tree-sitter parse": "tree_sitter_yaml"}
 POSITIONS = {"pyyaml compose": "yes", "manifest loader": "yes", "pyyaml events": "yes",
-             "rapidyaml parse": "on request", "rapidyaml walk": "on request", "yaml-rs load": "no"}
+             "rapidyaml parse": "on request", "rapidyaml walk": "on request", "yaml-rs load": "no",
+             "tree-sitter parse": "bytes"}
 
 
 def timed(command: list[str]) -> tuple[float, float]:
