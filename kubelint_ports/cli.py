@@ -403,12 +403,12 @@ def write_and_exit(report, output: Optional[Path], write) -> None:
 
 
 def write_free(report, settings, output_format, output, near, count) -> None:
-    """`ports --free`: the free nodePorts and host ports (model.free_ports), then exit as `ports` does."""
+    """`ports --free`: each unit's free nodePorts and host ports (model.free_ports), then exit as `ports` does."""
     from kubelint_ports.formatters.port_map import write_free_json, write_free_text
-    from kubelint_ports.model.free_ports import free_ports
+    from kubelint_ports.model.free_ports import free_ports_by_unit
     from kubelint_ports.portmap import reserved_for_free_ports
 
-    found = free_ports(report.cluster, reserved_for_free_ports(settings.policies), near, count)
+    found = free_ports_by_unit(report.cluster, reserved_for_free_ports(settings.policies), near, count)
     write_and_exit(report, output, lambda stream: (
         write_free_json if output_format is PortsFormat.json else write_free_text)(found, stream))
 

@@ -359,3 +359,33 @@ def test_units_place_a_values_set_by_its_values_file(chdir):
                   + "units:\n  prod: [prod, chart/values-prod.yaml]\n"})
     found = [(f["object"]["name"], f["units"]) for f in lint_json()["findings"] if f["rule"] == "KP203"]
     assert sorted(found) == [("a", ["prod"]), ("web", ["prod"])]
+
+
+def test_free_ports_are_each_units_own(chdir):
+    """`ports --free` answers per unit, from the unit's own objects and nodes: a hostPort and a
+    nodePort taken in prod only are free in staging, whose nodes have the same names."""
+    write(chdir, {"prod/app.yaml": host_port_pods("DaemonSet", "agent", "ops", 9400) + "\n---\n"
+                  + SERVICE.format(name="web"),
+                  "staging/app.yaml": SERVICE.format(name="other").replace("30080", "30081"),
+                  "inventory/nodes.json": inventory(("node-1", {}), ("node-2", {})),
+                  ".kubelint-ports.yaml": "nodes: [inventory/nodes.json]\nunits:\n  prod: [prod]\n  staging: [staging]\n"})
+    data = json.loads(CliRunner().invoke(app, ["ports", "--free", "--near", "9400", "--count", "1",
+                                               "--format", "json"]).stdout)
+    assert data["version"] == 2 and [unit["name"] for unit in data["units"]] == ["prod", "staging"]
+    prod, staging = ({scope["node"]: scope for scope in unit["scopes"]} for unit in data["units"])
+    assert prod[None]["taken"] == {"30080": ["shop/Service/web"]}
+    assert staging[None]["taken"] == {"30081": ["shop/Service/other"]}
+    assert [prod[node]["suggested"] for node in ("node-1", "node-2")] == [[9399], [9399]]
+    assert [staging[node]["suggested"] for node in ("node-1", "node-2")] == [[9400], [9400]]
+    assert ["9400" in staging[node]["taken"] for node in ("node-1", "node-2")] == [False, False]
+    text = CliRunner().invoke(app, ["ports", "--free"]).stdout
+    assert text.startswith("unit prod\nnodePorts (30000-32767): 2767 free\n")
+    assert "\n\nunit staging\nnodePorts (30000-32767): 2767 free\n" in text
+    assert text.count("taken 9400: ops/DaemonSet/agent (hostPort)") == 2  # prod's two nodes only
+
+
+def test_free_ports_of_a_run_without_units_keep_their_shape(chdir):
+    write(chdir, {"app.yaml": SERVICE.format(name="web")})
+    data = json.loads(CliRunner().invoke(app, ["ports", "--free", "--format", "json"]).stdout)
+    assert "version" not in data and data["scopes"][0]["taken"] == {"30080": ["shop/Service/web"]}
+    assert CliRunner().invoke(app, ["ports", "--free"]).stdout.startswith("nodePorts (30000-32767): 2767 free\n")

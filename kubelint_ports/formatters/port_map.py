@@ -185,23 +185,38 @@ def run_text(run: tuple[int, int]) -> str:
     return str(run[0]) if run[0] == run[1] else f"{run[0]}-{run[1]}"
 
 
-def write_free_text(free_ports, out: TextIO) -> None:
-    """`ports --free`: per scope, the free ports as runs (or the suggestions near `--near`) and
-    what holds the taken ones in the scope's range."""
-    for index, scope in enumerate(free_ports.scopes):
-        if index:
-            out.write("\n")
-        out.write(printable(f"{free_scope_title(scope, free_ports)}: {scope.count} free") + "\n")
-        if free_ports.near is not None:
-            out.write(f"  near {free_ports.near}: {', '.join(map(str, scope.suggested)) or 'none'}\n")
-        else:
-            out.write(f"  free: {', '.join(run_text(run) for run in scope.free) or 'none'}\n")
-        for port, holders in scope.held.items():
-            out.write(printable(f"  taken {port}: {', '.join(holders)}") + "\n")
+def write_free_text(units, out: TextIO) -> None:
+    """`ports --free`: per unit (`model.free_ports.free_ports_by_unit`; headed `unit NAME` when
+    named) and per scope, the free ports as runs (or the suggestions near `--near`) and what holds
+    the taken ones in the scope's range."""
+    for number, (unit, free_ports) in enumerate(units):
+        if unit:
+            out.write(("\n" if number else "") + printable(f"unit {unit}") + "\n")
+        for index, scope in enumerate(free_ports.scopes):
+            if index:
+                out.write("\n")
+            out.write(printable(f"{free_scope_title(scope, free_ports)}: {scope.count} free") + "\n")
+            if free_ports.near is not None:
+                out.write(f"  near {free_ports.near}: {', '.join(map(str, scope.suggested)) or 'none'}\n")
+            else:
+                out.write(f"  free: {', '.join(run_text(run) for run in scope.free) or 'none'}\n")
+            for port, holders in scope.held.items():
+                out.write(printable(f"  taken {port}: {', '.join(holders)}") + "\n")
 
 
-def write_free_json(free_ports, out: TextIO) -> None:
-    data = {
+def write_free_json(units, out: TextIO) -> None:
+    """The run's one unnamed unit as it always was; named units as `version` 2 with `units`, each
+    its `name` beside its answer (as the port map's JSON has them)."""
+    if len(units) == 1 and not units[0][0]:
+        data = free_data(units[0][1])
+    else:
+        data = {"version": 2, "units": [{"name": unit, **free_data(free_ports)} for unit, free_ports in units]}
+    json.dump(data, out, indent=2, sort_keys=True)
+    out.write("\n")
+
+
+def free_data(free_ports) -> dict:
+    return {
         "nodePortRange": list(free_ports.node_port_range),
         "ephemeralPortRange": list(free_ports.ephemeral_port_range),
         "near": free_ports.near,
@@ -214,5 +229,3 @@ def write_free_json(free_ports, out: TextIO) -> None:
             "taken": {str(port): list(holders) for port, holders in scope.held.items()},
         } for scope in free_ports.scopes],
     }
-    json.dump(data, out, indent=2, sort_keys=True)
-    out.write("\n")

@@ -343,6 +343,15 @@ def free_ports(cluster: Cluster, reserved: Mapping[int, str], near: int | None =
     return FreePorts(cluster.node_port_range, cluster.ephemeral_port_range, tuple(scopes), near)
 
 
+def free_ports_by_unit(cluster: Cluster, reserved: Mapping[int, str], near: int | None = None,
+                       count: int = 5) -> tuple[tuple[str, FreePorts], ...]:
+    """`free_ports` per deployment unit, each from its own cluster (its objects, nodes and port
+    ranges: another cluster's ports are never taken here), as (unit name, answer); a run of one
+    unnamed unit gives ("", the run's answer)."""
+    units = cluster.units or [("", cluster)]
+    return tuple((name, free_ports(unit, reserved, near, count)) for name, unit in units)
+
+
 def node_port_scope(cluster: Cluster, reserved: Mapping[int, str], near: int | None = None,
                     count: int = 5) -> FreeScope:
     """The node-port range's free runs and who holds its taken ports (`free_ports`' first scope)."""
