@@ -389,3 +389,20 @@ def test_free_ports_of_a_run_without_units_keep_their_shape(chdir):
     data = json.loads(CliRunner().invoke(app, ["ports", "--free", "--format", "json"]).stdout)
     assert "version" not in data and data["scopes"][0]["taken"] == {"30080": ["shop/Service/web"]}
     assert CliRunner().invoke(app, ["ports", "--free"]).stdout.startswith("nodePorts (30000-32767): 2767 free\n")
+
+
+def test_a_units_nodeport_fix_moves_within_its_own_range_and_services(chdir):
+    """Staging's nodePort collision is fixed within staging's cluster: its own node-port range
+    (prod's Services, in another cluster, take nothing there), as its message advises."""
+    colliding = "\n---\n".join(SERVICE.format(name=name).replace("30080", "31000") for name in ("one", "two"))
+    write(chdir, {"prod/app.yaml": SERVICE.format(name="web").replace("30080", "31001"),
+                  "staging/app.yaml": colliding,
+                  ".kubelint-ports.yaml": "units:\n  prod: [prod]\n"
+                                          "  staging: {paths: [staging], node-port-range: 31000-31010}\n"})
+    result = CliRunner().invoke(app, ["lint", "--format", "json", "--diff", "--unsafe-fixes"])
+    assert "-spec: {type: NodePort, ports: [{port: 80, nodePort: 31000}]}\n" \
+           "+spec: {type: NodePort, ports: [{port: 80, nodePort: 31001}]}" in result.stdout, result.stdout
+    findings = [f for f in lint_json()["findings"] if f["rule"] == "KP203"]
+    assert [f["units"] for f in findings] == [["staging"], ["staging"]]
+    [fix] = [f["fix"]["description"] for f in findings if "fix" in f]
+    assert fix.startswith("move nodePort 31000 to 31001"), fix

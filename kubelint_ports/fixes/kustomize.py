@@ -162,7 +162,8 @@ def shared_note(document, file: str, shown: str, context: Context) -> str:
 def overlays_reading(file: str, context: Context):
     """The built objects of the inputs whose resource file or one of whose patches is `file`."""
     real = os.path.realpath(file)
-    for item in [*context.cluster.workloads, *context.cluster.services]:
+    cluster = context.whole_run or context.cluster
+    for item in [*cluster.workloads, *cluster.services]:
         document = item.document
         if not hasattr(document, "source_file") or item.live:
             continue

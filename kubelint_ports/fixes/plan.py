@@ -50,6 +50,9 @@ class Context:
     # file's nodePort that two overlays report moves once, to one port.
     carried: dict[tuple[str, int, int], str] = field(default_factory=dict)
     workloads: dict | None = None  # object -> its linted Workload, made when first asked
+    # The whole run's model when `cluster` is one deployment unit's (`run.unit_context`): which
+    # overlays read a base file is a question about every unit.
+    whole_run: Cluster | None = None
 
     def workload(self, ref):
         """The linted (not running) Workload of an object, or None."""

@@ -27,14 +27,29 @@ def describe(report: Report, edits: bool = False, reserved=frozenset(), choices:
     places = Places(cluster)
     context = Context(cluster, frozenset(reserved), keeps_port=node_ports_kept(report.findings, places.origins),
                       findings=report.findings, choices=choices)
+    units = dict(cluster.units)
+    unit_contexts: dict[str, Context] = {}
     findings = []
     for finding in report.findings:
         fix = None
         if finding.rule_id in FIXES and not finding.suppressed:
-            fix = fix_of(finding, places, context, edits)
+            fix = fix_of(finding, places, unit_context(finding, context, units, unit_contexts), edits)
         findings.append(replace(finding, fix=fix) if fix is not None else finding)
     report.findings = findings
     return report
+
+
+def unit_context(finding: Finding, context: Context, units: dict, made: dict[str, Context]) -> Context:
+    """A finding of one deployment unit is fixed within that unit's cluster: its objects, nodes
+    and port ranges, as its message and `ports --free` answer. One of several units (a file they
+    share) is fixed within the whole run's, where a port free in all of them is free. The ports
+    handed out, the files read and the kept ports stay the run's."""
+    if len(finding.units) != 1 or finding.units[0] not in units:
+        return context
+    name = finding.units[0]
+    if name not in made:
+        made[name] = replace(context, cluster=units[name], workloads=None, whole_run=context.cluster)
+    return made[name]
 
 
 def fix_of(finding: Finding, places: Places, context: Context, edits: bool) -> Fix | None:
