@@ -238,7 +238,7 @@ def unit_maps(units: Sequence[tuple[str, Cluster]], findings: Sequence[Finding],
                     datapath_facts={name: fact for name, fact in maps[0].datapath_facts.items()
                                     if all(m.datapath_facts.get(name) == fact for m in maps)})
     for unit_map in maps:
-        named = {node: f"[{unit_map.unit}] {node}" for node in unit_map.nodes}
+        named = {node: unit_node_name(unit_map.unit, node) for node in unit_map.nodes}
         offset = len(shown.holders)
         shown.nodes += named.values()
         shown.holders += [replace(h, nodes=tuple(named[n] for n in h.nodes), index=offset + h.index, marks=[
@@ -249,6 +249,12 @@ def unit_maps(units: Sequence[tuple[str, Cluster]], findings: Sequence[Finding],
         shown.node_info.update({named[node]: info for node, info in unit_map.node_info.items()})
         shown.unplaced += unit_map.unplaced
     return shown
+
+
+def unit_node_name(unit: str, node: str) -> str:
+    """A node of one of several units, as a map of them names it: `[prod] node-a`; `[prod] ` with
+    "" (every node of a unit without an inventory, in its free host ports)."""
+    return f"[{unit}] {node}"
 
 
 def empty_port_map(findings: Sequence[Finding] = ()) -> PortMap:

@@ -437,3 +437,69 @@ def test_no_link_without_an_http_link_base(browser, tmp_path):
     assert browser.execute_script("return document.querySelectorAll('a.loc').length") == 0
     browser.find_element("css selector", '.cell[data-node="worker-1"][data-port="9100/TCP"]').click()
     assert browser.execute_script("return document.querySelectorAll('#details a.loc').length") == 0
+
+
+def test_a_page_of_several_units_shows_each_units_free_ports_and_nodeport_rows(browser, tmp_path):
+    """Two units on nodes of the same names: each unit's nodePort row is the nodePorts' row (not a
+    node: not counted, not grouped), its nodePorts are its own, and so are its nodes' free host
+    ports, as `ports --free` answers per unit."""
+    from test_units import SERVICE, host_port_pods, inventory, write
+
+    write(tmp_path, {"prod/app.yaml": host_port_pods("DaemonSet", "agent", "ops", 9400) + "\n---\n"
+                     + SERVICE.format(name="web"),
+                     "staging/app.yaml": SERVICE.format(name="other").replace("30080", "30081"),
+                     "inventory/nodes.json": inventory(("node-1", {}), ("node-2", {})),
+                     ".kubelint-ports.yaml": "nodes: [inventory/nodes.json]\nunits:\n  prod: [prod]\n"
+                                             "  staging: [staging]\n"})
+    page = tmp_path / "ports.html"
+    with pytest.MonkeyPatch.context() as patch:
+        patch.chdir(tmp_path)
+        page.write_text(ports("--format", "html"), encoding="utf-8")
+        free = json.loads(ports("--free", "--near", "9400", "--count", "1", "--format", "json"))
+    load(browser, page)
+    status = browser.find_element("id", "grid-status").text
+    assert status.endswith("(4 nodes) x 3 ports"), status  # two rows of nodePorts are no nodes
+    occupancy = browser.execute_script("return [...document.querySelectorAll('#free .nodeport-occupancy')]"
+                                       ".map(p => p.textContent)")
+    assert [text.split(":")[0] for text in occupancy] == ["nodePorts 30000-32767"] * 2
+    assert [h.text for h in browser.find_elements("css selector", "#free h4.unit")] == ["unit prod", "unit staging"]
+    rows = browser.execute_script("return [...document.querySelectorAll('#free-hosts tbody tr')]"
+                                  ".map(tr => [...tr.cells].map(td => td.textContent))")
+    counts = {unit["name"]: {scope["node"]: scope["freeCount"] for scope in unit["scopes"] if scope["node"]}
+              for unit in free["units"]}
+    assert {row[0]: int(row[1]) for row in rows} == {
+        "[prod] node-1 +1 alike (2 nodes)": counts["prod"]["node-1"],
+        "[staging] node-1 +1 alike (2 nodes)": counts["staging"]["node-1"]}
+    assert counts["staging"]["node-1"] == counts["prod"]["node-1"] + 1  # 9400 is free in staging
+    # A nodePort cell: its unit's nodePorts nearest it; a node's cell: its unit's host ports.
+    browser.find_element("css selector", '.cell[data-node="[staging] (every node)"][data-port="30081/TCP"]').click()
+    details = browser.find_element("id", "details").text
+    assert "Free nodePorts nearest 30081: 30080, 30082" in details, details
+    browser.find_element("id", "group-nodes").click()  # every node on its own row
+    browser.find_element("css selector", '.cell[data-node="[prod] node-1"][data-port="9400/TCP"]').click()
+    details = browser.find_element("id", "details").text
+    [suggested] = [scope["suggested"] for scope in free["units"][0]["scopes"] if scope["node"] == "node-1"]
+    assert f"Free host ports nearest 9400 on [prod] node-1: {suggested[0]}" in details, details
+    assert "Also on every node at this port" not in details
+
+
+def test_several_units_without_an_inventory_list_each_units_free_host_ports(browser, tmp_path):
+    from test_units import SERVICE, host_port_pods, write
+
+    write(tmp_path, {"prod/app.yaml": host_port_pods("DaemonSet", "agent", "ops", 9400),
+                     "staging/app.yaml": SERVICE.format(name="other"),
+                     ".kubelint-ports.yaml": "units:\n  prod: [prod]\n  staging: [staging]\n"})
+    page = tmp_path / "ports.html"
+    with pytest.MonkeyPatch.context() as patch:
+        patch.chdir(tmp_path)
+        page.write_text(ports("--format", "html"), encoding="utf-8")
+        free = json.loads(ports("--free", "--near", "9400", "--count", "1", "--format", "json"))
+    load(browser, page)
+    rows = browser.execute_script("return [...document.querySelectorAll('#free-hosts tbody tr')]"
+                                  ".map(tr => [...tr.cells].map(td => td.textContent))")
+    assert [row[0] for row in rows] == ["[prod] every node (no --nodes inventory)",
+                                       "[staging] every node (no --nodes inventory)"]
+    browser.find_element("css selector", '.cell[data-port="9400/TCP"]').click()
+    [suggested] = [scope["suggested"] for scope in free["units"][0]["scopes"] if scope["kind"] == "hostPort"]
+    details = browser.find_element("id", "details").text
+    assert f"Free host ports nearest 9400 on any node (no --nodes inventory): {suggested[0]}" in details, details

@@ -406,3 +406,26 @@ def test_a_units_nodeport_fix_moves_within_its_own_range_and_services(chdir):
     assert [f["units"] for f in findings] == [["staging"], ["staging"]]
     [fix] = [f["fix"]["description"] for f in findings if "fix" in f]
     assert fix.startswith("move nodePort 31000 to 31001"), fix
+
+
+def test_the_page_of_several_units_embeds_each_units_free_ports(chdir):
+    """What the page's script reads: every node named with its unit, each row's unit, and each
+    unit's nodePorts and host ports as its `ports --free` section has them."""
+    from test_portmap import embedded_data
+
+    write(chdir, {"prod/app.yaml": host_port_pods("DaemonSet", "agent", "ops", 9400) + "\n---\n"
+                  + SERVICE.format(name="web"),
+                  "staging/app.yaml": SERVICE.format(name="other").replace("30080", "30081"),
+                  ".kubelint-ports.yaml": "units:\n  prod: [prod]\n  staging: [staging]\n"})
+    data = embedded_data(CliRunner().invoke(app, ["ports", "--format", "html"]).stdout)
+    free = json.loads(CliRunner().invoke(app, ["ports", "--free", "--format", "json"]).stdout)
+    assert data["units"] == ["prod", "staging"]
+    assert [(name, data["unitOf"][index]) for index, name in enumerate(data["nodes"])] == [
+        ("[prod] (any node)", 0), ("[prod] (every node)", 0), ("[staging] (every node)", 1)]
+    node_ports = [[scope["free"] for scope in unit["scopes"] if scope["kind"] == "nodePort"][0]
+                  for unit in free["units"]]
+    assert data["free"]["nodePortsByUnit"] == node_ports
+    hosts = {f"[{unit['name']}] {scope['node']}": (scope["free"], scope["freeCount"])
+             for unit in free["units"] for scope in unit["scopes"] if scope["kind"] == "hostPort"}
+    assert {name: (data["free"]["runs"][runs], count) for name, runs, count in data["free"]["hosts"]} == hosts
+    assert list(hosts) == ["[prod] ", "[staging] "]  # no inventory: every node of the unit

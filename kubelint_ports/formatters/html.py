@@ -37,7 +37,8 @@ from kubelint_ports.findings import Finding, Report
 from kubelint_ports.formatters import FormatOptions, printable
 from kubelint_ports.formatters.port_map import facts_text, summary, units_title
 from kubelint_ports.formatters.text import summary_line
-from kubelint_ports.portmap import ANY_NODE, EVERY_NODE, FreeView, PortMap, empty_port_map, inputs_of
+from kubelint_ports.portmap import (ANY_NODE, EVERY_NODE, FreeView, PortMap, empty_port_map, inputs_of,
+                                    unit_node_name)
 from kubelint_ports.sourceroot import find_source_root, relative_to_root
 from kubelint_ports.vocabulary import Location
 
@@ -151,7 +152,7 @@ def map_section(port_map: PortMap) -> str:
 <noscript><p>The grid needs JavaScript; the findings list every problem.</p></noscript>
 <aside id="details"><p class="muted">Click a cell for who holds the port there, and what lint found; click a node
 for its labels, taints and free ports.</p></aside>
-{free_section(port_map.free_view())}
+{free_section(port_map)}
 </section>"""
 
 
@@ -259,30 +260,59 @@ def namespace_options(port_map: PortMap) -> str:
     return "".join(f'<option value="{attribute(name)}">{text(name)}</option>' for name in names)
 
 
-def free_section(free: FreeView | None) -> str:
+def free_views(port_map: PortMap) -> list[tuple[str, FreeView]]:
+    """(unit, free ports) of each unit a page of several shows, else ("", the map's); [] when the
+    map has no model (the node command's page)."""
+    views = [(section.unit, section.free_view()) for section in port_map.units] if port_map.units else [
+        ("", port_map.free_view())]
+    return [] if any(view is None for _, view in views) else views
+
+
+def free_section(port_map: PortMap) -> str:
     """The node-port range's occupancy as a bar and a table of who holds each taken nodePort
-    (plain HTML), and a table the script fills with each node's free host ports."""
-    if free is None:
+    (plain HTML), one of each per unit on a page of several, and a table the script fills with
+    each node's free host ports."""
+    views = free_views(port_map)
+    if not views:
         return ""
+    if len(views) == 1:
+        free = views[0][1]
+        low, high = free.node_port_range
+        eph_low, eph_high = free.ephemeral_port_range
+        ranges = (f"outside the node-port range {low}-{high} and the ephemeral range {eph_low}-{eph_high} (as\n"
+                  "<code>ports --free</code> counts them; objects not in the inputs are not seen)")
+    else:
+        ranges = ("outside the unit's node-port and ephemeral ranges (as <code>ports --free</code>\n"
+                  "counts them; objects not in the inputs are not seen)")
+    return f"""<div id="free">
+<h3>Free ports</h3>
+{"".join(node_port_occupancy(free, unit) for unit, free in views)}<p class="muted">Host ports a pod may take: from 1024 up, not held by a pod that may run on the node, a nodePort or a
+node daemon, {ranges}.</p>
+<div id="free-status" aria-live="polite"></div>
+<table id="free-hosts"><thead><tr><th>node</th><th>free</th><th>free host ports</th></tr></thead><tbody></tbody></table>
+</div>"""
+
+
+def node_port_occupancy(free: FreeView, unit: str) -> str:
+    """One unit's nodePorts: taken of total, the bar, who holds each taken one. The page of one
+    unit keeps the elements' ids; a page of several heads each unit's with its name."""
     low, high = free.node_port_range
     total = high - low + 1
     taken = total - free.node_ports_free_count
     lowest = f"; lowest free {free.node_ports_free[0][0]}" if free.node_ports_free else ""
     rows = "".join(f'<tr><td>{port}</td><td>{text(", ".join(holders))}</td></tr>'
                    for port, holders in free.node_ports_taken)
+
+    def named(name: str) -> str:
+        return f'class="{name}"' if unit else f'id="{name}"'
+    heading = f'<h4 class="unit">{text(f"unit {unit}")}</h4>\n' if unit else ""
     eph_low, eph_high = free.ephemeral_port_range
-    return f"""<div id="free">
-<h3>Free ports</h3>
-<p id="nodeport-occupancy">nodePorts {low}-{high}: {taken} of {total} taken ({percent(taken, total)}),
-{free.node_ports_free_count} free{lowest}.</p>
-<div id="nodeport-bar">{occupancy_cells(free)}</div>
-{f'<table id="nodeports-taken"><tr><th>nodePort</th><th>held by</th></tr>{rows}</table>' if rows else ''}
-<p class="muted">Host ports a pod may take: from 1024 up, not held by a pod that may run on the node, a nodePort or a
-node daemon, outside the node-port range {low}-{high} and the ephemeral range {eph_low}-{eph_high} (as
-<code>ports --free</code> counts them; objects not in the inputs are not seen).</p>
-<div id="free-status" aria-live="polite"></div>
-<table id="free-hosts"><thead><tr><th>node</th><th>free</th><th>free host ports</th></tr></thead><tbody></tbody></table>
-</div>"""
+    ephemeral = f" Ephemeral range {eph_low}-{eph_high}." if unit else ""
+    return f"""{heading}<p {named("nodeport-occupancy")}>nodePorts {low}-{high}: {taken} of {total} taken ({percent(taken, total)}),
+{free.node_ports_free_count} free{lowest}.{ephemeral}</p>
+<div {named("nodeport-bar")}>{occupancy_cells(free)}</div>
+{f'<table {named("nodeports-taken")}><tr><th>nodePort</th><th>held by</th></tr>{rows}</table>' if rows else ''}
+"""
 
 
 def percent(part: int, whole: int) -> str:
@@ -327,29 +357,44 @@ def page_data(port_map: PortMap, links: Links | None = None) -> dict:
     findings = [[f.rule_id, f.rule_name, str(f.severity), str(f.location), 1 if f.suppressed else 0,
                  links.url(f.location)] for f in port_map.findings]
     info = [port_map.node_info.get(name) for name in port_map.nodes]
-    return {"version": 2, "nodes": port_map.nodes, "anyNode": ANY_NODE, "everyNode": EVERY_NODE,
+    several = {}
+    if port_map.units:  # each node row's unit (its pseudo rows are `[prod] (every node)`)
+        unit_of = [0] * len(port_map.nodes)
+        for number, section in enumerate(port_map.units):
+            for node in section.nodes:
+                unit_of[node_index[unit_node_name(section.unit, node)]] = number
+        several = {"units": [section.unit for section in port_map.units], "unitOf": unit_of}
+    return {"version": 2, "nodes": port_map.nodes, "anyNode": ANY_NODE, "everyNode": EVERY_NODE, **several,
             "sets": [list(key) for key in sets], "holders": holders, "findings": findings,
             # Per node: [[label, value]...], [taint...], cordoned; 0 for a node the inventory does not describe.
             "nodeInfo": [[[list(label) for label in i.labels], list(i.taints), 1 if i.unschedulable else 0] if i else 0
                          for i in info],
-            "free": free_data(port_map.free_view()),
+            "free": free_data(free_views(port_map)),
             # Who receives a packet on a node's port, by the holders there ("port/protocol:i,j", the
             # holders' indices): [winner, certain, the datapath model's sentence].
             "receivers": {f"{port}/{protocol}:{','.join(map(str, indices))}": [r.winner, 1 if r.certain else 0, r.text]
                           for (protocol, port, indices), r in port_map.receivers.items()}}
 
 
-def free_data(free: FreeView | None) -> dict | None:
+def free_data(views: list[tuple[str, FreeView]]) -> dict | None:
     """Free ports as runs [first, last]: the nodePorts', and per node ("": every node, without an
-    inventory) [name, index of its runs in `runs`, count]; nodes alike share their runs."""
-    if free is None:
+    inventory) [name, index of its runs in `runs`, count]; nodes alike share their runs. On a page
+    of several units, nodes are named with their unit (`[prod] a`, `[prod] ` for every node of a
+    unit without an inventory) and the nodePorts are per unit (`nodePortsByUnit`)."""
+    if not views:
         return None
     runs: dict[tuple[tuple[int, int], ...], int] = {}
-    hosts = [[scope.node, runs.setdefault(scope.free, len(runs)), scope.count] for scope in free.host_ports]
+    several = len(views) > 1
+    hosts = [[unit_node_name(unit, scope.node) if several else scope.node, runs.setdefault(scope.free, len(runs)),
+              scope.count] for unit, free in views for scope in free.host_ports]
     as_list: dict[tuple[int, int], list[int]] = {}  # one list per run, however many nodes have it
+    shared = {"hosts": hosts,
+              "runs": [[as_list.get(run) or as_list.setdefault(run, list(run)) for run in key] for key in runs]}
+    if several:
+        return {"nodePortsByUnit": [[list(run) for run in free.node_ports_free] for _, free in views], **shared}
+    free = views[0][1]
     return {"nodePortRange": list(free.node_port_range), "nodePorts": [list(run) for run in free.node_ports_free],
-            "nodePortCount": free.node_ports_free_count, "hosts": hosts,
-            "runs": [[as_list.get(run) or as_list.setdefault(run, list(run)) for run in key] for key in runs]}
+            "nodePortCount": free.node_ports_free_count, **shared}
 
 
 SEVERITY_TITLES = {"error": "Errors", "warning": "Warnings", "note": "Notes"}

@@ -11,7 +11,6 @@
   const CLASS = {conflict: "s-conflict", capture: "s-capture", reserved: "s-reserved", runs: "s-runs",
                  "may run": "s-may"};
   const CELL_W = 46, ROW_H = 24, LABEL_W = 230, HEAD_H = 36, OVERSCAN = 3;
-  const PSEUDO = new Set([data.anyNode, data.everyNode]);
 
   const nodeSets = data.sets.map((members) => new Set(members));
   const findings = data.findings.map((f, index) => ({
@@ -28,6 +27,17 @@
   const free = data.free;
   const freeByNode = new Map(free ? free.hosts.map(([name, runs, count]) => [name, {runs, count}]) : []);
   const nodeIndex = new Map(data.nodes.map((name, index) => [name, index]));
+  // Rows that are no node: the nodePorts' row (every node) and that of pods whose node is unknown
+  // (any node), one of each per deployment unit on a page of several (`[prod] (every node)`).
+  // There, `units` names them and `unitOf` gives each row's unit; a unit's host ports without an
+  // inventory are its name's `[prod] ` (what "" is on a page of one unit).
+  const unitOf = (node) => (data.unitOf ? data.unitOf[node] : 0);
+  const wholeUnit = (node) => (data.units ? `[${data.units[unitOf(node)]}] ` : "");
+  const wholeUnits = new Set(data.units ? data.units.map((unit) => `[${unit}] `) : [""]);
+  const rowsNamed = (name) => (data.units ? data.units.map((unit) => `[${unit}] ${name}`) : [name])
+    .filter((row) => nodeIndex.has(row)).map((row) => nodeIndex.get(row));
+  const everyRows = new Set(rowsNamed(data.everyNode));
+  const PSEUDO = new Set([...everyRows, ...rowsNamed(data.anyNode)]);
 
   const holdersByPort = new Map();
   // A column's port and protocol, kept apart: a protocol is whatever the manifest wrote, "/" too.
@@ -132,9 +142,15 @@
   // The free host ports of a node of the grid (by index): its own, or every node's without an
   // inventory; null for the nodePorts' row and when the page has no free ports.
   function freeOf(node) {
-    if (!free || data.nodes[node] === data.everyNode) return null;
-    const entry = freeByNode.get(data.nodes[node]) || freeByNode.get("");
+    if (!free || everyRows.has(node)) return null;
+    const entry = freeByNode.get(data.nodes[node]) || freeByNode.get(wholeUnit(node));
     return entry ? free.runs[entry.runs] : null;
+  }
+
+  // The free nodePorts of a nodePorts' row (its unit's), or null.
+  function nodePortsOf(node) {
+    if (!free || !everyRows.has(node)) return null;
+    return free.nodePortsByUnit ? free.nodePortsByUnit[unitOf(node)] : free.nodePorts;
   }
 
   function compute() {
@@ -166,7 +182,7 @@
     }
     const narrowed = namespace || filters.port.value.trim() || problemsOnly;
     const shown = data.nodes.map((name, index) => index)
-      .filter((node) => nodeTest(node) && (cells.has(node) || (!narrowed && !PSEUDO.has(data.nodes[node]))));
+      .filter((node) => nodeTest(node) && (cells.has(node) || (!narrowed && !PSEUDO.has(node))));
     const rows = groupRows(shown, cells);
     const keys = new Set();
     for (const row of rows) {
@@ -177,7 +193,7 @@
       return (pa - pb) || (qa < qb ? -1 : qa > qb ? 1 : 0);
     });
     view = {rows, columns};
-    const nodeCount = rows.reduce((sum, row) => sum + row.nodes.filter((n) => !PSEUDO.has(data.nodes[n])).length, 0);
+    const nodeCount = rows.reduce((sum, row) => sum + row.nodes.filter((n) => !PSEUDO.has(n)).length, 0);
     statusLine.textContent = rows.length
       ? `${rows.length} rows (${nodeCount} nodes) x ${columns.length} ports`
       : (narrowed || filters.node.value.trim() ? "Nothing matches the filter." : "No host ports are claimed.");
@@ -197,7 +213,7 @@
     const portText = filters.port.value.trim();
     const groups = new Map();  // runs index -> node names
     for (const [name, runs] of free.hosts) {
-      if (name && !(nodeIndex.has(name) && nodeTest(nodeIndex.get(name)))) continue;
+      if (!wholeUnits.has(name) && !(nodeIndex.has(name) && nodeTest(nodeIndex.get(name)))) continue;
       if (!groups.has(runs)) groups.set(runs, []);
       groups.get(runs).push(name);
     }
@@ -207,7 +223,7 @@
       const shown = runs.slice(0, MAX_RUNS).map(runText).join(", ") || "none";
       const more = runs.length <= MAX_RUNS ? ""
         : ` ... and ${runs.length - MAX_RUNS} more runs (narrow them with the port filter)`;
-      const label = names[0] === "" ? "every node (no --nodes inventory)"
+      const label = wholeUnits.has(names[0]) ? `${names[0]}every node (no --nodes inventory)`
         : names.length > 1 ? `${names[0]} +${names.length - 1} alike (${names.length} nodes)` : names[0];
       rows.push(el("tr", {dataset: {nodes: names.join(" ")}, title: names.length > 1 ? names.slice(0, 50) : null},
         el("td", null, label), el("td", null, String(runsCount(runs))), el("td", {class: "runs"}, shown + more)));
@@ -224,7 +240,7 @@
     for (const node of shown) {
       const row = cells.get(node) || empty;
       let signature = "#" + node;
-      if (filters.group.checked && !PSEUDO.has(data.nodes[node])) {
+      if (filters.group.checked && !PSEUDO.has(node)) {
         signature = [...row.entries()].map(([key, entries]) =>
           key + ":" + entries.map((e) => e.holder.index + e.state).join(",")).join(";");
       }
@@ -349,14 +365,14 @@
         ? el("ul", {class: "node-taints"}, ...about.taints.map((taint) => el("li", null, el("code", null, taint))))
         : el("p", {class: "muted"}, "none"));
       if (about.cordoned) parts.push(el("p", null, "Unschedulable (cordoned): no new pod is scheduled here."));
-    } else if (data.nodes[row.nodes[0]] === data.everyNode) {
+    } else if (everyRows.has(row.nodes[0])) {
       parts.push(el("p", null, "nodePorts: kube-proxy opens them on every node."));
     } else {
       parts.push(el("p", {class: "muted"}, "No inventory describes this node (pass one with --nodes)."));
     }
-    const runs = freeOf(row.nodes[0]) || (data.nodes[row.nodes[0]] === data.everyNode && free ? free.nodePorts : null);
+    const runs = freeOf(row.nodes[0]) || nodePortsOf(row.nodes[0]);
     if (runs) {
-      const kind = data.nodes[row.nodes[0]] === data.everyNode ? "nodePorts" : "host ports";
+      const kind = everyRows.has(row.nodes[0]) ? "nodePorts" : "host ports";
       parts.push(el("h4", null, `Free ${kind} (${runsCount(runs)})`),
         el("p", {class: "runs"}, runs.slice(0, MAX_RUNS).map(runText).join(", ") || "none",
           runs.length > MAX_RUNS ? ` ... and ${runs.length - MAX_RUNS} more runs` : null));
@@ -418,9 +434,9 @@
           ` ${f.severity}${f.suppressed ? " (suppressed)" : ""} `, place(f.location, f.url), el("br"),
           findingText(f)))));
     }
-    if (data.nodes[node] !== data.everyNode) {
-      const everywhere = holders.filter((h) => h.nodes.length === 1 && data.nodes[h.nodes[0]] === data.everyNode &&
-                                           h.port + "/" + h.protocol === key);
+    if (!everyRows.has(node)) {
+      const everywhere = holders.filter((h) => h.nodes.length === 1 && everyRows.has(h.nodes[0]) &&
+                                           unitOf(h.nodes[0]) === unitOf(node) && h.port + "/" + h.protocol === key);
       if (everywhere.length) {
         parts.push(el("h4", null, "Also on every node at this port"), el("ul", null, ...everywhere.map((h) =>
           el("li", null, `${h.kind} of ${h.owner} `, place(h.location, h.url)))));
@@ -435,12 +451,12 @@
   // --near PORT` gives the same), nodePorts on the nodePorts' row.
   const NEAREST = 5;
   function nearestLine(row, port) {
-    const node = row.nodes[0], everyNode = data.nodes[node] === data.everyNode;
-    const runs = everyNode ? (free ? free.nodePorts : null) : freeOf(node);
+    const node = row.nodes[0], everyNode = everyRows.has(node);
+    const runs = everyNode ? nodePortsOf(node) : freeOf(node);
     if (!runs) return null;
-    const runsOf = (n) => (freeByNode.get(data.nodes[n]) || freeByNode.get("") || {}).runs;
+    const runsOf = (n) => (freeByNode.get(data.nodes[n]) || freeByNode.get(wholeUnit(n)) || {}).runs;
     const here = everyNode ? ""
-      : freeByNode.has("") ? " on any node (no --nodes inventory)"
+      : freeByNode.has(wholeUnit(node)) ? " on any node (no --nodes inventory)"
       : row.nodes.every((n) => runsOf(n) === runsOf(node)) && row.nodes.length > 1 ? " on these nodes"
       : ` on ${data.nodes[node]}`;
     return el("p", {class: "nearest"}, `Free ${everyNode ? "nodePorts" : "host ports"} nearest ${port}${here}: `,
