@@ -389,10 +389,23 @@ def effective(settings: Settings) -> dict[str, Any]:
         "exemptions": [dataclasses.asdict(e) for e in options.exemptions],
         **{key: settings.config.get(key) for key in ("select", "ignore") if settings.config.get(key) is not None},
         "limits": {name.replace("_", "-"): value for name, value in dataclasses.asdict(options.limits).items()},
-        "rules": {p.id: {"name": p.name, "severity": str(p.severity), **({"params": p.params} if p.params else {}),
+        "rules": {p.id: {"name": p.name, "severity": str(p.severity),
+                         **({"params": params} if (params := shown_params(p)) else {}),
                          **({"source": p.path} if not p.path.startswith(builtin) else {})}
                   for p in settings.policies},
     }
+
+
+def shown_params(policy) -> dict[str, Any]:
+    """A policy's params as `config` shows them: a check's, all; a declarative policy's
+    (`check: port-schema`), the parameters it declares, which `rules:` sets; its target, schema
+    and message are its policy file's own."""
+    if policy.check != "port-schema":
+        return policy.params
+    declared = policy.params.get("parameters")
+    if not isinstance(declared, dict):
+        return {}
+    return {name: policy.params[name] for name in declared if name in policy.params}
 
 
 def effective_units(options: LintOptions) -> dict[str, dict[str, Any]]:

@@ -389,3 +389,21 @@ def test_ignore_annotation_rendered_by_helm(tmp_path):
     [accepted] = [f for f in report.findings if f.rule_id == "KP101"]
     assert accepted.suppressed == "the agent's port is reviewed"
     assert accepted.location.path.endswith("templates/daemonset.yaml") and accepted.location.line == 16
+
+
+def test_config_shows_a_declarative_policys_parameters_not_its_schema(tmp_path, monkeypatch):
+    """`kubelint-ports config` shows what `rules:` sets: a port-schema policy's declared
+    parameters, with the configured value; its schema, message and target stay in its file."""
+    import yaml
+    from typer.testing import CliRunner
+
+    from kubelint_ports.cli import app
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / ".kubelint-ports.yaml").write_text(
+        "rules:\n  KP552: {allowed: [{min: 9000, max: 9099}]}\n  forbidden-service-type: on\n")
+    shown = yaml.safe_load(CliRunner().invoke(app, ["config"]).stdout)["rules"]
+    assert shown["KP552"] == {"name": "host-port-not-allowed", "severity": "error",
+                              "params": {"allowed": [{"min": 9000, "max": 9099}]}}
+    assert shown["KP553"]["params"] == {"types": ["NodePort"]}  # its default
+    assert "ports" in shown["KP303"]["params"]  # a check's params, all of them

@@ -284,9 +284,10 @@ def free_section(port_map: PortMap) -> str:
     else:
         ranges = ("outside the unit's node-port and ephemeral ranges (as <code>ports --free</code>\n"
                   "counts them; objects not in the inputs are not seen)")
+    occupancy = "".join(node_port_occupancy(free, unit) for unit, free in views)
     return f"""<div id="free">
 <h3>Free ports</h3>
-{"".join(node_port_occupancy(free, unit) for unit, free in views)}<p class="muted">Host ports a pod may take: from 1024 up, not held by a pod that may run on the node, a nodePort or a
+{occupancy}<p class="muted">Host ports a pod may take: from 1024 up, not held by a pod that may run on the node, a nodePort or a
 node daemon, {ranges}.</p>
 <div id="free-status" aria-live="polite"></div>
 <table id="free-hosts"><thead><tr><th>node</th><th>free</th><th>free host ports</th></tr></thead><tbody></tbody></table>
