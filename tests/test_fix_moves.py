@@ -171,3 +171,32 @@ def test_the_command_line_honours_the_configurations_choice(tmp_path):
     removed = [line for line in done.stdout.splitlines() if line.startswith("-") and not line.startswith("---")]
     assert removed == ["-      nodePort: 30000   # collides with a", "-      nodePort: 8080    # outside the range"]
     assert not any(line.startswith("+") and not line.startswith("+++") for line in done.stdout.splitlines())
+
+
+def test_a_move_that_another_move_pushed_further_says_so(tmp_path, monkeypatch):
+    """Three Services on one nodePort, three node agents on one hostPort: the first of each keeps
+    its port, the second takes the lowest (nearest) free one, and the third, pushed past it by
+    the second's move, says so: its messages still name the port the inputs leave free."""
+    services = "---\n".join(f"apiVersion: v1\nkind: Service\nmetadata: {{name: {name}, namespace: shop}}\n"
+                            "spec: {type: NodePort, ports: [{port: 80, nodePort: 30080}]}\n"
+                            for name in ("one", "two", "three"))
+    agents = "---\n".join(f"apiVersion: apps/v1\nkind: DaemonSet\nmetadata: {{name: {name}, namespace: ops}}\n"
+                          f"spec:\n  selector: {{matchLabels: {{app: {name}}}}}\n  template:\n"
+                          f"    metadata: {{labels: {{app: {name}}}}}\n    spec:\n      containers:\n"
+                          f"        - {{name: {name}, image: x, ports: [{{containerPort: 8080, hostPort: 8080}}]}}\n"
+                          for name in ("a", "b", "c"))
+    (tmp_path / "s.yaml").write_text(services + "---\n" + agents)
+    monkeypatch.chdir(tmp_path)
+    report = describe(lint_paths(["s.yaml"]))
+    moves = {(f.rule_id, f.subject.name): f.fix.description for f in report.findings
+             if f.fix is not None and f.rule_id in ("KP203", "KP301")}
+    assert moves[("KP203", "two")].startswith("move nodePort 30080 to 30000, the lowest nodePort of 30000-32767 "
+                                              "that no Service or pod of the inputs claims; ")
+    assert moves[("KP203", "three")].startswith("move nodePort 30080 to 30001, the lowest nodePort of 30000-32767 "
+                                                "that no Service or pod of the inputs claims and no other move of "
+                                                "this run takes; ")
+    assert moves[("KP301", "b")].startswith("move hostPort 8080 to 8079, the free host port nearest 8080 on any "
+                                            "node (no inventory), outside ")
+    assert moves[("KP301", "c")].startswith("move hostPort 8080 to 8081, the free host port nearest 8080 on any "
+                                            "node (no inventory) that no other move of this run takes, outside ")
+    assert ("KP203", "one") not in moves and ("KP301", "a") not in moves

@@ -119,12 +119,18 @@ def move_node_port(target: Target, finding: Finding, context: Context) -> Plan |
     port = next(free_node_ports(context.cluster, context.reserved, context.handed_out), None)
     if port is None:
         return None
+    # Said when another move of the run took a lower one: the message's lowest free port is then not this.
+    others = bool(context.handed_out) and port != next(free_node_ports(context.cluster, context.reserved, set()), None)
     context.handed_out.add(port)
     low, high = context.cluster.node_port_range
     start, end = scalar_span(value)
     return Plan(UNSAFE, f"move {target.key.value} {value.value} to {port}, the lowest nodePort of {low}-{high} that no "
-                        f"Service or pod of the inputs claims; clients of port {value.value} must follow",
+                        f"Service or pod of the inputs claims{OTHER_MOVES if others else ''}; clients of port "
+                        f"{value.value} must follow",
                 splice=(start, end, str(port)), port=port)
+
+
+OTHER_MOVES = " and no other move of this run takes"
 
 
 def move_host_port(target: Target, finding: Finding, context: Context) -> Plan | None:
@@ -148,9 +154,11 @@ def move_host_port(target: Target, finding: Finding, context: Context) -> Plan |
     port = nearest_free_host_port(context.cluster, held | context.handed_out, old)
     if port is None:
         return None
+    others = bool(context.handed_out) and port != nearest_free_host_port(context.cluster, held, old)
     context.handed_out.add(port)
     start, end = scalar_span(value)
     where = f"on every node it may run on ({', '.join(nodes)})" if nodes != [""] else "on any node (no inventory)"
+    where += " that no other move of this run takes" if others else ""
     return Plan(UNSAFE, f"move hostPort {old} to {port}, the free host port nearest {old} {where}, outside the "
                         f"node-port range {context.cluster.node_port_range_text} and the ephemeral range "
                         f"{context.cluster.ephemeral_port_range_text}; clients of the node's port {old} must follow",
