@@ -99,6 +99,9 @@ def remove_init_host_port(target: Target, finding: Finding, context: Context) ->
                 remove=(segments, node_lines(target.key, target.value)))
 
 
+OTHER_MOVES = " and no other move of this run takes"  # a move pushed past the port its message names
+
+
 def move_node_port(target: Target, finding: Finding, context: Context) -> Plan | None:
     """KP203 (a nodePort claimed twice), KP204 (outside the range): the nodePort moved to the
     lowest free one of the range (claimed by no Service and held by no pod of the inputs, not a
@@ -128,9 +131,6 @@ def move_node_port(target: Target, finding: Finding, context: Context) -> Plan |
                         f"Service or pod of the inputs claims{OTHER_MOVES if others else ''}; clients of port "
                         f"{value.value} must follow",
                 splice=(start, end, str(port)), port=port)
-
-
-OTHER_MOVES = " and no other move of this run takes"
 
 
 def move_host_port(target: Target, finding: Finding, context: Context) -> Plan | None:

@@ -203,7 +203,8 @@ class Loading:
         self.archives = {path for path in self.paths if is_packaged_chart(path)}
         # Charts render in this process: a packaged one is held back from the workers as stdin is.
         batched = [STDIN if path in self.archives else path for path in self.entries]
-        self.batches = workers.batches(batched, helm, reader, self.walked_files) if workers is not None and reader else {}
+        self.batches = (workers.batches(batched, helm, reader, self.walked_files)
+                        if workers is not None and reader else {})
 
     def finish(self) -> LoadResult:
         with files.time_limits():  # each input's own budget below sets only its timer
