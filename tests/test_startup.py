@@ -142,17 +142,8 @@ def test_help_and_version_import_no_engine(args):
     assert "typer" in modules  # typer writes the help
     assert present(modules, ("kubelint_ports.engine", "kubelint_ports.model", "kubelint_ports.checks",
                              "kubelint_ports.loading", "yaml")) == []
-    # Plain help (rich_markup_mode=None): rich's import alone doubled --help's start-up. Typer
-    # before 0.21 imports rich itself whatever the mode (constraints/lowest.txt has 0.16): only
-    # slower there, so this holds where typer lets it.
-    if typer_version() >= (0, 21):
-        assert present(modules, ("rich", "rich.markdown", "rich.traceback")) == []
-
-
-def typer_version() -> tuple[int, ...]:
-    from importlib.metadata import version
-
-    return tuple(int(part) for part in version("typer").split(".")[:2] if part.isdigit())
+    # Plain help (rich_markup_mode=None): rich's import alone doubled --help's start-up.
+    assert present(modules, ("rich", "rich.markdown", "rich.traceback")) == []
 
 
 def test_help_lists_every_command_with_its_whole_first_sentence():
