@@ -383,3 +383,34 @@ def test_the_pages_data_written_in_parts_is_the_data_made_script_safe():
     whole = script_safe(json.dumps(data, separators=(",", ":"), sort_keys=True, ensure_ascii=False))
     assert written.getvalue() == whole
     assert "<" not in written.getvalue() and json.loads(written.getvalue()) == data
+
+
+@needs_browser
+def test_a_page_of_units_with_hostile_names_shows_them_as_text_and_runs_nothing(browser, tmp_path, monkeypatch):
+    """Deployment units are named by the configuration (or an overlay's path): on a page of
+    several, the names head each unit's free ports and name its nodes' rows, as text only."""
+    service = {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "web", "namespace": "shop"},
+               "spec": {"type": "NodePort", "ports": [{"port": 80, "nodePort": 30080}]}}
+    for folder in ("a", "b"):
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / "s.yaml").write_text(json.dumps(service), encoding="utf-8")
+    (tmp_path / ".kubelint-ports.yaml").write_text(json.dumps(
+        {"units": {hostile("unit-a"): ["a"], hostile("unit-b"): ["b"]}}), encoding="utf-8")
+    from typer.testing import CliRunner
+
+    from kubelint_ports.cli import app
+
+    monkeypatch.chdir(tmp_path)
+    done = CliRunner().invoke(app, ["ports", "--format", "html", "-o", "page.html"])
+    assert done.exit_code == 0, done.output
+    load(browser, tmp_path / "page.html")
+    text = everything_shown(browser)
+    assert browser.execute_script("return window.__pwned === undefined ? null : String(window.__pwned)") is None
+    assert browser.execute_script("return window.__alerts") == []
+    assert browser.execute_script("return window.__violations") == []
+    assert browser.execute_script("return document.scripts.length") == 2  # the page's own two
+    assert browser.execute_script("return document.querySelectorAll('img, svg, iframe, object, embed').length") == 0
+    headings = [h.text for h in browser.find_elements("css selector", "#free h4.unit")]
+    assert headings == [f"unit {hostile('unit-a')}", f"unit {hostile('unit-b')}"]
+    assert f"[{hostile('unit-a')}] (every node)" in text
+    assert "Free nodePorts" in text  # a unit's nodePorts row found its unit's free ports
