@@ -231,6 +231,8 @@ def git_ignored(top: str):
 def entry_problem(entry: os.DirEntry, root: str) -> str | None:
     """Why a directory entry is not read as a file: not regular, or a symlink leaving `root`."""
     try:
+        if entry.is_file(follow_symlinks=False):  # the directory listing says regular: no system call
+            return None
         if entry.is_symlink():
             if not inside(root, entry.path):
                 return f"a symlink to {os.path.realpath(entry.path)}, outside {root}"

@@ -73,6 +73,9 @@ def discover(paths: Iterable[str], notes: list[str] | None = None,
             yield from once(unit or path)
             continue
         ignored = files.git_ignored(path)
+        # A walked subdirectory is no symlink (the walk never follows one): its real path is its
+        # parent's and its name, so only the top is resolved (realpath per directory: 0.15 s at 12k).
+        real_of = {path: os.path.realpath(path)}
         for directory, subdirs, entries, walk_notes in files.walk_tree(path, max_depth):
             notes.extend(walk_notes)
             names = {entry.name for entry in entries}
@@ -84,7 +87,9 @@ def discover(paths: Iterable[str], notes: list[str] | None = None,
             subdirs[:] = [d for d in subdirs if not d.startswith(".") and d not in SKIPPED_DIRECTORIES
                           and not files.is_virtualenv(os.path.join(directory, d))
                           and not ignored(os.path.join(directory, d), True)]
-            real_directory = None  # resolved once per directory: realpath per file cost 0.1 s per 10k files
+            real_directory = real_of.pop(directory, None) or os.path.realpath(directory)
+            for name in subdirs:
+                real_of[os.path.join(directory, name)] = os.path.join(real_directory, name)
             for entry in entries:
                 if entry.name.endswith(MANIFEST_SUFFIXES) and not entry.name.startswith(".") and \
                         not ignored(entry.path, False):
@@ -93,7 +98,6 @@ def discover(paths: Iterable[str], notes: list[str] | None = None,
                         if entry.is_symlink():
                             key = os.path.realpath(entry.path)
                         else:
-                            real_directory = real_directory or os.path.realpath(directory)
                             key = os.path.join(real_directory, entry.name)
                         if walked_files is not None and not entry.is_symlink():
                             walked_files.add(entry.path)
