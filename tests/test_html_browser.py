@@ -439,6 +439,18 @@ def test_no_link_without_an_http_link_base(browser, tmp_path):
     assert browser.execute_script("return document.querySelectorAll('#details a.loc').length") == 0
 
 
+def units_page(browser, folder: Path) -> dict:
+    """`ports --format html` of the units in `folder`, loaded; returns `ports --free --near 9400
+    --count 1 --format json` of the same, to hold the page to."""
+    page = folder / "ports.html"
+    with pytest.MonkeyPatch.context() as patch:
+        patch.chdir(folder)
+        page.write_text(ports("--format", "html"), encoding="utf-8")
+        free = json.loads(ports("--free", "--near", "9400", "--count", "1", "--format", "json"))
+    load(browser, page)
+    return free
+
+
 def test_a_page_of_several_units_shows_each_units_free_ports_and_nodeport_rows(browser, tmp_path):
     """Two units on nodes of the same names: each unit's nodePort row is the nodePorts' row (not a
     node: not counted, not grouped), its nodePorts are its own, and so are its nodes' free host
@@ -451,12 +463,7 @@ def test_a_page_of_several_units_shows_each_units_free_ports_and_nodeport_rows(b
                      "inventory/nodes.json": inventory(("node-1", {}), ("node-2", {})),
                      ".kubelint-ports.yaml": "nodes: [inventory/nodes.json]\nunits:\n  prod: [prod]\n"
                                              "  staging: [staging]\n"})
-    page = tmp_path / "ports.html"
-    with pytest.MonkeyPatch.context() as patch:
-        patch.chdir(tmp_path)
-        page.write_text(ports("--format", "html"), encoding="utf-8")
-        free = json.loads(ports("--free", "--near", "9400", "--count", "1", "--format", "json"))
-    load(browser, page)
+    free = units_page(browser, tmp_path)
     status = browser.find_element("id", "grid-status").text
     assert status.endswith("(4 nodes) x 3 ports"), status  # two rows of nodePorts are no nodes
     occupancy = browser.execute_script("return [...document.querySelectorAll('#free .nodeport-occupancy')]"
@@ -489,12 +496,7 @@ def test_several_units_without_an_inventory_list_each_units_free_host_ports(brow
     write(tmp_path, {"prod/app.yaml": host_port_pods("DaemonSet", "agent", "ops", 9400),
                      "staging/app.yaml": SERVICE.format(name="other"),
                      ".kubelint-ports.yaml": "units:\n  prod: [prod]\n  staging: [staging]\n"})
-    page = tmp_path / "ports.html"
-    with pytest.MonkeyPatch.context() as patch:
-        patch.chdir(tmp_path)
-        page.write_text(ports("--format", "html"), encoding="utf-8")
-        free = json.loads(ports("--free", "--near", "9400", "--count", "1", "--format", "json"))
-    load(browser, page)
+    free = units_page(browser, tmp_path)
     rows = browser.execute_script("return [...document.querySelectorAll('#free-hosts tbody tr')]"
                                   ".map(tr => [...tr.cells].map(td => td.textContent))")
     assert [row[0] for row in rows] == ["[prod] every node (no --nodes inventory)",
