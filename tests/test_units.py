@@ -419,7 +419,9 @@ def test_the_page_of_several_units_embeds_each_units_free_ports(chdir):
                   ".kubelint-ports.yaml": "units:\n  prod: [prod]\n  staging: [staging]\n"})
     data = embedded_data(CliRunner().invoke(app, ["ports", "--format", "html"]).stdout)
     free = json.loads(CliRunner().invoke(app, ["ports", "--free", "--format", "json"]).stdout)
-    assert data["units"] == ["prod", "staging"]
+    assert data["unitHosts"] == ["[prod] ", "[staging] "]
+    assert [data["nodes"][row] for row in data["everyRows"]] == ["[prod] (every node)", "[staging] (every node)"]
+    assert [data["nodes"][row] for row in data["anyRows"]] == ["[prod] (any node)"]
     assert [(name, data["unitOf"][index]) for index, name in enumerate(data["nodes"])] == [
         ("[prod] (any node)", 0), ("[prod] (every node)", 0), ("[staging] (every node)", 1)]
     node_ports = [[scope["free"] for scope in unit["scopes"] if scope["kind"] == "nodePort"][0]

@@ -359,12 +359,16 @@ def page_data(port_map: PortMap, links: Links | None = None) -> dict:
                  links.url(f.location)] for f in port_map.findings]
     info = [port_map.node_info.get(name) for name in port_map.nodes]
     several = {}
-    if port_map.units:  # each node row's unit (its pseudo rows are `[prod] (every node)`)
+    if port_map.units:  # rows named with their unit: which unit each is, and its pseudo rows
         unit_of = [0] * len(port_map.nodes)
         for number, section in enumerate(port_map.units):
             for node in section.nodes:
                 unit_of[node_index[unit_node_name(section.unit, node)]] = number
-        several = {"units": [section.unit for section in port_map.units], "unitOf": unit_of}
+        several = {"unitOf": unit_of,
+                   # the free host ports of every node of a unit without an inventory ("" on one unit's page)
+                   "unitHosts": [unit_node_name(section.unit, "") for section in port_map.units],
+                   "everyRows": pseudo_rows(port_map, EVERY_NODE, node_index),
+                   "anyRows": pseudo_rows(port_map, ANY_NODE, node_index)}
     return {"version": 2, "nodes": port_map.nodes, "anyNode": ANY_NODE, "everyNode": EVERY_NODE, **several,
             "sets": [list(key) for key in sets], "holders": holders, "findings": findings,
             # Per node: [[label, value]...], [taint...], cordoned; 0 for a node the inventory does not describe.
@@ -375,6 +379,12 @@ def page_data(port_map: PortMap, links: Links | None = None) -> dict:
             # holders' indices): [winner, certain, the datapath model's sentence].
             "receivers": {f"{port}/{protocol}:{','.join(map(str, indices))}": [r.winner, 1 if r.certain else 0, r.text]
                           for (protocol, port, indices), r in port_map.receivers.items()}}
+
+
+def pseudo_rows(port_map: PortMap, name: str, node_index: dict[str, int]) -> list[int]:
+    """The rows of a page of several units that stand for no node: each unit's `name` row."""
+    return [node_index[row] for section in port_map.units
+            if (row := unit_node_name(section.unit, name)) in node_index]
 
 
 def free_data(views: list[tuple[str, FreeView]]) -> dict | None:

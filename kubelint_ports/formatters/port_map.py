@@ -208,14 +208,15 @@ def write_free_json(units, out: TextIO) -> None:
     """The run's one unnamed unit as it always was; named units as `version` 2 with `units`, each
     its `name` beside its answer (as the port map's JSON has them)."""
     if len(units) == 1 and not units[0][0]:
-        data = free_data(units[0][1])
+        data = free_ports_data(units[0][1])
     else:
-        data = {"version": 2, "units": [{"name": unit, **free_data(free_ports)} for unit, free_ports in units]}
+        data = {"version": 2, "units": [{"name": unit, **free_ports_data(free_ports)} for unit, free_ports in units]}
     json.dump(data, out, indent=2, sort_keys=True)
     out.write("\n")
 
 
-def free_data(free_ports) -> dict:
+def free_ports_data(free_ports) -> dict:
+    """One unit's `ports --free` answer as JSON data (the page's compact form is `html.free_data`)."""
     return {
         "nodePortRange": list(free_ports.node_port_range),
         "ephemeralPortRange": list(free_ports.ephemeral_port_range),

@@ -28,16 +28,15 @@
   const freeByNode = new Map(free ? free.hosts.map(([name, runs, count]) => [name, {runs, count}]) : []);
   const nodeIndex = new Map(data.nodes.map((name, index) => [name, index]));
   // Rows that are no node: the nodePorts' row (every node) and that of pods whose node is unknown
-  // (any node), one of each per deployment unit on a page of several (`[prod] (every node)`).
-  // There, `units` names them and `unitOf` gives each row's unit; a unit's host ports without an
-  // inventory are its name's `[prod] ` (what "" is on a page of one unit).
+  // (any node), one of each per deployment unit on a page of several, where the Python side lists
+  // them (`everyRows`, `anyRows`), gives each row's unit (`unitOf`) and the key of each unit's
+  // every-node free host ports (`unitHosts`; "" on a page of one unit).
+  const rowOf = (name) => (nodeIndex.has(name) ? [nodeIndex.get(name)] : []);
   const unitOf = (node) => (data.unitOf ? data.unitOf[node] : 0);
-  const wholeUnit = (node) => (data.units ? `[${data.units[unitOf(node)]}] ` : "");
-  const wholeUnits = new Set(data.units ? data.units.map((unit) => `[${unit}] `) : [""]);
-  const rowsNamed = (name) => (data.units ? data.units.map((unit) => `[${unit}] ${name}`) : [name])
-    .filter((row) => nodeIndex.has(row)).map((row) => nodeIndex.get(row));
-  const everyRows = new Set(rowsNamed(data.everyNode));
-  const PSEUDO = new Set([...everyRows, ...rowsNamed(data.anyNode)]);
+  const wholeUnit = (node) => (data.unitHosts ? data.unitHosts[unitOf(node)] : "");
+  const wholeUnits = new Set(data.unitHosts || [""]);
+  const everyRows = new Set(data.everyRows || rowOf(data.everyNode));
+  const PSEUDO = new Set([...everyRows, ...(data.anyRows || rowOf(data.anyNode))]);
 
   const holdersByPort = new Map();
   // A column's port and protocol, kept apart: a protocol is whatever the manifest wrote, "/" too.
