@@ -414,3 +414,20 @@ def test_a_page_of_units_with_hostile_names_shows_them_as_text_and_runs_nothing(
     assert headings == [f"unit {hostile('unit-a')}", f"unit {hostile('unit-b')}"]
     assert f"[{hostile('unit-a')}] (every node)" in text
     assert "Free nodePorts" in text  # a unit's nodePorts row found its unit's free ports
+
+
+@pytest.mark.parametrize("link_base", ["http://[::1", "https://[", "javascript:alert(1)", "//host/o/r"])
+@pytest.mark.parametrize("command", ["lint", "ports"])
+def test_a_link_base_that_does_not_parse_makes_no_links_and_no_crash(tmp_path, link_base, command):
+    """`--link-base` is typed by a person, or set in a workflow from a repository's values: one that
+    urllib cannot split (an unclosed IPv6 bracket) is a base that makes no links, like a
+    non-http(s) one, in the page of `lint` and of `ports`; never an internal error."""
+    import subprocess
+
+    page = tmp_path / "page.html"
+    done = subprocess.run([sys.executable, "-m", "kubelint_ports", command,
+                           str(ROOT / "examples" / "nginx-hostport-nodeport.yaml"), "--format", "html",
+                           "--link-base", link_base, "-o", str(page)], capture_output=True, text=True, timeout=120)
+    assert done.returncode in (0, 1), done.stderr
+    assert "internal error" not in done.stderr
+    assert 'class="loc" href=' not in page.read_text(encoding="utf-8")

@@ -176,7 +176,10 @@ class Links:
     is percent-encoded, so nothing in a file name can end the URL or add to it."""
 
     def __init__(self, link_base: str, source_root: str):
-        parts = urlsplit(link_base)
+        try:
+            parts = urlsplit(link_base)
+        except ValueError:  # `http://[::1`: a base that does not parse makes no links, as a non-http(s) one
+            parts = urlsplit("")
         self.base = link_base.rstrip("/") if parts.scheme.lower() in ("http", "https") and parts.netloc else ""
         self.root = (source_root or find_source_root()) if self.base else ""
 
