@@ -453,7 +453,7 @@ def fake_helm(tmp_path):
         import os, sys
         with open({str(tmp_path / "args.txt")!r}, "w") as handle:
             handle.write("\\n".join(sys.argv[1:]))
-        if os.environ.get("FAKE_HELM_FAIL"):
+        if os.path.exists({str(tmp_path / "fail")!r}):  # Helm gets none of our environment to be told by
             sys.stderr.write("Error: template: web/templates/service.yaml:14:20: executing boom\\n")
             sys.exit(1)
         sys.stdout.write(open({str(RENDERED)!r}).read())
@@ -474,8 +474,8 @@ def test_binary_fallback_runs_helm_template_and_maps_positions(fake_helm, tmp_pa
 
 
 @pytest.mark.skipif(sys.platform == "win32", reason="a shebang script stands in for helm")
-def test_binary_failure_is_an_input_error_at_the_template_line(fake_helm, monkeypatch):
-    monkeypatch.setenv("FAKE_HELM_FAIL", "1")
+def test_binary_failure_is_an_input_error_at_the_template_line(fake_helm, tmp_path):
+    (tmp_path / "fail").touch()
     report = lint(WEB, helm_binary=str(fake_helm))
     assert len(report.diagnostics) == 1
     assert where(report.diagnostics[0].location) == (f"{WEB}/templates/service.yaml", 14, 20)

@@ -208,13 +208,13 @@ def test_remote_forms_reach_no_server(tmp_path, monkeypatch, server, form, prech
 @needs_kustomize
 def test_the_server_sees_an_unsandboxed_fetch(tmp_path, monkeypatch, server):
     """The control: without the sandbox and the check, kustomize does fetch from the test's server."""
-    from kubelint_ports.loading import kustomize_build
+    from kubelint_ports.loading import children
 
     url, requests = server
     write_form(tmp_path, remote_forms(url)["configMapGenerator files"][0])
     monkeypatch.chdir(tmp_path)
     disable_precheck(monkeypatch)
-    monkeypatch.setattr(kustomize_build, "_SANDBOX", [kustomize_build.Sandbox(note="none, for this test")])
+    monkeypatch.setattr(children, "_SANDBOX", [children.Sandbox(note="none, for this test")])
     load(["app"])
     assert requests == ["GET /file"]
 

@@ -286,11 +286,11 @@ def test_a_local_directory_does_not_make_a_repository_local(tmp_path, monkeypatc
 
 
 def test_without_a_network_namespace_a_note_says_what_remains(tmp_path, monkeypatch):
-    from kubelint_ports.loading import kustomize_build
+    from kubelint_ports.loading import children, kustomize_build
 
     fake_binary(tmp_path, monkeypatch, "exit 1\n")  # PATH holds only it: no `unshare`
-    monkeypatch.setattr(kustomize_build, "SYSTEM_DIRECTORIES", str(tmp_path / "nothing-here"))
-    monkeypatch.setattr(kustomize_build, "_SANDBOX", [])
+    monkeypatch.setattr(children, "SYSTEM_DIRECTORIES", str(tmp_path / "nothing-here"))
+    monkeypatch.setattr(children, "_SANDBOX", [])
     write(tmp_path / "app" / "kustomization.yaml", "resources: [pod.yaml]\n")
     monkeypatch.chdir(tmp_path)
     loaded = load(["app"])
@@ -377,7 +377,7 @@ EOF
     assert report.diagnostics == []
     assert found(report) == [("app/pod.yaml:9:11", "KP101", "app")]
     environment = dict(line.split("=", 1) for line in Path(f"{record}.env").read_text().splitlines() if "=" in line)
-    assert environment["GIT_ALLOW_PROTOCOL"] == "file"
+    assert environment["GIT_ALLOW_PROTOCOL"] == ""  # no protocol at all: a clone is refused before the build
     assert environment["HTTPS_PROXY"].startswith("http://127.0.0.1:")
     assert not {"NO_PROXY", "no_proxy", "KUBERNETES_SERVICE_HOST"} & set(environment)
     # An empty kubeconfig would make client-go try localhost:8080: its only server is port 0

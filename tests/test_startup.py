@@ -49,6 +49,7 @@ NOT_FOR_PLAIN_LINT = (
     "kubelint_ports.loading.helm",
     "kubelint_ports.loading.helm_chart",
     "kubelint_ports.loading.helm_render",
+    "kubelint_ports.loading.children",  # child processes: charts and Kustomize only
     "kubelint_ports.loading.templatemap",
     "kubelint_ports.loading.kustomize",
     "kubelint_ports.loading.kustomize_build",

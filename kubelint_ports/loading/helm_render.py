@@ -1,6 +1,9 @@
 """Running Helm: the render worker (`helm_worker.py`, the in-process engine in a process of its
 own) and `helm template`, each within the budgets (deadline, memory, output size), and Helm's
-failures turned into errors placed where Helm says.
+failures turned into errors placed where Helm says. Both are started as every child is
+(`children`): an environment of our making (Helm's directories empty, no plugin), in a network
+namespace where one can be made, their process group killed when they end or overrun; the
+worker as `python -I -S` in a private directory.
 
 Importing this module imports neither the SDK nor `subprocess`: only rendering pays for them.
 """
@@ -11,7 +14,7 @@ import json
 import os
 import re
 
-from kubelint_ports.loading import budgets, display_path, files
+from kubelint_ports.loading import budgets, children, display_path, files
 from kubelint_ports.loading.helm_archive import ChartArchive, private_copy
 from kubelint_ports.loading.helm_chart import HelmOptions, RenderError, chart_name, chart_places, values_source
 from kubelint_ports.loading.templatemap import Segment, chart_relative
@@ -27,33 +30,26 @@ class RenderWorker:
     outgrows `helm-memory-mib`, or its answer outgrows `helm-output-mib`."""
 
     def __init__(self) -> None:
-        self.process = None
-        self.errors = None  # the worker's stderr: Go's reason when it dies
+        self.child: children.Child | None = None
 
-    def start(self) -> None:
-        import subprocess
-        import sys
-        import tempfile
-
+    def start(self, deadline: float | None = None) -> None:
         limits = budgets.current()
-        self.errors = tempfile.TemporaryFile()
-        environment = {**os.environ, "GOTRACEBACK": "single"}
-        self.process = subprocess.Popen(
-            [sys.executable, os.path.join(os.path.dirname(os.path.abspath(__file__)), "helm_worker.py"),
-             str(limits.helm_memory_mib * budgets.MIB)],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.errors, env=environment)
+        memory = limits.helm_memory_mib * budgets.MIB
+        worker = os.path.join(os.path.dirname(os.path.abspath(__file__)), "helm_worker.py")
+        # It writes its error output and, for a chart whose schemas are made local, Helm's archive
+        # of the chart (refused past max-file-mib when read back).
+        try:
+            self.child = children.start(children.PythonScript(worker, (str(memory),)), memory_bytes=memory,
+                                        file_bytes=limits.max_file_bytes + budgets.MIB, sandbox=True,
+                                        stdin_pipe=True, deadline=deadline)
+        except children.TimedOut:
+            raise RenderError(f"the Helm engine did not start within {limits.helm_seconds:g} s (limit "
+                              "helm-seconds)") from None
 
     def stop(self) -> None:
-        if self.process is not None:
-            if self.process.poll() is None:
-                self.process.kill()
-            self.process.wait()
-            for stream in (self.process.stdin, self.process.stdout):
-                stream.close()
-            self.process = None
-        if self.errors is not None:
-            self.errors.close()
-            self.errors = None
+        if self.child is not None:
+            self.child.stop()
+            self.child = None
 
     def render(self, chart_dir: str, options: HelmOptions, local_schemas: bool = False,
                archive: ChartArchive | None = None) -> dict[str, str] | None:
@@ -82,14 +78,14 @@ class RenderWorker:
         cap = 6 * request["max_output_bytes"] + budgets.MIB
         finished = False
         try:
-            if self.process is None:
-                self.start()
+            if self.child is None:
+                self.start(deadline)
                 hello = self.answer(deadline, budgets.MIB)
                 if "ready" not in hello:
                     self.stop()
                     return None
-            self.process.stdin.write(json.dumps(request).encode("utf-8") + b"\n")
-            self.process.stdin.flush()
+            self.child.stdin.write(json.dumps(request).encode("utf-8") + b"\n")
+            self.child.stdin.flush()
             answer = self.answer(deadline, cap)
             finished = True
         except BrokenPipeError:
@@ -107,9 +103,9 @@ class RenderWorker:
         """One line from the worker, within the deadline and the size cap."""
         try:
             if os.name == "nt":  # select() takes only sockets there: a thread reads instead
-                line = read_line_in_thread(self.process.stdout, deadline, cap)
+                line = read_line_in_thread(self.child.stdout, deadline, cap)
             else:
-                line = read_line(self.process.stdout.fileno(), deadline, cap)
+                line = read_line(self.child.stdout.fileno(), deadline, cap)
         except files.InputTimeout:
             raise RenderError(f"rendering took longer than {budgets.current().helm_seconds:g} s (limit helm-seconds; "
                               "a template that never ends?)") from None
@@ -121,14 +117,18 @@ class RenderWorker:
         return json.loads(line)
 
     def died(self) -> RenderError:
-        self.process.wait()
-        self.errors.seek(0)
-        reason = self.errors.read(budgets.MIB).decode("utf-8", "replace")
+        """Why the worker stopped answering: its error output once it has ended."""
+        import time
+
+        self.child.wait(time.monotonic() + 5)  # its output closed: it is ending
+        reason = self.child.error_text(budgets.MIB)
+        status = self.child.stop()
+        self.child = None
         if "out of memory" in reason or "cannot allocate memory" in reason or "MemoryError" in reason:
             return RenderError(f"rendering needed more than {budgets.current().helm_memory_mib} MiB "
                                "(limit helm-memory-mib; a template building a huge string?)")
         last = next((line for line in reason.splitlines() if line.strip()), "")[:300]
-        return RenderError(f"the Helm engine stopped (exit {self.process.returncode}){': ' + last if last else ''}")
+        return RenderError(f"the Helm engine stopped (exit {status}){': ' + last if last else ''}")
 
 
 def read_line(descriptor: int, deadline: float, cap: int) -> bytes:
@@ -305,48 +305,22 @@ def write_private(directory: str, name: str, data: bytes) -> str:
 def run_helm(binary: str, command: list[str], deadline: float, cap: int) -> tuple[int, bytes, str]:
     """(exit status, stdout, stderr) of a Helm command, within the deadline, `cap` bytes of
     output and the memory budget (RenderError past them)."""
-    import subprocess
-    import tempfile
-    import time
-
     limits = budgets.current()
     what = f"`helm {command[1]}`"
-    with tempfile.TemporaryFile() as errors:
-        try:
-            process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=errors,
-                                       preexec_fn=memory_limiter(limits.helm_memory_mib * budgets.MIB))
-        except OSError as error:
-            raise RenderError(f"cannot run {binary}: {error.strerror or error}") from None
-        try:
-            output = files.read_stream(process.stdout.fileno(), cap, deadline)
-            if len(output) > cap:
-                raise OverflowError()
-            process.wait(timeout=max(0.1, deadline - time.monotonic()))
-        except (files.InputTimeout, subprocess.TimeoutExpired):
-            raise RenderError(f"{what} took longer than {limits.helm_seconds:g} s (limit helm-seconds)") from None
-        except OverflowError:
-            raise RenderError(f"{what} printed more than {cap // budgets.MIB} MiB (limit helm-output-mib)") from None
-        finally:
-            if process.poll() is None:
-                process.kill()
-            process.wait()
-            process.stdout.close()
-        errors.seek(0)
-        stderr = errors.read(1 << 20).decode("utf-8", "replace")
-    return process.returncode, output, stderr
-
-
-def memory_limiter(limit: int):
-    """A preexec_fn capping the child's data size (Go reports "out of memory" and stops)."""
     try:
-        import resource
-    except ImportError:
-        return None
-
-    def apply() -> None:
-        resource.setrlimit(resource.RLIMIT_DATA, (limit, limit))
-
-    return apply
+        # In the working directory: Helm reads the chart and values files by the paths the user
+        # typed (and names them so in its messages); nothing else of it (no configuration there).
+        # `helm package` writes the chart's archive, refused past max-file-mib when read back.
+        done = children.run(command, deadline=deadline, output_bytes=cap,
+                            memory_bytes=limits.helm_memory_mib * budgets.MIB,
+                            file_bytes=limits.max_file_bytes + budgets.MIB, sandbox=True, cwd=os.getcwd())
+    except children.TimedOut:
+        raise RenderError(f"{what} took longer than {limits.helm_seconds:g} s (limit helm-seconds)") from None
+    except children.OutputOverflow:
+        raise RenderError(f"{what} printed more than {cap // budgets.MIB} MiB (limit helm-output-mib)") from None
+    except OSError as error:
+        raise RenderError(f"cannot run {binary}: {error.strerror or error}") from None
+    return done.status, done.output, done.errors
 
 
 def split_template_output(text: str) -> dict[str, str]:

@@ -42,7 +42,7 @@ from kubelint_ports.loading import files as input_files
 from kubelint_ports.loading import yamltree as yt
 # The pieces of the parts that tests and readers reach through this face are imported here too.
 from kubelint_ports.loading.kustomize_build import (  # noqa: F401
-    build, kustomize_commands, kustomize_message, network_sandbox)
+    build, kustomize_commands, kustomize_message, network_sandbox, sandbox_note)
 from kubelint_ports.loading.kustomize_guard import Guard
 from kubelint_ports.loading.kustomize_positions import (  # noqa: F401
     ORIGIN_ANNOTATION,
@@ -91,7 +91,7 @@ def load_kustomizations(directories: list[str], named: Iterable[str], result: Lo
         isinstance(trees[directory], Kustomization) and (trees[directory].component or (
             id(trees[directory]) in used and os.path.abspath(directory) not in explicit)))]  # built by their users
     to_build = [directory for directory in wanted if isinstance(trees[directory], Kustomization)]
-    if to_build and (note := network_sandbox().note):
+    if to_build and (note := sandbox_note()):
         result.notes.append(note)
     builds = build_all(to_build)
     for directory in wanted:

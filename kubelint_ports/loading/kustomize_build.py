@@ -3,23 +3,14 @@
 `kustomize build` and `kubectl kustomize` fetch remote resources and generator files over HTTP,
 clone git repositories, and some kubectl builds (a version dispatcher) ask the cluster of the
 kubeconfig for `/version` on every call; the check before the build (`kustomize_guard`) only names
-what it finds. So the build itself runs:
+what it finds. So the build itself runs as every child does (`children`):
 
-- in a network namespace of its own (`unshare --net`, or as an unprivileged user `unshare --user
-  --map-root-user --net`): only a loopback interface that is down, so every connection fails,
-  loopback included. Where no namespace can be made (not Linux, no `unshare`, namespaces
-  forbidden), a note says what remains;
-- with proxy variables pointing at a closed port and NO_PROXY cleared, git limited to local
-  repositories and ignoring the user's git configuration, and a kubeconfig whose only server is
-  port 0 (an empty kubeconfig is not enough: client-go then falls back to localhost:8080, or to the
-  in-cluster service when run in a pod);
+- in a network namespace of its own: every connection fails, loopback included. Where no namespace
+  can be made (not Linux, no `unshare`, namespaces forbidden), a note says what remains;
+- with proxy variables pointing at a closed port and NO_PROXY cleared, git allowed no protocol and
+  ignoring the user's git configuration, and a kubeconfig whose only server is port 0;
 - within `kustomize-seconds` (the whole process group is killed past it), `max-file-mib` of output,
-  and `kustomize-memory-mib` of data (RLIMIT_DATA, as for the Helm worker: Go reserves its heap's
-  address space with PROT_NONE mappings that RLIMIT_AS counts and RLIMIT_DATA does not, so
-  RLIMIT_AS would stop kubectl before it starts while RLIMIT_DATA lets it run in 64 MiB).
-
-The limit is set by a tiny Python launcher that then execs the build: builds run in threads, where
-`preexec_fn` is unsafe.
+  and `kustomize-memory-mib` of data (RLIMIT_DATA).
 """
 
 from __future__ import annotations
@@ -27,42 +18,16 @@ from __future__ import annotations
 import json
 import os
 import re
-import threading
-from dataclasses import dataclass
 
-from kubelint_ports.loading import budgets, files as input_files
+from kubelint_ports.loading import budgets, children, files as input_files
+from kubelint_ports.loading.children import network_sandbox
 from kubelint_ports.loading.kustomize_tree import KustomizeError
 
 # Origin annotations appeared in kustomize 4.x; kubectl 1.24 bundles kustomize 4.5.4.
 NEEDS = "kustomize 4.5 or later, or kubectl 1.24 or later, which bundles it"
-# Where util-linux lives when PATH is narrowed (a CI step, a test's stand-in kubectl).
-SYSTEM_DIRECTORIES = os.pathsep.join(("/usr/bin", "/bin", "/usr/sbin", "/sbin"))
 # How kustomize introduces an error inside the directory the temporary kustomization lists.
 _WRAPPER_CONTEXT = re.compile(r"^accumulating resources: accumulation err='accumulating resources from '[^']*': "
                               r"'[^']*' must resolve to a file': recursed accumulation of path '[^']*': ")
-# A cluster nobody can listen on: connecting to port 0 fails at once, on any host.
-NO_CLUSTER = json.dumps({
-    "apiVersion": "v1", "kind": "Config", "current-context": "none",
-    "clusters": [{"name": "none", "cluster": {"server": "http://127.0.0.1:0"}}],
-    "contexts": [{"name": "none", "context": {"cluster": "none", "user": "none"}}],
-    "users": [{"name": "none", "user": {}}]})
-# Where the system refuses the limit (macOS may), the time budget still holds.
-_LAUNCHER = """\
-import os, resource, sys
-limit = int(sys.argv[1])
-try:
-    hard = resource.getrlimit(resource.RLIMIT_DATA)[1]
-    if hard != resource.RLIM_INFINITY:
-        limit = min(limit, hard)
-    resource.setrlimit(resource.RLIMIT_DATA, (limit, limit))
-except (ValueError, OSError):
-    pass
-try:
-    os.execv(sys.argv[2], sys.argv[2:])
-except OSError as error:
-    sys.stderr.write(f"cannot run {sys.argv[2]}: {error.strerror or error}\\n")
-    sys.exit(127)
-"""
 
 
 def kustomize_commands() -> list[list[str]]:
@@ -77,76 +42,19 @@ def kustomize_commands() -> list[list[str]]:
     return commands
 
 
-# --- the network namespace -----------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class Sandbox:
-    """The command prefix that runs a build without network, or none and a note saying what remains."""
-
-    prefix: tuple[str, ...] = ()
-    note: str = ""
-
-
-_SANDBOX: list[Sandbox] = []
-_SANDBOX_LOCK = threading.Lock()
-
-
-def network_sandbox() -> Sandbox:
-    """Found once per process: a probe costs a process start."""
-    with _SANDBOX_LOCK:
-        if not _SANDBOX:
-            _SANDBOX.append(find_sandbox())
-        return _SANDBOX[0]
-
-
-def find_sandbox() -> Sandbox:
-    import shutil
-    import subprocess
-    import sys
-
-    if not sys.platform.startswith("linux"):
-        return Sandbox(note=unsandboxed("network namespaces are Linux's"))
-    unshare = shutil.which("unshare") or shutil.which("unshare", path=SYSTEM_DIRECTORIES)
-    if unshare is None:
-        return Sandbox(note=unsandboxed("no `unshare` (util-linux) found"))
-    # root needs no user namespace (and some containers allow one but not the other)
-    candidates = ([("--net",)] if os.geteuid() == 0 else []) + [("--user", "--map-root-user", "--net")]
-    reason = ""
-    for flags in candidates:
-        prefix = (unshare, *flags, "--")
-        try:
-            done = subprocess.run([*prefix, sys.executable, "-I", "-S", "-c", ""], capture_output=True,
-                                  stdin=subprocess.DEVNULL, timeout=30, check=False)
-        except (OSError, subprocess.SubprocessError) as error:
-            reason = str(error)
-            continue
-        if done.returncode == 0:
-            return Sandbox(prefix)
-        reason = kustomize_message(done.stderr.decode("utf-8", "replace")) or f"exit {done.returncode}"
-    return Sandbox(note=unsandboxed(f"`unshare` cannot make one here: {input_files.excerpt(reason, 200)}"))
+def sandbox_note() -> str:
+    """What the user should know before a build: nothing, or what keeps it offline without a
+    network namespace."""
+    why = network_sandbox().note
+    return unsandboxed(why) if why else ""
 
 
 def unsandboxed(why: str) -> str:
     return (f"Kustomize builds run without a network namespace of their own ({why}). What keeps them offline "
             "is the refusal of remote references before the build, proxy variables pointing at a closed port "
-            "(NO_PROXY cleared), git limited to local repositories and a kubeconfig whose server is port 0; "
+            "(NO_PROXY cleared), git allowed no protocol and a kubeconfig whose server is port 0; "
             "Go never proxies loopback addresses, so a remote reference the check missed could still reach a "
             "service on this machine")
-
-
-def offline_environment(kubeconfig: str) -> dict[str, str]:
-    """The build's environment: the second line of defence, and the only one without a namespace."""
-    environment = dict(os.environ)
-    nowhere = "http://127.0.0.1:9"
-    for name in ("HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy", "ALL_PROXY", "all_proxy"):
-        environment[name] = nowhere
-    # No exceptions to the proxy; no in-cluster configuration (client-go's fallback in a pod).
-    for name in ("NO_PROXY", "no_proxy", "KUBERNETES_SERVICE_HOST", "KUBERNETES_SERVICE_PORT"):
-        environment.pop(name, None)
-    environment.update(KUBECONFIG=kubeconfig, GIT_ALLOW_PROTOCOL="file", GIT_TERMINAL_PROMPT="0",
-                       GIT_CONFIG_NOSYSTEM="1", GIT_CONFIG_GLOBAL=os.devnull)
-    return environment
 
 
 # --- building ------------------------------------------------------------------------------------
@@ -171,30 +79,24 @@ def build(directory: str) -> tuple[str, str]:
             with open(os.path.join(scratch, "kustomization.yaml"), "w", encoding="utf-8") as handle:
                 handle.write(f"resources:\n- {json.dumps(relative.replace(os.sep, '/'))}\n"
                              "buildMetadata: [originAnnotations]\n")
-            kubeconfig = os.path.join(scratch, "no-cluster.kubeconfig")
-            with open(kubeconfig, "w", encoding="utf-8") as handle:
-                handle.write(NO_CLUSTER)
-            return run_build(commands, scratch, offline_environment(kubeconfig)), scratch
+            return run_build(commands, scratch), scratch
     except OSError as error:
         raise KustomizeError(f"cannot prepare the build in a temporary directory: {error.strerror or error}") from None
 
 
-def run_build(commands: list[list[str]], scratch: str, environment: dict[str, str]) -> str:
+def run_build(commands: list[list[str]], scratch: str) -> str:
     """The output of the first command that builds the temporary kustomization in `scratch`."""
     failures = []
     limits = budgets.current()
     for command in commands:
         name = " ".join([os.path.basename(command[0]), *command[1:]])
         try:
-            code, output, stderr = run_bounded([*command, scratch], environment, name)
+            code, output, stderr = run_bounded([*command, scratch], name)
         except OSError as error:
             failures.append(f"cannot run {command[0]}: {error.strerror or error}")
             continue
         if code == 0:
             return output.decode("utf-8", "replace")
-        if code == 127 and stderr.startswith("cannot run "):  # the launcher's exec failed
-            failures.append(stderr.strip())
-            continue
         if "buildMetadata" in stderr and "unknown field" in stderr:
             failures.append(f"`{name}` is too old to report where objects come from (origin annotations "
                             f"need {NEEDS})")
@@ -206,50 +108,22 @@ def run_build(commands: list[list[str]], scratch: str, environment: dict[str, st
     raise KustomizeError("; ".join(failures))
 
 
-def run_bounded(argv: list[str], environment: dict[str, str], name: str) -> tuple[int, bytes, str]:
+def run_bounded(argv: list[str], name: str) -> tuple[int, bytes, str]:
     """(exit code, output, stderr) of one build in the sandbox, within the budgets."""
-    import subprocess
-    import sys
-    import tempfile
     import time
 
     limits = budgets.current()
-    argv = [*network_sandbox().prefix, *argv]
-    if os.name == "posix":
-        argv = [sys.executable, "-I", "-S", "-c", _LAUNCHER, str(limits.kustomize_memory_mib * budgets.MIB), *argv]
-    deadline = time.monotonic() + limits.kustomize_seconds
-    with tempfile.TemporaryFile() as errors:
-        process = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=errors,
-                                   env=environment, start_new_session=True)
-        try:
-            output = input_files.read_stream(process.stdout.fileno(), limits.max_file_bytes, deadline)
-            if len(output) > limits.max_file_bytes:
-                raise OverflowError()
-            process.wait(timeout=max(0.1, deadline - time.monotonic()))
-        except (input_files.InputTimeout, subprocess.TimeoutExpired):
-            raise KustomizeError(f"`{name}` took longer than {limits.kustomize_seconds:g} s (limit "
-                                 "kustomize-seconds)") from None
-        except OverflowError:
-            raise KustomizeError(f"`{name}` printed more than {limits.max_file_mib} MiB "
-                                 "(limit max-file-mib)") from None
-        finally:
-            if process.poll() is None:
-                kill_group(process)
-            process.wait()
-            process.stdout.close()
-        errors.seek(0)
-        stderr = errors.read(budgets.MIB).decode("utf-8", "replace")
-    return process.returncode, output, stderr
-
-
-def kill_group(process) -> None:
-    """The build and whatever it started (git): it leads its own session."""
-    import signal
-
     try:
-        os.killpg(process.pid, signal.SIGKILL)
-    except (AttributeError, OSError):  # Windows; or gone already
-        process.kill()
+        done = children.run(argv, deadline=time.monotonic() + limits.kustomize_seconds,
+                            output_bytes=limits.max_file_bytes, memory_bytes=limits.kustomize_memory_mib * budgets.MIB,
+                            sandbox=True)
+    except children.TimedOut:
+        raise KustomizeError(f"`{name}` took longer than {limits.kustomize_seconds:g} s (limit "
+                             "kustomize-seconds)") from None
+    except children.OutputOverflow:
+        raise KustomizeError(f"`{name}` printed more than {limits.max_file_mib} MiB "
+                             "(limit max-file-mib)") from None
+    return done.status, done.output, done.errors
 
 
 def kustomize_message(message: str) -> str:
