@@ -512,9 +512,10 @@ class BudgetArgs:
 
     limits: List[str] = group_option(
         [], "--limit", metavar="NAME=VALUE", rich_help_panel=POLICY,
-        help="Raise or lower a budget against hostile input (repeatable): max-depth, max-aliases, max-nodes, "
-             "max-file-mib, helm-seconds, helm-output-mib, helm-memory-mib, kustomize-seconds, kustomize-memory-mib, "
-             "kustomize-generators, input-seconds (docs/safety.md, Limits).")
+        help="Raise or lower a budget against hostile input (repeatable; the only way to raise one: a configuration "
+             "file may only lower it): max-depth, max-aliases, max-nodes, max-file-mib, helm-seconds, helm-output-mib, "
+             "helm-memory-mib, kustomize-seconds, kustomize-memory-mib, kustomize-generators, input-seconds "
+             "(docs/safety.md, Limits).")
     jobs: int = group_option(0, "--jobs", "-j", min=0, metavar="N", show_default=False,
                              help="Processes that read inputs of 4 MiB or more (default: one per free processor; 1: no "
                                   "extra process).")

@@ -142,6 +142,7 @@ def load_config(explicit: str | None = None, start: Path | None = None) -> Confi
         data, locate = read_toml(path, shown)
     else:
         data, locate = read_yaml(path, shown)
+    check_limits(data, shown, locate)
     validate(data, shown, locate)
     return Config(shown, data, locate)
 
@@ -241,6 +242,23 @@ def read_toml(path: Path, shown: str):
         return header
 
     return data, locate
+
+
+def check_limits(data: dict[str, Any], shown: str, locate) -> None:
+    """The file's `limits:` may lower a budget, never raise it past the default: the file may be
+    the repository under review, and only whoever runs the tool raises one (`--limit`). Checked
+    before the schema so the error says so, and the limit's range, at the limit's line; an unknown
+    name or a `limits:` that is no mapping is the schema's to word."""
+    limits = data.get("limits")
+    if not isinstance(limits, dict):
+        return
+    from kubelint_ports.loading import budgets
+
+    known = set(budgets.limit_names())
+    try:
+        budgets.repository_limits({key: value for key, value in limits.items() if key in known})
+    except budgets.LimitValueError as error:
+        raise ConfigError(shown, locate(["limits", error.key]), f"limits.{error.key}: {error.reason}") from None
 
 
 def validate(data: dict[str, Any], shown: str, locate) -> None:

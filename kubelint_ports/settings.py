@@ -78,23 +78,35 @@ def resolve(command: CommandLine) -> Settings:
     command_limits = parse_limit_options(command.limits)
     with budgets.applied(budgets.parse_limits(command_limits)):
         config = load_config(command.config)
-    try:
-        limits = budgets.parse_limits({**(config.get("limits") or {}), **command_limits})
-    except ValueError as error:
-        raise config.error(["limits"], str(error)) from None
+    limits = run_limits(config, command_limits)
     with budgets.applied(limits):
         return resolve_within(command, config, limits)
 
 
+def run_limits(config: Config, command_limits: dict[str, str]) -> budgets.Limits:
+    """The budgets of a run: the defaults, lowered by the configuration file (never raised: it may
+    be the repository under review; `load_config` refused a raise at its line), then the command
+    line's `--limit` over both, the one way to raise a limit."""
+    try:
+        configured = budgets.repository_limits(config.get("limits") or {})
+    except ValueError as error:
+        raise config.error(["limits"], str(error)) from None
+    return budgets.parse_limits(command_limits, base=configured)
+
+
 def parse_limit_options(pairs: tuple[str, ...]) -> dict[str, str]:
-    """`--limit max-depth=300` options as a mapping (checked by `budgets.parse_limits`)."""
+    """`--limit max-depth=300` options as a mapping, each checked against its range
+    (`budgets.limit_value`): a ValueError names the option as typed and the range."""
     given = {}
     for pair in pairs:
         name, equals, value = pair.partition("=")
         if not equals:
             raise ValueError(f"--limit {pair!r} is not NAME=VALUE (names: {', '.join(budgets.limit_names())})")
+        try:
+            budgets.limit_value(name.strip(), value.strip())
+        except budgets.LimitValueError as error:
+            raise ValueError(f"--limit {pair}: {error.reason}") from None
         given[name.strip()] = value.strip()
-    budgets.parse_limits(given)
     return given
 
 

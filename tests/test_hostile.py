@@ -181,14 +181,21 @@ def test_deep_nesting_is_refused_everywhere_yaml_is_read(tmp_path, where):
 
 
 def test_the_depth_limit_is_an_option_and_a_config_key(tmp_path):
+    """The command line raises it; a configuration file (the repository's) may only lower it."""
     (tmp_path / "m.yaml").write_text("a: " + "[" * 300 + "]" * 300 + "\n")
+    (tmp_path / "n.yaml").write_text("a: " + "[" * 150 + "]" * 150 + "\n")
     assert b"deeper than 200" in cli("lint", "m.yaml", cwd=tmp_path).stdout
     assert cli("lint", "m.yaml", "--limit", "max-depth=400", cwd=tmp_path).returncode == 0
-    (tmp_path / ".kubelint-ports.yaml").write_text("limits: {max-depth: 400}\n")
-    assert cli("lint", "m.yaml", cwd=tmp_path).returncode == 0
+    assert cli("lint", "n.yaml", cwd=tmp_path).returncode == 0
+    (tmp_path / ".kubelint-ports.yaml").write_text("limits: {max-depth: 100}\n")
+    assert b"deeper than 100" in cli("lint", "n.yaml", cwd=tmp_path).stdout
     assert b"deeper than 250" in cli("lint", "m.yaml", "--limit", "max-depth=250", cwd=tmp_path).stdout
+    (tmp_path / ".kubelint-ports.yaml").write_text("limits: {max-depth: 400}\n")
+    raised = cli("lint", "m.yaml", cwd=tmp_path)
+    assert raised.returncode == 2 and b".kubelint-ports.yaml:1: limits.max-depth: 400 is over the default" in raised.stderr
+    (tmp_path / ".kubelint-ports.yaml").unlink()
     bad = cli("lint", "m.yaml", "--limit", "max-depth=5000", cwd=tmp_path)
-    assert bad.returncode == 2 and b"over the most" in bad.stderr
+    assert bad.returncode == 2 and b"--limit max-depth=5000: '5000' is out of range (allowed: 1 to 1,000)" in bad.stderr
     assert cli("lint", "m.yaml", "--limit", "nonsense=1", cwd=tmp_path).returncode == 2
 
 
@@ -601,6 +608,11 @@ def zeros_member(name: str, size: int, extra: bytes = b"") -> bytes:
     return out.getvalue()
 
 
+def numbered_lines(first: int, count: int) -> bytes:
+    """19-byte lines `key-0000001: value` (gzip packs them about 8:1: no bomb, but big unpacked)."""
+    return b"".join(b"key-%07d: value\n" % number for number in range(first, first + count))
+
+
 def text_noise(size: int) -> bytes:
     """Text that gzip packs about 2:1 (hex digits of a hash chain): no bomb, but big unpacked."""
     import hashlib
@@ -617,9 +629,10 @@ HOSTILE_ARCHIVES = {
     "member-over-the-size-budget": (lambda: gzip.compress(
         member("c/templates/big.yaml", size=100 * 2**20)[0].tobuf() + b"\0" * 1024),  # refused at its header
         "is more than 64 MiB once unpacked (limit max-file-mib)"),
-    "total-over-the-size-budget": (lambda: tgz(member("c/files/a", text_noise(700_000)),
-                                               member("c/files/b", text_noise(700_001)[1:])),
-                                   "more than 1 MiB once unpacked (limit max-file-mib)"),
+    "total-over-the-size-budget": (lambda: tgz(*(member(f"c/files/{n}", numbered_lines(n * 55_000, 55_000))
+                                                 for n in range(5))),  # 5 x 1.0 MB, packed 8:1
+                                   "more than 4 MiB once unpacked, archives inside it included "
+                                   "(4 x limit max-file-mib)"),
     "parent-directory": (lambda: tgz(member("c/../../kubelint-evil.yaml", CONFIG_MAP)), "a path leaving the archive"),
     "absolute-path": (lambda: tgz(member("/tmp/kubelint-evil.yaml", CONFIG_MAP)), "a path leaving the archive"),
     "symlink-leaving": (lambda: tgz(member("c/templates/passwd.yaml", kind=tarfile.SYMTYPE,

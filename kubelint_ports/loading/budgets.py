@@ -58,14 +58,31 @@ class Limits:
 
 
 DEFAULT_LIMITS = Limits()
-# Upper bounds a user may raise the limits to: past these the checks themselves are the risk
-# (Python recursion over 1,000 levels, a C stack under 2 MiB).
-CEILINGS = {"max_depth": 1000}
+# What each limit may be set to (low, high), from the command line. A repository's configuration
+# may only lower a limit (`repository_limits`): its range ends at the default. The highs are what
+# the mechanism behind each can take, not what a run should need: Python's recursion past 1,000
+# levels; standard input read into one buffer of `max-file-mib` (allocated whole, so a TiB is a
+# MemoryError); `select` and `setitimer` overflow past a few hundred years (`input-seconds=1e10`
+# ended every input in an internal error; `helm-seconds=1e10` read as an oversized output).
+# The lows: a deadline under 0.1 s or a Go program in under 64 MiB only fails for no reason.
+RANGES: dict[str, tuple[float, float]] = {
+    "max_depth": (1, 1000),
+    "max_aliases": (1, 1_000_000_000),
+    "max_nodes": (1, 1_000_000_000),
+    "max_file_mib": (1, 1024),
+    "helm_seconds": (0.1, 86_400),
+    "helm_output_mib": (1, 1024),
+    "helm_memory_mib": (64, 1_048_576),
+    "kustomize_seconds": (0.1, 86_400),
+    "kustomize_memory_mib": (64, 1_048_576),
+    "kustomize_generators": (1, 1_000_000),
+    "input_seconds": (0.1, 86_400),
+}
 LIMIT_DOCS = {
     "max-depth": "nesting levels of a YAML/JSON text, aliases expanded",
     "max-aliases": "nodes of a document once aliases and `<<` merge keys are expanded",
     "max-nodes": "nodes of a document as written",
-    "max-file-mib": "MiB read from one file",
+    "max-file-mib": "MiB read from one file (a chart archive unpacks to at most 4 times it)",
     "helm-seconds": "seconds one chart may take to render",
     "helm-output-mib": "MiB of rendered text one chart may produce",
     "helm-memory-mib": "MiB of address space the Helm render worker may use",
@@ -76,30 +93,91 @@ LIMIT_DOCS = {
 }
 
 
+class LimitValueError(ValueError):
+    """A limit's value refused: `key` is the limit as written, `reason` says why (without the key)."""
+
+    def __init__(self, key: str, reason: str):
+        super().__init__(f"limit {key}: {reason}")
+        self.key, self.reason = key, reason
+
+
 def limit_names() -> list[str]:
     return [spec.name.replace("_", "-") for spec in fields(Limits)]
 
 
-def parse_limits(settings: dict[str, object], base: Limits = DEFAULT_LIMITS) -> Limits:
-    """`{"max-depth": 300}` (config keys or `--limit` pairs) over `base`; ValueError names the bad one."""
-    changes = {}
+def _number_text(number: float) -> str:
+    return f"{number:,}" if isinstance(number, int) or not number.is_integer() else f"{int(number):,}"
+
+
+def limit_range(name: str) -> str:
+    """`1 to 1,000`: a limit's range as the messages and docs write it (`name`: either spelling)."""
+    low, high = RANGES[name.replace("-", "_")]
+    return f"{_number_text(low)} to {_number_text(high)}"
+
+
+def limit_value(key: str, value: object, most: float | None = None) -> int | float:
+    """One limit's value (a number, or text as `--limit` gives it), within its range and at most
+    `most`; LimitValueError (naming the limit and its range) otherwise: non-numeric, bool, NaN,
+    infinite, zero, negative, fractional where a count is meant, or out of range."""
+    name = str(key).replace("-", "_")
     known = {spec.name: spec for spec in fields(Limits)}
+    if name not in known:
+        raise LimitValueError(str(key), f"unknown limit (known: {', '.join(limit_names())})")
+    whole = known[name].type not in ("float", float)
+    low, high = RANGES[name]
+    what = "a whole number" if whole else "a number of seconds"
+    number = _as_number(value)
+    shown = repr(value) if len(repr(value)) <= 40 else repr(value)[:37] + "..."
+    allowed = limit_range(name) if most is None else f"{_number_text(low)} to {_number_text(min(most, high))}"
+    if number is None or number != number or (  # NaN, text that is no number, 1.5 nodes
+            whole and isinstance(number, float) and abs(number) != float("inf") and not number.is_integer()):
+        raise LimitValueError(str(key), f"{shown} is not {what} (allowed: {allowed})")
+    if most is not None and number > most:
+        raise LimitValueError(str(key), (
+            f"{shown} is over the default, {_number_text(most)}: a repository's configuration may lower a limit, "
+            f"never raise it (allowed: {allowed}); whoever runs kubelint-ports "
+            f"raises it on the command line, --limit {str(key).replace('_', '-')}=N (up to {_number_text(high)})"))
+    if not low <= number <= high:  # infinities too
+        raise LimitValueError(str(key), f"{shown} is out of range (allowed: {allowed})")
+    return int(number) if whole else float(number)
+
+
+def _as_number(value: object) -> int | float | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float)):
+        return value
+    if not isinstance(value, str):
+        return None
+    text = value.strip()
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except (ValueError, OverflowError):
+            continue
+    return None
+
+
+def parse_limits(settings: dict[str, object], base: Limits = DEFAULT_LIMITS) -> Limits:
+    """`{"max-depth": 300}` (`--limit` pairs, the person running the tool) over `base`, each
+    within its range; LimitValueError names the bad one."""
+    changes = {str(key).replace("-", "_"): limit_value(key, value) for key, value in settings.items()}
+    return Limits(**{**{spec.name: getattr(base, spec.name) for spec in fields(Limits)}, **changes})
+
+
+def repository_limits(settings: dict[str, object]) -> Limits:
+    """A configuration file's `limits:`: each may lower its limit, never raise it past the default
+    (a repository under review must not lift the budgets that protect whoever lints it). Numbers
+    only, as the file's schema says; LimitValueError names the bad one."""
+    changes = {}
     for key, value in settings.items():
         name = str(key).replace("-", "_")
-        if name not in known:
-            raise ValueError(f"unknown limit {key!r} (known: {', '.join(limit_names())})")
-        kind = float if known[name].type in ("float", float) else int
-        try:
-            number = kind(value) if not isinstance(value, bool) else None
-        except (TypeError, ValueError, OverflowError):
-            number = None
-        if number is None or not number > 0 or number != number or number == float("inf"):
-            raise ValueError(f"limit {key}: {value!r} is not a positive number")
-        ceiling = CEILINGS.get(name)
-        if ceiling is not None and number > ceiling:
-            raise ValueError(f"limit {key}: {value!r} is over the most this tool allows ({ceiling})")
-        changes[name] = number
-    return Limits(**{**{spec.name: getattr(base, spec.name) for spec in fields(Limits)}, **changes})
+        default = getattr(DEFAULT_LIMITS, name, None)
+        if isinstance(value, str) and name in RANGES:  # text is the command line's way, not YAML's
+            allowed = f"{_number_text(RANGES[name][0])} to {_number_text(default)}"
+            raise LimitValueError(str(key), f"{value[:40]!r} is not a number (allowed: {allowed})")
+        changes[name] = limit_value(key, value, most=default)
+    return Limits(**{**{spec.name: getattr(DEFAULT_LIMITS, spec.name) for spec in fields(Limits)}, **changes})
 
 
 _current = [DEFAULT_LIMITS]

@@ -2,11 +2,16 @@
 checked, held in memory.
 
 An archive is read from one read of its file, under the budgets, before Helm sees it: it must be
-gzip (as Helm's loader requires); unpacked it holds at most `max-file-mib` in all and per member
-(archives inside it counted again), at most `MAX_ARCHIVE_MEMBERS` members and
+gzip (as Helm's loader requires); a member unpacks to at most `max-file-mib`, and the whole archive
+to at most `ARCHIVE_TOTAL_FACTOR` times that, archives inside it included (counted on the bytes
+gzip actually produces, not on what headers declare); at most `MAX_ARCHIVE_MEMBERS` members and
 `MAX_ARCHIVE_RATIO` times its packed size (a gzip bomb stops there, after a few MiB, not at the
 total budget); no member has an absolute path, a `..` or a drive letter, no link leads out of it,
-nothing is a device or a FIFO. Archives inside it (`charts/*.tgz`) are read the same way, up to
+nothing is a device or a FIFO. Members whose size is not what their data is are refused at their
+header, before any data is read: sparse files (GNU type `S`, PAX `GNU.sparse.*`: 577 packed bytes
+of them held 1.36 GB once tarfile filled their holes), a PAX `size` that overrides the header's
+(readers disagree on where such a member ends), and headers of long names or PAX records over
+`MAX_HEADER_DATA`. Archives inside it (`charts/*.tgz`) are read the same way, up to
 `MAX_NESTED_ARCHIVES` deep. Nothing is unpacked to disk: Helm renders a private copy of the bytes
 checked (`private_copy`, in a temporary directory removed after the render), never the file again.
 
@@ -38,6 +43,12 @@ from kubelint_ports.loading.helm_worker import SCHEMA_FILE
 GZIP_MAGIC = b"\x1f\x8b"
 MAX_ARCHIVE_MEMBERS = 10_000  # members of one chart archive, those of archives inside it included
 MAX_NESTED_ARCHIVES = 4  # archives inside archives (`charts/*.tgz` of a packaged subchart)
+ARCHIVE_TOTAL_FACTOR = 4  # an archive and those inside it unpack to at most 4 x max-file-mib in all
+# A GNU long name or a PAX record is read whole by tarfile before we see its member: Go's
+# archive/tar (Helm's reader) refuses one over 1 MiB, and so do we.
+MAX_HEADER_DATA = budgets.MIB
+_HEADER_TYPES = (tarfile.GNUTYPE_LONGNAME, tarfile.GNUTYPE_LONGLINK, tarfile.XHDTYPE, tarfile.XGLTYPE,
+                 tarfile.SOLARIS_XHDTYPE)
 # Bytes unpacked per byte packed. The 433 chart archives of the real-chart corpus pack 4 to 11
 # times; gzip reaches 1,032. Under RATIO_FLOOR unpacked, any ratio passes (a small chart of
 # repeated text is no bomb).
@@ -62,6 +73,7 @@ class ChartArchive:
     data: bytes
     members: dict[str, tuple[str, bytes]] = field(default_factory=dict)  # Helm's name -> (member, content)
     nested: dict[str, ChartArchive] = field(default_factory=dict)  # Helm's name of a charts/*.tgz -> it
+    unpacked: int = 0  # bytes it unpacked to, with the archives inside it (read from a file: `chart_archive`)
 
     @property
     def shown(self) -> str:
@@ -172,17 +184,44 @@ class _Budget:
     """What one archive (and the archives inside it) may unpack to, shared by all of them."""
 
     def __init__(self) -> None:
-        self.limit = budgets.current().max_file_bytes
+        self.member_limit = budgets.current().max_file_bytes
+        self.limit = ARCHIVE_TOTAL_FACTOR * self.member_limit
         self.unpacked = 0
         self.members = 0
 
+    def member_too_big(self) -> str:
+        return f"more than {self.member_limit // budgets.MIB} MiB once unpacked (limit max-file-mib)"
+
     def too_big(self) -> str:
-        return f"more than {self.limit // budgets.MIB} MiB once unpacked (limit max-file-mib)"
+        return (f"more than {self.limit // budgets.MIB} MiB once unpacked, archives inside it included "
+                f"({ARCHIVE_TOTAL_FACTOR} x limit max-file-mib)")
+
+
+class _Header(tarfile.TarInfo):
+    """A member's header as tarfile parses it, refused before tarfile reads what follows it when
+    that would be sparse data, a negative size, or an oversized long name or PAX record. Keeps the
+    size the header itself declares (`declared`), which a PAX record may override."""
+
+    @classmethod
+    def frombuf(cls, buf, encoding, errors):
+        header = super().frombuf(buf, encoding, errors)
+        header.declared = header.size
+        shown = files.excerpt(header.name, 200)
+        if header.type == tarfile.GNUTYPE_SPARSE:
+            raise ArchiveError(f"member {shown} is a sparse file (GNU type S); a chart archive holds none")
+        if header.size < 0:
+            raise ArchiveError(f"member {shown} declares a negative size")
+        if header.type in _HEADER_TYPES and header.size > MAX_HEADER_DATA:
+            raise ArchiveError(f"member {shown} is a long name or PAX record of {header.size:,} bytes, over "
+                               f"{MAX_HEADER_DATA // budgets.MIB} MiB")
+        return header
 
 
 class _Unpacking(io.RawIOBase):
     """The decompressed stream of one archive, counted as it is read: past the shared total, or
-    past MAX_ARCHIVE_RATIO times its packed size, reading stops with an ArchiveError."""
+    past MAX_ARCHIVE_RATIO times its packed size, reading stops with an ArchiveError. Every byte a
+    member's content is made of comes through here (sparse members, whose holes would not, are
+    refused), so the count is what unpacking really produces."""
 
     def __init__(self, packed: bytes, budget: _Budget):
         self.stream = gzip.GzipFile(fileobj=io.BytesIO(packed))
@@ -213,7 +252,7 @@ def read_archive(data: bytes, path: str, inner: str = "", budget: _Budget | None
         raise ArchiveError("not a gzip-compressed chart archive (Helm reads only those)")
     archive = ChartArchive(os.path.abspath(path), inner, data)
     try:
-        with tarfile.open(fileobj=_Unpacking(data, budget), mode="r|") as members:
+        with tarfile.open(fileobj=_Unpacking(data, budget), mode="r|", tarinfo=_Header) as members:
             for member in members:
                 add_member(archive, members, member, budget, nesting)
     except (tarfile.TarError, EOFError, OSError, zlib.error) as error:
@@ -245,11 +284,12 @@ def add_member(archive: ChartArchive, members: tarfile.TarFile, member: tarfile.
         return
     if not member.isfile():
         raise ArchiveError(f"member {shown} is not a file (a device, FIFO or other special file)")
-    if member.size > budget.limit:
-        raise ArchiveError(f"member {shown} is {budget.too_big()}")
+    check_size(member, shown, budget)
     if not helm_name:
         raise ArchiveError(f"member {shown} is outside the chart's directory")
     content = members.extractfile(member).read()
+    if len(content) > budget.member_limit:  # cannot be (its size was checked, no holes): never hold more
+        raise ArchiveError(f"member {shown} is {budget.member_too_big()}")
     archive.members[helm_name] = (name, content)
     if helm_name.endswith(".tgz") and helm_name.rsplit("/", 2)[-2:-1] == ["charts"]:
         if nesting >= MAX_NESTED_ARCHIVES:
@@ -259,6 +299,19 @@ def add_member(archive: ChartArchive, members: tarfile.TarFile, member: tarfile.
                                                      nesting + 1)
         except ArchiveError as error:
             raise ArchiveError(f"{name}: {error}") from None
+
+
+def check_size(member: tarfile.TarInfo, shown: str, budget: _Budget) -> None:
+    """Refuse, before its data is read, a member whose content is not simply the bytes its header
+    declares, or is more than a member may unpack to."""
+    if member.sparse is not None or any(key.startswith("GNU.sparse.") for key in member.pax_headers):
+        raise ArchiveError(f"member {shown} is a sparse file (PAX GNU.sparse); a chart archive holds none")
+    declared = getattr(member, "declared", member.size)
+    if member.size != declared:
+        raise ArchiveError(f"member {shown} has a PAX size ({member.size:,} bytes) other than its header's "
+                           f"({declared:,}): readers would disagree on where it ends")
+    if member.size > budget.member_limit:
+        raise ArchiveError(f"member {shown} is {budget.member_too_big()}")
 
 
 _ARCHIVES: dict[tuple, ChartArchive] = {}
@@ -276,8 +329,13 @@ def chart_archive(path: str) -> ChartArchive:
         data = files.read_file(path, limit)
         if len(data) > limit:
             raise ArchiveError(f"over {limit // budgets.MIB} MiB (limit max-file-mib)")
-        found = read_archive(data, path)
-        while len(_ARCHIVES) >= _CACHED_ARCHIVES:
+        budget = _Budget()
+        found = read_archive(data, path, budget=budget)
+        found.unpacked = budget.unpacked
+        # What the cache holds stays within one archive's budget too: a chart with many
+        # `charts/*.tgz` files must not hold them all (the oldest is read again if asked for).
+        while _ARCHIVES and (len(_ARCHIVES) >= _CACHED_ARCHIVES or found.unpacked + sum(
+                archive.unpacked for archive in _ARCHIVES.values()) > budget.limit):
             del _ARCHIVES[next(iter(_ARCHIVES))]
         _ARCHIVES[cache_key] = found
     return found
