@@ -148,7 +148,7 @@ def lint(
     else:
         from kubelint_ports.fixes import fixable
 
-        if fixable(report):  # else the fix machinery is never imported
+        if fixable(report, {report_args.output_format.value, *(kind for kind, _ in extra_reports)}):
             from kubelint_ports.fixes import describe, reserved_ports_of
 
             describe(report, edits=sarif, reserved=reserved_ports_of(settings.policies),

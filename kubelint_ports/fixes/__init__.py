@@ -32,13 +32,22 @@ FIXABLE = frozenset({"KP001", "KP003", "KP104", "KP201", "KP203", "KP204", "KP30
 # What `fixes.run` (one run's fixes) provides, imported from it when first asked for.
 _FROM_RUN = frozenset({"Choices", "FileChange", "changes", "describe", "unified_diff"})
 
-__all__ = ["FIXABLE", "FIXES", "Choices", "FileChange", "changes", "describe", "fixable", "fixable_rules",
+__all__ = ["FIXABLE", "FIXES", "SHOWN_IN", "Choices", "FileChange", "changes", "describe", "fixable", "fixable_rules",
            "reserved_ports_of", "unified_diff"]
 
 
-def fixable(report) -> bool:
-    """Whether `describe` has anything to do: a finding of a fixable rule, with the model to fix it in."""
-    return report.cluster is not None and any(finding.rule_id in FIXABLE for finding in report.findings)
+# The report formats that say whether a finding has a fix (text's `[*]` and summary line, JSON's
+# and SARIF's `fix`, the JSON report the HTML page offers for download);
+# tests/test_hostile_fix_describer.py keeps it equal to the formatters whose output a fix changes.
+SHOWN_IN = frozenset({"text", "concise", "json", "sarif", "html"})
+
+
+def fixable(report, formats=SHOWN_IN) -> bool:
+    """Whether `describe` has anything to do: a finding of a fixable rule, with the model to fix it
+    in, for a report in one of `formats` that shows fixes (a run written only as GitHub
+    annotations, Markdown, JUnit or GitLab needs none worked out)."""
+    return (not SHOWN_IN.isdisjoint(formats) and report.cluster is not None
+            and any(finding.rule_id in FIXABLE for finding in report.findings))
 
 
 def reserved_ports_of(policies) -> frozenset[int]:

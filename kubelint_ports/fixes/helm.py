@@ -28,7 +28,7 @@ import yaml
 from kubelint_ports.findings import Finding
 from kubelint_ports.fixes.plan import Context, Plan
 from kubelint_ports.fixes.source import (
-    NoFix, SourceFile, Target, line_starts, line_value, pair_at, scalar_span, scalar_text, shared_nodes)
+    NoFix, SourceFile, Target, line_starts, line_value, scalar_span, scalar_text)
 from kubelint_ports.loading import display_path
 
 COPIES = re.compile(r"\b(toYaml|toJson|toPrettyJson|toRawJson)\b")
@@ -177,11 +177,11 @@ def find_values(values, reference: list, value: yaml.ScalarNode, context: Contex
     layer = next((file.path for file, _ in values.layers if display_path(file.path) == location.path),
                  os.path.abspath(location.path))
     source: SourceFile | None = context.sources.read(layer, location.path)
-    found = pair_at(source.documents(), location.line, location.column) if source is not None else None
+    found = source.pair_at(location.line, location.column) if source is not None else None
     if found is None or not isinstance(found[1], yaml.ScalarNode) or found[1].value != value.value:
         raise NoFix(f"{named} in {location.path} does not hold the rendered value {value.value}")
     key, node = found
-    if any(id(node) in shared_nodes(root) for root in source.documents()):
+    if source.is_shared(node):
         raise NoFix(f"{named} in {location.path} is an anchor's value that aliases repeat")
     return source, key or node, node, named
 

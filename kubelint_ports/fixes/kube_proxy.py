@@ -139,10 +139,10 @@ def embedded_edit(place: Place, block, value: str) -> Edit:
     if indent is None:
         raise NoFix(f"{shown} is not block-style YAML whose lines are the file's")
     starts = line_starts(source.text)
-    wanted = {**yt.to_plain(inner), "clusterCIDR": value}
+    wanted = {**plain(inner), "clusterCIDR": value}
 
     def reads(old, new) -> bool:
-        return isinstance(new, str) and yt.to_plain(compose_or_none(new)) == wanted
+        return isinstance(new, str) and plain(compose_or_none(new)) == wanted
 
     present = yt.child(inner, "clusterCIDR")
     if present is not None:
@@ -168,6 +168,15 @@ def new_scalar(node: yaml.ScalarNode, value: str) -> str:
     """The text that replaces a clusterCIDR scalar: in the quotes it had, unless they were there
     only to write it empty (a dual-stack pair keeps them: its comma ends a flow item)."""
     return scalar_text(value, node.style, node.value == "" and "," not in value)
+
+
+def plain(node):
+    """A configuration as plain data to compare; NoFix when aliases make it too large to read whole
+    (`yamltree.to_plain`'s budget)."""
+    try:
+        return yt.to_plain(node)
+    except yt.FieldTypeError:
+        raise NoFix("the configuration is too large to compare once its aliases are expanded") from None
 
 
 def compose_or_none(text: str):
@@ -246,11 +255,11 @@ class Place:
             new_roots = list(budgets.compose_all(changed, loader=ManifestLoader))
         except (yaml.YAMLError, ValueError):
             raise NoFix("the edited file would not be valid YAML") from None
-        if len(old_roots) != len(new_roots) or any(
-                yt.to_plain(old) != yt.to_plain(new) for index, (old, new) in enumerate(zip(old_roots, new_roots))
+        if len(old_roots) != len(new_roots) or not all(
+                yt.same_tree(old, new) for index, (old, new) in enumerate(zip(old_roots, new_roots))
                 if index != self.ordinal):
             raise NoFix("the edit would change another document of the file")
-        old, new = yt.to_plain(old_roots[self.ordinal]), yt.to_plain(new_roots[self.ordinal])
+        old, new = plain(old_roots[self.ordinal]), plain(new_roots[self.ordinal])
         if not reads(value_at(old, self.segments), value_at(new, self.segments)):
             raise NoFix("the edited configuration would not read as the fix means")
         if without(old, self.segments) != without(new, self.segments):

@@ -26,7 +26,7 @@ import yaml
 from kubelint_ports.findings import Finding
 from kubelint_ports.fixes.plan import UNSAFE, Context, Plan
 from kubelint_ports.fixes.source import (
-    NoFix, SourceFile, Target, line_starts, line_value, pair_at, scalar_span, scalar_text, shared_nodes, target_placed)
+    NoFix, SourceFile, Target, line_starts, line_value, scalar_span, scalar_text, target_placed)
 from kubelint_ports.loading import KUSTOMIZATION_FILES
 from kubelint_ports.loading import yamltree as yt
 
@@ -60,12 +60,12 @@ def splice_in_file(source: SourceFile, target: Target, plan: Plan, finding: Find
     style_only = new_value == value.value
     location = finding.location
     where = f"{location.path}:{location.line}"
-    found = pair_at(source.documents(), location.line, location.column)
+    found = source.pair_at(location.line, location.column)
     if found is not None:
         key, node = found
         if not isinstance(node, yaml.ScalarNode) or node.value != value.value:
             raise NoFix(f"{where} does not hold the built value {value.value}")
-        if any(id(node) in shared_nodes(root) for root in source.documents()):
+        if source.is_shared(node):
             raise NoFix(f"{where} is an anchor's value that aliases repeat")
         if style_only and node.style not in ("'", '"'):
             raise NoFix(f"{where} is not quoted: the quotes come from elsewhere")
@@ -88,10 +88,7 @@ def inline_value(source: SourceFile, line: int, column: int, value: yaml.ScalarN
     """(start, end, style) of the value on `line` of an inline patch: a literal block of the
     kustomization keeps its lines, so the patch's `key: value` is there as written."""
     starts = line_starts(source.text)
-    inside = any(isinstance(node, yaml.ScalarNode) and node.style == "|"
-                 and node.start_mark.line < line - 1 < node.end_mark.line
-                 for node in scalars(source.documents()))
-    if not inside or line > len(starts):
+    if not source.in_literal_block(line - 1) or line > len(starts):
         raise NoFix(f"{where} is not a value in a file or in a literal block")
     end_of_line = starts[line] - 1 if line < len(starts) else len(source.text)
     text = source.text[starts[line - 1]:end_of_line]
@@ -106,18 +103,6 @@ def inline_value(source: SourceFile, line: int, column: int, value: yaml.ScalarN
     if not isinstance(written, yaml.ScalarNode) or written.value != value.value:
         raise NoFix(f"{where} does not hold the built value {value.value}")
     return starts[line - 1] + span[0], starts[line - 1] + span[1], written.style
-
-
-def scalars(roots: list):
-    stack = [root for root in roots if root is not None]
-    while stack:
-        node = stack.pop()
-        if isinstance(node, yaml.ScalarNode):
-            yield node
-        elif isinstance(node, yaml.MappingNode):
-            stack.extend(part for pair in node.value for part in pair)
-        elif isinstance(node, yaml.SequenceNode):
-            stack.extend(node.value)
 
 
 def removal_in_resource(document, source: SourceFile, finding: Finding, context: Context) -> tuple[Plan, Target]:

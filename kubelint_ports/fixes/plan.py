@@ -33,6 +33,15 @@ class Choices:
 
 
 @record(slots=True)
+class RoundTrips:
+    """The removals of one run whose edit was checked by a round trip of its document (`run.to_fix`):
+    how many per document ((file, shown path, the document's start) -> count), and their characters."""
+
+    documents: dict[tuple[str, str, int], int] = field(default_factory=dict)
+    characters: int = 0
+
+
+@record(slots=True)
 class Context:
     """What the fixes of one run share: the model, the node daemons' ports, the ports already
     handed out (so two moved ports never land on the same free one), which KP203 and KP301
@@ -53,6 +62,7 @@ class Context:
     # The whole run's model when `cluster` is one deployment unit's (`run.unit_context`): which
     # overlays read a base file is a question about every unit.
     whole_run: Cluster | None = None
+    round_trips: RoundTrips = field(default_factory=RoundTrips)  # the run's, its units' too
 
     def workload(self, ref):
         """The linted (not running) Workload of an object, or None."""

@@ -52,20 +52,49 @@ def remove_duplicate_service_port(target: Target, finding: Finding, context: Con
         return None
     item = ports.value[index]
     number, protocol = port_key(item)
-    earlier = next((other for other in ports.value[:index] if port_key(other) == (number, protocol)), None)
-    if earlier is None or number is None:
+    first = first_entries(ports)[(number, protocol)]
+    if first >= index or number is None:
+        return None
+    said, said_before = entry_data(item), entry_data(ports.value[first])
+    if said is None or said_before is None:
         return None
     segments = target.prefix + ["spec", "ports", index]
     from kubelint_ports.fixes.structure import node_lines
 
     lines = node_lines(item, item)
-    first = ports.value.index(earlier)
-    if yt.to_plain(item) == yt.to_plain(earlier):
+    if said == said_before:
         return Plan(SAFE, f"remove spec.ports[{index}], a copy of spec.ports[{first}]", remove=(segments, lines))
-    lost = ", ".join(f"{key} {value}" for key, value in sorted((yt.to_plain(item) or {}).items())
-                     if (yt.to_plain(earlier) or {}).get(key) != value)
+    lost = ", ".join(f"{key} {value}" for key, value in sorted((said or {}).items())
+                     if (said_before or {}).get(key) != value)
     return Plan(UNSAFE, f"remove spec.ports[{index}] (port {number}/{protocol}, also declared by spec.ports[{first}]); "
                         f"what it says differently is lost: {lost}", remove=(segments, lines))
+
+
+def first_entries(ports: yaml.SequenceNode) -> dict[tuple[str | None, str], int]:
+    """(port, protocol) -> the index of the first entry of `ports` that declares it: worked out once
+    per list and kept on it (a Service of 3,000 repeated ports asks it 3,000 times)."""
+    try:
+        return ports._first_entries
+    except AttributeError:
+        pass
+    first: dict[tuple[str | None, str], int] = {}
+    for index, item in enumerate(ports.value):
+        first.setdefault(port_key(item), index)
+    ports._first_entries = first
+    return first
+
+
+ENTRY_NODES = 1_000  # a port entry is a handful of scalars: past this many nodes, aliases repeat a tree in it
+
+
+def entry_data(item: yaml.Node):
+    """A port entry as plain data, or None when aliases make it larger than ENTRY_NODES nodes: such
+    an entry is no copy a fix should judge, and reading it whole for each finding would cost the
+    expanded tree each time."""
+    try:
+        return yt.to_plain(item, [ENTRY_NODES])
+    except yt.FieldTypeError:
+        return None
 
 
 def port_key(item: yaml.Node) -> tuple[str | None, str]:

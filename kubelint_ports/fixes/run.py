@@ -14,7 +14,7 @@ from kubelint_ports.records import record
 from kubelint_ports.fixes.plan import Choices, Context, Plan
 from kubelint_ports.fixes.rules import FIXES, node_ports_kept
 from kubelint_ports.fixes.source import (
-    NoFix, read_digest, read_source, region, split_lines, target_of)
+    NoFix, read_digest, read_source, split_lines, target_of)
 from kubelint_ports.loading import Document
 
 
@@ -61,7 +61,7 @@ def fix_of(finding: Finding, places: Places, context: Context, edits: bool) -> F
         source = context.sources.read(document.text_source.file, finding.location.path)
         target = target_of(finding, document, source) if source is not None else None
         plan = fixer(target, finding, context) if target is not None else None
-        return to_fix(plan, target, edits) if plan is not None else None
+        return to_fix(plan, target, edits, context) if plan is not None else None
     document = places.rendered_for(finding)
     if document is None:
         return None
@@ -79,7 +79,7 @@ def fix_of(finding: Finding, places: Places, context: Context, edits: bool) -> F
     except NoFix as reason:
         context.give_back(plan)
         return Fix(plan.applicability, plan.description, blocked=str(reason))
-    return to_fix(plan, target, edits)
+    return to_fix(plan, target, edits, context)
 
 
 def rendering(document) -> str:
@@ -132,7 +132,15 @@ class Places:
         return candidates[0] if candidates else None
 
 
-def to_fix(plan: Plan, target, edits: bool) -> Fix:
+# A removal's edit is checked by a round trip of its whole document through ruamel.yaml (pure
+# Python: some 40 KB a second), so an object with thousands of removals would cost thousands of
+# documents. Past this many in one document, or this many characters in one run, a removal's edit
+# waits for the next run (`--fix` makes several passes).
+ROUND_TRIPS_PER_DOCUMENT = 16
+ROUND_TRIP_CHARACTERS = 1 << 18
+
+
+def to_fix(plan: Plan, target, edits: bool, context: Context) -> Fix:
     fix = Fix(plan.applicability, plan.description)
     if not edits:
         return fix
@@ -142,12 +150,24 @@ def to_fix(plan: Plan, target, edits: bool) -> Fix:
     else:
         from kubelint_ports.fixes.structure import Refused, removal
 
+        trips, document = context.round_trips, (source.file, source.path, target.root.start_mark.index)
+        done = trips.documents.get(document, 0)
+        size = target.root.end_mark.index - target.root.start_mark.index
+        if done >= ROUND_TRIPS_PER_DOCUMENT:
+            return replace(fix, blocked=f"its document has more than {ROUND_TRIPS_PER_DOCUMENT} removals, each checked "
+                                        f"on the whole document: the others wait for the next run")
+        if trips.characters + size > ROUND_TRIP_CHARACTERS:
+            return replace(fix, blocked=f"checking it would take this run's removals past {ROUND_TRIP_CHARACTERS:,} "
+                                        f"characters of YAML, each checked on its whole document: it waits for the "
+                                        f"next run")
+        trips.documents[document] = done + 1
+        trips.characters += size
         segments, lines = plan.remove
         try:
             start, end, text = removal(source.text, target.root, segments, lines)
         except Refused as refused:
             return replace(fix, blocked=str(refused))
-    return replace(fix, edits=(Edit(region(source.text, start, end, source.path), start, end, text),))
+    return replace(fix, edits=(Edit(source.region(start, end), start, end, text),))
 
 
 @record(frozen=True, slots=True)

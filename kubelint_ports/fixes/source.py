@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import re
 import zlib
+from bisect import bisect_left
 
 import yaml
 
@@ -55,6 +56,9 @@ class SourceFile:
     roots: list | None = None  # every YAML document's root node, composed once
     spans: dict | None = None  # (ordinal, start, end) -> that document's root, composed alone
     padded: int = 0  # characters of padding composed so far, ahead of the stretches
+    places: dict | None = None  # (line, column) -> (key, value) of `pair_at`, made once
+    blocks: list | None = None  # (first line, last line) of each literal block scalar, made once
+    breaks: list | None = None  # `line_breaks(text)`, made once for the edits' regions
 
     def bytes_for(self, text: str) -> bytes:
         return (BOM if self.bom else b"") + text.encode("utf-8")
@@ -86,6 +90,61 @@ class SourceFile:
                 return self.spans[key]
         roots = self.documents()
         return roots[ordinal] if ordinal < len(roots) else None
+
+    def region(self, start: int, end: int) -> Location:
+        """`region` of characters `start` to `end`, the text's line breaks found once."""
+        if self.breaks is None:
+            self.breaks = line_breaks(self.text)
+        return region(self.text, start, end, self.path, self.breaks)
+
+    def pair_at(self, line: int, column: int) -> tuple[yaml.Node | None, yaml.Node] | None:
+        """The (key, value) whose key starts at 1-based (line, column), or (None, item) for a
+        scalar list item that starts there; None when no node of the file's documents does.
+
+        Every place is indexed in one walk of the documents that enters each node once (an
+        alias's target where it is first reached), in the order a search from the last document
+        down would meet them, so that of two nodes at one place the one it would find wins."""
+        if self.places is None:
+            self.places = {}
+            entered: set[int] = set()
+            stack = [root for root in self.documents() if root is not None]
+            while stack:
+                node = stack.pop()
+                if id(node) in entered:
+                    continue
+                entered.add(id(node))
+                if isinstance(node, yaml.MappingNode):
+                    for key, value in node.value:
+                        self.places.setdefault((key.start_mark.line, key.start_mark.column), (key, value))
+                        stack.append(value)
+                elif isinstance(node, yaml.SequenceNode):
+                    for item in node.value:
+                        if isinstance(item, yaml.ScalarNode):
+                            self.places.setdefault((item.start_mark.line, item.start_mark.column), (None, item))
+                        stack.append(item)
+        return self.places.get((line - 1, column - 1))
+
+    def is_shared(self, node: yaml.Node) -> bool:
+        """Whether aliases repeat `node` in its document (an anchor's value, or inside one)."""
+        return any(id(node) in yt.shared_nodes(root) for root in self.documents() if root is not None)
+
+    def in_literal_block(self, line: int) -> bool:
+        """Whether 0-based `line` is inside a literal block scalar (`|`), past its first line."""
+        if self.blocks is None:
+            self.blocks = []
+            entered: set[int] = set()
+            stack = [root for root in self.documents() if root is not None]
+            while stack:
+                node = stack.pop()
+                if id(node) in entered:
+                    continue
+                entered.add(id(node))
+                if isinstance(node, yaml.ScalarNode):
+                    if node.style == "|":
+                        self.blocks.append((node.start_mark.line, node.end_mark.line))
+                else:
+                    stack.extend(yt.children_of(node))
+        return any(first < line < last for first, last in self.blocks)
 
     def _compose_span(self, start: int, end: int, line: int, column: int):
         # Padding that puts the stretch at its own index, line and column: a comment of the
@@ -186,10 +245,15 @@ def target_placed(finding: Finding, source: SourceFile) -> Target | None:
     """The nodes `finding` names in `source`, in whichever document (or `kind: List` member) holds
     its field at its line and column: for a file the finding points into but was not read from
     (a Kustomize resource)."""
+    line = finding.location.line - 1
     for ordinal, root in enumerate(source.documents()):
+        if root is None or not root.start_mark.line <= line <= root.end_mark.line:
+            continue  # the field is written inside its object: an object elsewhere cannot hold it
         members = yt.get(root, "items") if isinstance(root, yaml.MappingNode) else None
-        count = len(members.value) if isinstance(members, yaml.SequenceNode) else 0
-        for items in [(), *((index,) for index in range(count))]:
+        holding = [(index,) for index, member in enumerate(members.value)
+                   if member.start_mark.line <= line <= member.end_mark.line] \
+            if isinstance(members, yaml.SequenceNode) else []
+        for items in [(), *holding]:
             target = target_in(source, ordinal, items, None, finding.field_path, finding.location)
             if target is not None:
                 return target
@@ -218,58 +282,43 @@ def target_in(source: SourceFile, ordinal: int, members: tuple[int, ...], span: 
     if not isinstance(obj, yaml.MappingNode):
         return None
     key, value = yt.resolve(obj, field_path) if field_path else (None, obj)
-    if yt.format_field_path(prefix + yt.parse_field_path(field_path)) != path_to(root, key, value):
-        return None  # the field is absent: the finding names where it would go
+    segments = prefix + yt.parse_field_path(field_path)
+    written = yt.written_at(root, segments)  # the path followed, not a walk of the document
+    if written is None or written[0] is not key or written[1] is not value:
+        return None  # the field is absent (the finding names where it would go) or a merge key's
     mark = (key or value).start_mark
     if location is not None and (mark.line + 1, mark.column + 1) != (location.line, location.column):
         return None
-    if id(value) in shared_nodes(root):
+    shared = yt.shared_nodes(root)  # one walk per document, kept: not one per finding
+    if id(value) in shared:
         return None  # an anchor's value that aliases repeat: an edit would change them too
+    if key is not None and id(key) in shared and \
+            yt.format_field_path(yt.first_places(root)[id(key)]) != yt.format_field_path(segments):
+        return None  # an alias of a key: the finding is about the place the anchor is written
     return Target(source, root, prefix, obj, key, value)
 
 
-def shared_nodes(root) -> set[int]:
-    """Ids of the nodes reachable more than once (an alias and everything under its anchor)."""
-    seen: set[int] = set()
-    shared: set[int] = set()
-
-    def mark_all(node) -> None:
-        shared.add(id(node))
-        for child in children(node):
-            if id(child) not in shared:
-                mark_all(child)
-
-    stack = [root]
-    while stack:
-        node = stack.pop()
-        if id(node) in seen:
-            mark_all(node)
-            continue
-        seen.add(id(node))
-        stack.extend(children(node))
-    return shared
+LINE_BREAK = re.compile(r"\n|\r(?!\n)")  # a CRLF's break is its LF
 
 
-def children(node) -> list:
-    if isinstance(node, yaml.MappingNode):
-        return [part for pair in node.value for part in pair]
-    if isinstance(node, yaml.SequenceNode):
-        return list(node.value)
-    return []
+def line_breaks(text: str) -> list[int]:
+    """The offsets of the characters that end lines as libyaml counts them (LF, CRLF, CR)."""
+    return [match.start() for match in LINE_BREAK.finditer(text)]
 
 
-def path_to(root, key, value) -> str | None:
-    return yt.field_path_to(root, value if key is None else key)
-
-
-def region(text: str, start: int, end: int, path: str) -> Location:
+def region(text: str, start: int, end: int, path: str, breaks: list[int] | None = None) -> Location:
     """Offsets -> a Location (1-based lines and columns, the end column after the last character),
-    counting lines as libyaml does for the breaks these files hold (LF, CRLF, CR)."""
+    counting lines as libyaml does for the breaks these files hold (LF, CRLF, CR). `breaks`: the
+    text's `line_breaks`, worked out once for all the edits in one file (`SourceFile.region`)."""
+    if breaks is None:
+        breaks = line_breaks(text)
+
     def line_column(offset: int) -> tuple[int, int]:
-        head = text[:offset]
-        line = head.count("\n") + head.count("\r") - head.count("\r\n")
-        last = max(head.rfind("\n"), head.rfind("\r"))
-        return line + 1, offset - last
+        before = bisect_left(breaks, offset)  # the lines that end before `offset`
+        last = breaks[before - 1] if before else -1
+        if 0 < offset < len(text) and text[offset - 1] == "\r" and text[offset] == "\n":
+            before, last = before + 1, offset - 1  # between a CRLF's two characters: past its CR
+        return before + 1, offset - last
 
     start_line, start_column = line_column(start)
     end_line, end_column = line_column(end)
@@ -340,23 +389,3 @@ def scalar_text(value: str, style: str | None, style_only: bool) -> str:
     if style_only or style not in ("'", '"'):
         return value
     return f"{style}{value}{style}"
-
-
-def pair_at(roots: list, line: int, column: int) -> tuple[yaml.Node | None, yaml.Node] | None:
-    """The (key, value) whose key starts at 1-based (line, column), or (None, item) for a list
-    item that starts there; None when no node of `roots` does."""
-    wanted = (line - 1, column - 1)
-    stack = [root for root in roots if root is not None]
-    while stack:
-        node = stack.pop()
-        if isinstance(node, yaml.MappingNode):
-            for key, value in node.value:
-                if (key.start_mark.line, key.start_mark.column) == wanted:
-                    return key, value
-                stack.append(value)
-        elif isinstance(node, yaml.SequenceNode):
-            for item in node.value:
-                if (item.start_mark.line, item.start_mark.column) == wanted and isinstance(item, yaml.ScalarNode):
-                    return None, item
-                stack.append(item)
-    return None

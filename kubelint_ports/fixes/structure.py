@@ -116,12 +116,22 @@ def round_trip(plain: str, container_path: list, change, root: yaml.Node) -> str
 def detect_indent(root: yaml.Node) -> tuple[int, int, int]:
     """The document's own block indentation, as ruamel.yaml's `indent()` takes it: a nested
     mapping's step, a list item's content column and its dash's column, each relative to the key
-    that holds it; the most common one wins (2, 2, 0 when the document has none)."""
+    that holds it; the most common one wins (2, 2, 0 when the document has none). Each mapping is
+    counted once, as written (an alias repeats none), and the answer kept on the root: the
+    removals of many findings in one document walk it once."""
+    try:
+        return root._indent
+    except AttributeError:
+        pass
     mappings: Counter[int] = Counter()
     sequences: Counter[tuple[int, int]] = Counter()
+    entered: set[int] = set()
     stack = [root]
     while stack:
         node = stack.pop()
+        if id(node) in entered:
+            continue
+        entered.add(id(node))
         if isinstance(node, yaml.MappingNode):
             for key, value in node.value:
                 step = value.start_mark.column - key.start_mark.column
@@ -135,7 +145,8 @@ def detect_indent(root: yaml.Node) -> tuple[int, int, int]:
             stack.extend(node.value)
     mapping = mappings.most_common(1)[0][0] if mappings else 2
     sequence, offset = sequences.most_common(1)[0][0] if sequences else (2, 0)
-    return mapping, max(sequence, offset + 2), offset
+    root._indent = (mapping, max(sequence, offset + 2), offset)
+    return root._indent
 
 
 def node_lines(start: yaml.Node, end: yaml.Node) -> tuple[int, int]:

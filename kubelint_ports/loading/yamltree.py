@@ -121,11 +121,52 @@ def _indexed(mapping: MappingNode) -> dict[str, tuple[ScalarNode, Node]]:
             else:
                 index[name] = (key_node, value)
         if has_merge:  # keys written in the mapping win over merged ones
-            for key_node, value in pairs(mapping):
-                if isinstance(key_node.value, str):
-                    index.setdefault(key_node.value, (key_node, value))
+            written = len(index)
+            for name, pair in _first_pairs(mapping).items():
+                index.setdefault(name, pair)
+            if len(index) > written:  # the keys only a merge key brings in (`written_at` steps over none)
+                mapping._merged = frozenset(list(index)[written:])
     mapping._index = index
     return index
+
+
+def _first_pairs(mapping: MappingNode) -> dict[str, tuple[ScalarNode, Node]]:
+    """Each text key's first (key, value) in `pairs(mapping)` order: its written pairs, then each
+    merge source's in turn. Worked out once per mapping a merge key reaches, and kept on it, so
+    that nested merge keys (`<<: [*a, *a, ...]` of `<<: [*b, *b, ...]`) cost what is written, not
+    what they expand to; a merge key that reaches its own mapping again adds nothing."""
+    pending: set[int] = set()
+    stack: list[tuple[MappingNode, bool]] = [(mapping, False)]
+    while stack:
+        node, sources_done = stack.pop()
+        if hasattr(node, "_first"):
+            continue
+        sources = _merge_sources(node)
+        if not sources_done:
+            pending.add(id(node))
+            stack.append((node, True))
+            stack.extend((one, False) for one in sources if id(one) not in pending and not hasattr(one, "_first"))
+            continue
+        first: dict[str, tuple[ScalarNode, Node]] = {}
+        for key, value in node.value:
+            if isinstance(key.value, str) and not is_merge_key(key):
+                first.setdefault(key.value, (key, value))
+        for one in sources:
+            for name, pair in getattr(one, "_first", {}).items():
+                first.setdefault(name, pair)
+        node._first = first
+    return mapping._first
+
+
+def _merge_sources(mapping: MappingNode) -> list[MappingNode]:
+    """The mappings `<<` merge keys of `mapping` name, in order."""
+    sources: list[MappingNode] = []
+    for key, value in mapping.value:
+        if is_merge_key(key):
+            for one in value.value if isinstance(value, SequenceNode) else [value]:
+                if isinstance(one, MappingNode):
+                    sources.append(one)
+    return sources
 
 
 def get(mapping: Node | None, key: str) -> Node | None:
@@ -309,27 +350,149 @@ def format_field_path(segments: list[str | int]) -> str:
 
 
 def field_path_to(root: Node, target: Node) -> str | None:
-    """The field path of a node inside `root` (a key node names its key), or None when not inside."""
-    segments = _segments_to(root, target, [])
-    return None if segments is None else format_field_path(segments)
-
-
-def _segments_to(node: Node, target: Node, path: list[str | int]) -> list[str | int] | None:
-    if node is target:
-        return path
-    if isinstance(node, MappingNode):
-        for key, value in node.value:
-            if key is target:
-                return path + [key.value]
-            found = _segments_to(value, target, path + [key.value])
-            if found is not None:
-                return found
-    elif isinstance(node, SequenceNode):
-        for index, item in enumerate(node.value):
-            found = _segments_to(item, target, path + [index])
-            if found is not None:
-                return found
+    """The field path of a node inside `root` (a key node names its key), or None when not inside:
+    of a node that aliases repeat, the first place it is written, in the order the text is read."""
+    for node, path in _places(root):
+        if node is target:
+            return format_field_path(_unlinked(path))
     return None
+
+
+def first_places(root: Node) -> dict[int, list[str | int]]:
+    """Of each node that aliases repeat (`shared_nodes`), the path of the first place it is written,
+    as `field_path_to` gives it. One walk, kept on the root."""
+    try:
+        return root._first_places
+    except AttributeError:
+        pass
+    shared = shared_nodes(root)
+    places: dict[int, list[str | int]] = {}
+    if shared:
+        for node, path in _places(root):
+            if id(node) in shared and id(node) not in places:
+                places[id(node)] = _unlinked(path)
+    root._first_places = places
+    return places
+
+
+def _places(root: Node) -> Iterator[tuple[Node, tuple | None]]:
+    """Each place a node is written under `root`, in the order the text is read, with its path as
+    (parent path, segment) links; a key node is a place of its own (its path names its key), and
+    not entered. A node is entered where it is first reached only: every later place of anything
+    under an alias comes after its first one, so an alias graph of a million expanded nodes costs
+    its thousand written ones."""
+    entered: set[int] = set()
+    stack: list[tuple[Node, bool, tuple | None]] = [(root, False, None)]  # (node, is a key, path)
+    while stack:
+        node, is_key, path = stack.pop()
+        yield node, path
+        if is_key or id(node) in entered:
+            continue
+        entered.add(id(node))
+        if isinstance(node, MappingNode):
+            for key, value in reversed(node.value):
+                link = (path, key.value)
+                stack.append((value, False, link))
+                stack.append((key, True, link))
+        elif isinstance(node, SequenceNode):
+            stack.extend((item, False, (path, index)) for index, item in reversed(list(enumerate(node.value))))
+
+
+def _unlinked(path: tuple | None) -> list[str | int]:
+    segments: list[str | int] = []
+    while path is not None:
+        path, segment = path
+        segments.append(segment)
+    segments.reverse()
+    return segments
+
+
+def written_at(root: Node | None, segments: list[str | int]) -> tuple[Node | None, Node] | None:
+    """The key node (None for a list item or the root) and the value node at `segments` when each
+    step is written where the path says: a key of its mapping (the last of a repeated key, as the
+    decoder takes it; never one a merge key brings in) or an item of its sequence. None when a step
+    is absent or merged in. Follows the path only: no walk."""
+    key_node: Node | None = None
+    node = root
+    for segment in segments:
+        if isinstance(segment, int):
+            if not isinstance(node, SequenceNode) or segment >= len(node.value):
+                return None
+            key_node, node = None, node.value[segment]
+            continue
+        pair = child(node, segment)
+        if pair is None or segment in getattr(node, "_merged", ()):
+            return None
+        key_node, node = pair
+    return key_node, node
+
+
+def shared_nodes(root: Node) -> frozenset[int]:
+    """Ids of the nodes reachable from `root` more than once (keys included): an anchor's node that
+    aliases or merge keys repeat, and everything under it. An edit of one of them would change
+    every place that repeats it.
+
+    One walk that enters each node once, and marks each shared node once; kept on the root, so
+    the fixes of a thousand findings in one document ask it for the price of one walk."""
+    try:
+        return root._shared
+    except AttributeError:
+        pass
+    seen: set[int] = set()
+    shared: set[int] = set()
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        if id(node) not in seen:
+            seen.add(id(node))
+            stack.extend(children_of(node))
+            continue
+        marking = [node]  # reached again: it and everything under it
+        while marking:
+            again = marking.pop()
+            if id(again) not in shared:
+                shared.add(id(again))
+                marking.extend(children_of(again))
+    root._shared = frozenset(shared)
+    return root._shared
+
+
+def same_tree(old: Node | None, new: Node | None) -> bool:
+    """Whether two composed trees read alike: the same kinds and tags, the same scalars, keys and
+    items in the same order. Each pair of nodes is compared once, so trees that aliases repeat
+    cost what is written, not what they expand to."""
+    compared: set[tuple[int, int]] = set()
+    stack = [(old, new)]
+    while stack:
+        one, other = stack.pop()
+        if one is None or other is None:
+            if one is not other:
+                return False
+            continue
+        if (id(one), id(other)) in compared:
+            continue
+        compared.add((id(one), id(other)))
+        if one.__class__ is not other.__class__ or one.tag != other.tag:
+            return False
+        if isinstance(one, ScalarNode):
+            if one.value != other.value:
+                return False
+        elif len(one.value) != len(other.value):
+            return False
+        elif isinstance(one, MappingNode):
+            for (key, value), (other_key, other_value) in zip(one.value, other.value):
+                stack += ((key, other_key), (value, other_value))
+        else:
+            stack.extend(zip(one.value, other.value))
+    return True
+
+
+def children_of(node: Node) -> list[Node]:
+    if isinstance(node, MappingNode):
+        return [part for pair in node.value for part in pair]
+    if isinstance(node, SequenceNode):
+        return node.value
+    return []
 
 
 def resolve(root: Node, path: str) -> tuple[Node | None, Node]:
