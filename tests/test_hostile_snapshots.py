@@ -414,3 +414,135 @@ def test_no_input_error_quotes_more_than_a_short_escaped_excerpt(tmp_path: Path,
     row = assert_input_error_and_other_nodes_kept(result, f"node-5/{name}:")
     assert "THE-REST" not in result.output and "\x1b" not in result.output, row
     assert "\\x1b[2J" in row or "\\u001b[2J" in row, row
+
+
+# --- large ss and ipvsadm dumps (issue 31): a run of lines per match, records kept as columns ----
+
+def ipvsadm_text(rng, services: int) -> str:
+    """Mostly what ipvsadm prints for IPv4 services, and lines read field by field: IPv6, fwmark,
+    odd spacing, a service declared twice, an `-a` line away from its service."""
+    out, declared = [], []
+    for index in range(services):
+        flag = rng.choice(["-t"] * 8 + ["-u", "--tcp-service", "--sctp-service"])
+        endpoint = rng.choice([f"10.96.{index // 250}.{index % 250}:{rng.choice([53, 80, 443])}"] * 12 + [
+            f"[fd00::{index:x}]:80", f"10.0.{index % 250}.1%eth0:80", f"10.1.0.{index % 250}:080"])
+        if declared and rng.random() < 0.03:
+            flag, endpoint = rng.choice(declared)
+        declared.append((flag, endpoint))
+        out.append(rng.choice([f"-A {flag} {endpoint} -s rr", f"-A {flag} {endpoint}", f"-A {flag}\t{endpoint} -s rr"]))
+        for _ in range(rng.choice([0, 0, 1, 2])):
+            out.append(f"-a {flag} {endpoint} -r 10.244.0.{index % 250}:8080 -m -w 1")
+        if rng.random() < 0.03:
+            flag, endpoint = rng.choice(declared)
+            out.append(rng.choice([f"-a {flag} {endpoint} -r 10.0.0.9:80 -m -w 1", "-A -f 12 -s rr", ""]))
+    return "\n".join(out) + "\n"
+
+
+def ss_text(rng, sockets: int) -> str:
+    """Mostly `ss -Htlnup` lines of IPv4, `*` and `[::]` sockets with one process, and lines read
+    field by field: a header, IPv6, several processes, no process, other Netids."""
+    out = [rng.choice(["Netid State Recv-Q Send-Q Local Address:Port Peer Address:Port Process", ""])]
+    for index in range(sockets):
+        netid, state = rng.choice([("tcp ", "LISTEN"), ("udp ", "UNCONN"), ("", "LISTEN"), ("", "UNCONN")])
+        local = rng.choice([f"10.0.{index // 250}.{index % 250}", "0.0.0.0", "*", "[::]"] * 5 + [
+            "127.0.0.53%lo", "[::ffff:10.0.0.1]", "[fd00::1]"]) + f":{rng.randrange(65536)}"
+        process = f'("{rng.choice(["nginx", "sshd", "a b"])}",pid={rng.randrange(1, 500)},fd={index % 90})'
+        users = rng.choice([f" users:({process})"] * 8 + ["", f" users:({process},{process})"])
+        out.append(rng.choice([f"{netid}{state} 0 128 {local} 0.0.0.0:*{users}"] * 9 + [
+            f"{netid}{state}   0      128    {local}    *:*{users}", f"raw UNCONN 0 0 {local} *:*"]))
+    return "\n".join(out) + "\n"
+
+
+def read_field_by_field(reader: str, text: str):
+    """What the dump says, each line read by the reader's field-by-field way."""
+    from kubelint_ports.loading.snapshot import ipvsadm, ss
+    from kubelint_ports.loading.snapshot.tables import Listeners
+    from kubelint_ports.loading.snapshot.text import DumpProblem, lines
+
+    services, listeners = ipvsadm.ServicesRead(), Listeners()
+    try:
+        for number, line in enumerate(lines(text), start=1):
+            if reader == "ipvsadm":
+                services.read_line(line, number)
+            else:
+                ss.read_line(line, number, listeners)
+    except DumpProblem as problem:
+        return [(problem.line, problem.column, problem.message)]
+    return list(services.services if reader == "ipvsadm" else listeners)
+
+
+@pytest.mark.parametrize("reader", ["ipvsadm", "ss"])
+@pytest.mark.parametrize("run", [40, 400])
+@pytest.mark.parametrize("seed", range(6))
+def test_a_dump_read_a_run_of_lines_at_a_time_reads_as_each_line_field_by_field(monkeypatch, reader, run, seed):
+    import random
+    from functools import partial
+
+    from kubelint_ports.loading.snapshot import ipvsadm, ss, text
+
+    module = ipvsadm if reader == "ipvsadm" else ss
+    monkeypatch.setattr(module, "line_runs", partial(text.line_runs, size=run))  # 40: a run breaks services
+    rng = random.Random(seed)
+    dump = (ipvsadm_text if reader == "ipvsadm" else ss_text)(rng, 600)
+    if seed % 3 == 2:  # one line ss or ipvsadm would not print
+        lines = dump.split("\n")
+        lines[rng.randrange(len(lines) - 1)] = rng.choice(["-x 1", "tcp LISTEN 0 5 999.0.0.1:22 *:*", "junk"])
+        dump = "\n".join(lines)
+    records, problems = (ipvsadm.read_ipvsadm if reader == "ipvsadm" else ss.read_ss)(dump, "dump")
+    expected = read_field_by_field(reader, dump)
+    if problems:
+        assert [(p.location.line, p.location.column, p.message) for p in problems] == expected
+    else:
+        assert list(records) == expected and len(expected) > 300
+
+
+@pytest.mark.parametrize("reader", ["ipvsadm", "ss"])
+def test_a_large_dump_is_kept_as_columns_and_the_node_state_makes_no_record_per_line(reader):
+    """Measured with tracemalloc: a service or socket took ~470-600 bytes (its record and strings,
+    then the model's record and DumpLine); kept as columns, one string each and numbers, ~100."""
+    import tracemalloc
+
+    from kubelint_ports.loading.snapshot import Snapshot, ipvsadm, ss
+    from kubelint_ports.loading.snapshot.records import SnapshotFile
+    from kubelint_ports.model.node_state import build_node_state
+
+    count = 20_000
+    addresses = [f"10.{i // 60000}.{i // 250 % 240}.{i % 250}" for i in range(count)]
+    lines = ([f"-A -t {a}:{80 + i % 3} -s rr\n-a -t {a}:{80 + i % 3} -r 10.244.0.1:8080 -m -w 1"
+              for i, a in enumerate(addresses)] if reader == "ipvsadm" else
+             [f'tcp LISTEN 0 4096 {a}:{1024 + i} 0.0.0.0:* users:(("nginx",pid={300 + i % 400},fd={i}))'
+              for i, a in enumerate(addresses)])
+    dump = "\n".join(lines) + "\n"
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        if reader == "ipvsadm":
+            table, problems = ipvsadm.read_ipvsadm(dump, "ipvsadm")
+            read = SnapshotFile("ipvsadm", "ipvsadm", virtual_servers=table)
+        else:
+            table, problems = ss.read_ss(dump, "ss")
+            read = SnapshotFile("ss", "ss", listeners=table)
+        read_at = tracemalloc.get_traced_memory()[0]
+        state = build_node_state(Snapshot("node-1", "node-1", [read]))
+        modelled_at = tracemalloc.get_traced_memory()[0]
+    finally:
+        tracemalloc.stop()
+    assert not problems and len(table) == count
+    assert (read_at - before) / count < 200
+    assert modelled_at - read_at < 20_000  # not per record: the node state refers to the table
+    records = state.cluster_ips if reader == "ipvsadm" else state.listeners
+    assert len(records) == count and records[7].place.line == (15 if reader == "ipvsadm" else 8)
+
+
+def test_records_on_ports_are_the_records_with_those_ports():
+    from kubelint_ports.loading.snapshot.ss import read_ss
+    from kubelint_ports.loading.snapshot.tables import DumpRecords
+    from kubelint_ports.model.node_state import Listening, listening
+
+    table, _ = read_ss("tcp LISTEN 0 5 0.0.0.0:80 *:*\nudp UNCONN 0 0 *:80 *:*\ntcp LISTEN 0 5 [::]:443 *:*\n", "ss")
+    records = DumpRecords()
+    records.append(Listening("tcp", "10.0.0.1", 443, (), None))
+    records.add(table, lambda socket: listening("ss", socket))
+    records.append(Listening("udp", "10.0.0.2", 80, (), None))
+    for keys in ({("tcp", 80)}, {("udp", 80), ("tcp", 443)}, {("sctp", 80)}, set()):
+        assert list(records.on_ports(keys)) == [r for r in records if (r.protocol, r.port) in keys]

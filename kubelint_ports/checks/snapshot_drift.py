@@ -48,7 +48,7 @@ def fact_keys(node: NodeState, rules: dict | None = None) -> dict[tuple[str, ...
 def missing_rule_answer(node: NodeState, rule: NodePortRule | ClusterIpRule, label: str) -> tuple[str, dict]:
     """Who gets a packet for a Service rule this node lacks: what else holds the port here decides."""
     if isinstance(rule, NodePortRule):
-        listening = any(listener.protocol == rule.protocol and listener.port == rule.port for listener in node.listeners)
+        listening = next(node.listeners.on_ports({(rule.protocol, rule.port)}), None) is not None
         dnat = next((entry for entry in node.host_ports
                      if entry.protocol == rule.protocol and entry.port == rule.port), None)
         use = PortUse(host_port_ip=(dnat.host_ip or WILDCARD) if dnat else None, host_process=listening)

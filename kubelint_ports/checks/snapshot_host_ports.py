@@ -247,11 +247,10 @@ def captured_services(node: NodeState, entries: list[HostPortEntry], context: No
                                          f"{service.ref.namespace}/{service.ref.name}")
                 candidates.setdefault(label, (CLUSTER_IP, PortUse(host_port_ip=WILDCARD, service_port=True), port.port,
                                               port.protocol.lower()))
-    for rule in node.cluster_ips:
-        if (rule.protocol, rule.port) in ports:
-            label = cluster_ip_label(rule.address, rule.port, rule.protocol, rule.service)
-            candidates.setdefault(label, (CLUSTER_IP, PortUse(host_port_ip=WILDCARD, service_port=True), rule.port,
-                                          rule.protocol))
+    for rule in node.cluster_ips.on_ports(ports):
+        label = cluster_ip_label(rule.address, rule.port, rule.protocol, rule.service)
+        candidates.setdefault(label, (CLUSTER_IP, PortUse(host_port_ip=WILDCARD, service_port=True), rule.port,
+                                      rule.protocol))
     captured = []
     for label, (destination, use, port, protocol) in candidates.items():
         answer = ask(node, destination, use, port, protocol)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ipaddress
 from collections.abc import Iterator, Mapping
+from itertools import islice
 from typing import Any
 
 from kubelint_ports.checks import Hit, register
@@ -38,7 +39,7 @@ def pod_addresses(node: NodeState, context: NodeSnapshots) -> list[tuple[str, st
 
 
 def service_addresses(node: NodeState, context: NodeSnapshots) -> list[str]:
-    addresses = [rule.address for rule in node.cluster_ips][:200]
+    addresses = [rule.address for rule in islice(node.cluster_ips, 200)]
     addresses += [a.address for a in node.addresses if a.interface == "kube-ipvs0"][:200]
     return addresses
 

@@ -51,7 +51,8 @@ def host_process_loses_port(context: NodeSnapshots, params: Mapping[str, Any]) -
             host_ports.setdefault((entry.protocol, entry.port), []).append(entry)
         services = {(claim.protocol.lower(), claim.port): service for service in context.services
                     if service.has_node_ports for claim in service.node_port_claims}
-        for listener in node.listeners:
+        # Only a socket on a port that a DNAT or a nodePort takes can lose it (a node may list 800,000)
+        for listener in node.listeners.on_ports(host_ports.keys() | node_ports.keys()):
             if any(name in KUBE_PROXY_PROCESSES for name, _ in listener.processes):
                 continue  # kube-proxy <= 1.23 holds its own nodePorts open
             key = (listener.protocol, listener.port)

@@ -28,9 +28,11 @@ import hashlib
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from functools import partial
 
 from kubelint_ports.loading.snapshot import DumpLine, Snapshot
-from kubelint_ports.loading.snapshot.records import Rule, Ruleset, SnapshotFile
+from kubelint_ports.loading.snapshot.records import Listener, Rule, Ruleset, SnapshotFile, VirtualServer
+from kubelint_ports.loading.snapshot.tables import DumpRecords
 from kubelint_ports.vocabulary import Diagnostic, Location
 
 PORTMAP_DNAT_CHAIN = "CNI-HOSTPORT-DNAT"
@@ -189,12 +191,13 @@ class NodeState:
     host_ports: list[HostPortEntry] = field(default_factory=list)
     entry_jumps: list[EntryJump] = field(default_factory=list)
     node_ports: list[NodePortRule] = field(default_factory=list)
-    cluster_ips: list[ClusterIpRule] = field(default_factory=list)
+    # ClusterIPs and listeners may number a million: made from the dumps' tables when read (`on_ports`)
+    cluster_ips: DumpRecords = field(default_factory=DumpRecords)
     masquerade: list[MasqueradeRule] = field(default_factory=list)
     proxy_modes: set[str] = field(default_factory=set)
     services_anchor: DumpLine | None = None  # where kube-proxy's KUBE-SERVICES chain is declared
     cluster_ip_service_rules: int = 0  # iptables mode: KUBE-SVC rules matching a ClusterIP
-    listeners: list[Listening] = field(default_factory=list)
+    listeners: DumpRecords = field(default_factory=DumpRecords)
     addresses: list[NodeAddress] = field(default_factory=list)
     leases: list[LeaseHeld] = field(default_factory=list)
     sandboxes: dict[str, LiveSandbox] | None = None  # None: no `crictl pods` in the snapshot
@@ -232,7 +235,8 @@ def build_node_state(snapshot: Snapshot) -> NodeState:
 
 def read_records(state: NodeState, read: SnapshotFile) -> None:
     path = read.path
-    state.listeners += [Listening(r.protocol, r.address, r.port, r.processes, place(path, r)) for r in read.listeners]
+    if read.listeners:
+        state.listeners.add(read.listeners, partial(listening, path))
     state.addresses += [NodeAddress(r.interface, r.address, r.prefix, place(path, r)) for r in read.addresses]
     state.leases += [LeaseHeld(r.network, r.address, r.container_id, place(path, r)) for r in read.leases]
     if read.kind == "crictl-pods":
@@ -242,10 +246,9 @@ def read_records(state: NodeState, read: SnapshotFile) -> None:
         state.sandboxes = sandboxes
     for name, (value, line) in read.sysctls.items():
         state.sysctls[name] = (value, DumpLine(path, line, 1, len(name) + 1))
-    for virtual in read.virtual_servers:
+    if read.virtual_servers:
         state.proxy_modes.add("ipvs")
-        state.cluster_ips.append(ClusterIpRule(virtual.protocol, virtual.address, virtual.port, "",
-                                               place(path, virtual)))
+        state.cluster_ips.add(read.virtual_servers, partial(virtual_cluster_ip, path))
     for set_name, named in read.sets.items():
         if set_name.startswith("KUBE-NODE-PORT-") and set_name.rsplit("-", 1)[-1] in ("TCP", "UDP", "SCTP"):
             state.proxy_modes.add("ipvs")
@@ -254,6 +257,14 @@ def read_records(state: NodeState, read: SnapshotFile) -> None:
                 if member.isdigit():
                     state.node_ports.append(NodePortRule(protocol, int(member), "", "", "mark",
                                                          DumpLine(path, line, 1, len(member) + 1)))
+
+
+def listening(path: str, socket: Listener) -> Listening:
+    return Listening(socket.protocol, socket.address, socket.port, socket.processes, place(path, socket))
+
+
+def virtual_cluster_ip(path: str, service: VirtualServer) -> ClusterIpRule:
+    return ClusterIpRule(service.protocol, service.address, service.port, "", place(path, service))
 
 
 def address_family(address: str) -> str:

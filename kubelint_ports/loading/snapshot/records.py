@@ -7,6 +7,7 @@ line, and `DumpLine` turns that into a finding location, so a finding opens the 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field, fields
 
 from kubelint_ports.vocabulary import Location
@@ -175,14 +176,15 @@ class Sandbox:
 
 @dataclass(frozen=True, slots=True)
 class VirtualServer:
-    """An IPVS virtual service from `ipvsadm -Sn` (`-A -t 10.96.0.1:443 -s rr`), with its real servers."""
+    """An IPVS virtual service from `ipvsadm -Sn` (`-A -t 10.96.0.1:443 -s rr`), with the number
+    of its real servers (`-a ... -r ADDRESS:PORT` lines; which ones, no check asks)."""
 
     line: int
     end_column: int
     protocol: str  # tcp, udp, sctp
     address: str
     port: int
-    real_servers: tuple[str, ...] = ()
+    real_server_count: int = 0
 
 
 @dataclass(slots=True)
@@ -193,9 +195,10 @@ class SnapshotFile:
     kind: str  # a key of `detect.KINDS`
     ruleset: Ruleset | None = None
     sets: dict[str, NamedSet] = field(default_factory=dict)  # ipset list
-    listeners: list[Listener] = field(default_factory=list)
+    # ss and ipvsadm: a `tables.Table` (a large dump's records kept as columns), else empty
+    listeners: Sequence[Listener] = ()
     addresses: list[Address] = field(default_factory=list)
     leases: list[Lease] = field(default_factory=list)
     sandboxes: list[Sandbox] = field(default_factory=list)
-    virtual_servers: list[VirtualServer] = field(default_factory=list)
+    virtual_servers: Sequence[VirtualServer] = ()
     sysctls: dict[str, tuple[str, int]] = field(default_factory=dict)

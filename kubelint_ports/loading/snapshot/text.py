@@ -11,7 +11,7 @@ from __future__ import annotations
 import ipaddress
 import re
 from bisect import bisect_right
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import TypeVar
 
 from kubelint_ports.loading import yamltree as yt
@@ -63,6 +63,24 @@ def lines(text: str) -> list[str]:
     if found and found[-1] == "":
         found.pop()
     return found
+
+
+def line_runs(text: str, size: int = 1 << 17, starting: str = "") -> Iterator[tuple[int, int]]:
+    """(start, stop) of runs of whole lines, about `size` characters each, for a reader that reads
+    many lines with one regular expression (`Pattern.findall(text, start, stop)`): the run's text
+    holds the lines `lines(text)` holds there, so a reader numbers them by counting. A run begins
+    at a line that begins with `starting` when one comes soon (a record and its lines stay in one
+    run)."""
+    last = len(text) - 1 if text.endswith("\n") else len(text)  # the newline that ends the last line
+    start = 0
+    while text and start <= last:
+        stop = text.find("\n" + starting, start + size, start + 4 * size) if starting else -1
+        if stop < 0:
+            stop = text.find("\n", start + size, last)
+        if stop < 0:
+            stop = last
+        yield start, stop
+        start = stop + 1
 
 
 class LineTable:
@@ -118,6 +136,14 @@ def port_range(text: str, separator: str = "-") -> tuple[int, int] | None:
     if first is None or last is None or last < first:
         return None
     return first, last
+
+
+# For the readers that read the usual lines a run at a time with one regular expression (`ss`,
+# `ipvsadm`): an IPv4 address as `ipaddress` takes it (no leading zeros), a port in 0-65535
+# written without them. ASCII digits only: `\d` would take `²` too.
+_OCTET = r"(?:25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])"
+IPV4_PATTERN = rf"(?:{_OCTET}\.){{3}}{_OCTET}"
+PORT_PATTERN = r"(?:6553[0-5]|655[0-2][0-9]|65[0-4][0-9]{2}|6[0-4][0-9]{3}|[1-5][0-9]{4}|[1-9][0-9]{0,3}|0)"
 
 
 def is_address(text: str, prefix: bool = False) -> bool:
