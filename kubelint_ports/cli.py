@@ -182,56 +182,54 @@ def lint(
     raise SystemExit(exit_code(report, settings.fail_on))
 
 
-MAX_FIX_PASSES = 4  # a fix left out for overlapping another is applied on the next pass
+MAX_FIX_PASSES = 4  # passes of one plan: a fix left out for overlapping another is made on the next
 
 
 def run_fixes(report, args: FixArgs, settings, options, quiet: bool):
-    """`--diff`: print the fixes and exit (1 when there is one). `--fix`: write them, lint again
-    (a fix that overlapped another is applied on the next pass), and return the last report."""
+    """`--diff` and `--fix` print and write one plan (`fixes.apply`), worked out in memory first:
+    `--diff` prints it and exits (1 when there is a change); `--fix` writes exactly those bytes,
+    every file or none, and returns the report of the fixed files."""
     from kubelint_ports.engine import lint_paths
-    from kubelint_ports.fixes import changes, describe, reserved_ports_of, unified_diff
+    from kubelint_ports.fixes import reserved_ports_of
+    from kubelint_ports.fixes.apply import Planner, fix_roots, patch_of
+    from kubelint_ports.fixes.write import WriteFailure, write_changes
 
-    reserved, choices = reserved_ports_of(settings.policies), settings.config.fix_choices
+    def relint():
+        return lint_paths(settings.paths, options, policies=settings.policies)
+    roots = fix_roots(settings.paths)
+    planner = Planner(relint, unsafe=args.unsafe_fixes, reserved=reserved_ports_of(settings.policies),
+                      choices=settings.config.fix_choices, roots=roots, passes=MAX_FIX_PASSES)
+    plan = planner.plan(report)
+    fixed, files = plan.fixed, f"{len(plan.changes)} file{'s' if len(plan.changes) != 1 else ''}"
     if args.diff:
-        found = changes(describe(report, edits=True, reserved=reserved, choices=choices), unsafe=args.unsafe_fixes)
-        for change in found:
-            sys.stdout.write(unified_diff(change))
-        fixed = sum(len(change.fixed) for change in found)
+        base, patch = patch_of(plan, roots)
+        if plan.changes and not quiet:
+            echo(printable(f"kubelint-ports: apply with `git apply` (or `patch -p1`) in {base}"), err=True)
+        sys.stdout.write(patch)
         if not quiet:
-            echo(f"kubelint-ports: would fix {fixed} finding{'s' if fixed != 1 else ''} in {len(found)} "
-                 f"file{'s' if len(found) != 1 else ''}", err=True)
-        echo_blocked(report)
-        raise SystemExit(EXIT_FINDINGS if found else EXIT_CLEAN)
-    fixed, files = 0, set()
-    for _ in range(MAX_FIX_PASSES):
-        found = changes(describe(report, edits=True, reserved=reserved, choices=choices), unsafe=args.unsafe_fixes)
-        if not found:
-            break
-        for change in found:
-            try:
-                with open(change.file, "wb") as stream:
-                    stream.write(change.new)
-            except OSError as error:
-                echo(printable(f"kubelint-ports: error: cannot write {change.path}: {error.strerror or error}"),
-                     err=True)
-                raise SystemExit(EXIT_USAGE) from None
-            fixed += len(change.fixed)
-            files.add(change.path)
-        report = lint_paths(settings.paths, options, policies=settings.policies)
+            echo(f"kubelint-ports: would fix {fixed} finding{'s' if fixed != 1 else ''} in {files}", err=True)
+        echo_blocked(plan.report, plan.notes)
+        raise SystemExit(EXIT_FINDINGS if plan.changes else EXIT_CLEAN)
+    try:
+        write_changes(plan.changes)
+    except WriteFailure as failure:
+        echo(printable(f"kubelint-ports: error: {failure}"), err=True)
+        raise SystemExit(EXIT_USAGE) from None
     if not quiet:
-        echo(f"kubelint-ports: fixed {fixed} finding{'s' if fixed != 1 else ''} in {len(files)} "
-             f"file{'s' if len(files) != 1 else ''}", err=True)
-    describe(report, edits=True, reserved=reserved, choices=choices)
-    echo_blocked(report)
+        echo(f"kubelint-ports: fixed {fixed} finding{'s' if fixed != 1 else ''} in {files}", err=True)
+    report, notes = planner.after_writing(plan)
+    echo_blocked(report, notes)
     return report
 
 
-def echo_blocked(report) -> None:
-    """A fix refused (its round trip would change other lines) is said once, on stderr."""
+def echo_blocked(report, notes=()) -> None:
+    """Each fix not made, and why, said once on stderr (docs/fix.md), then the plan's notes."""
     for finding in report.findings:
         if finding.fix is not None and finding.fix.blocked:
             echo(printable(f"kubelint-ports: note: {finding.location}: {finding.rule_id} fix not applied: "
                                  f"{finding.fix.blocked}"), err=True)
+    for note in notes:
+        echo(printable(f"kubelint-ports: note: {note}"), err=True)
 
 
 def show_config(

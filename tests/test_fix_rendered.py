@@ -164,6 +164,7 @@ def test_the_test_chart_moves_its_host_port_in_the_values_file_passed(tmp_path, 
 @pytest.fixture
 def overlays(tmp_path, monkeypatch) -> Path:
     shutil.copytree(KUSTOMIZE, tmp_path / "kustomize")
+    (tmp_path / ".git").mkdir()  # a repository: an overlay's fix may reach its base (docs/fix.md, the root)
     monkeypatch.chdir(tmp_path)
     return tmp_path / "kustomize"
 
@@ -230,6 +231,7 @@ def test_chart_sarif_fixes_change_the_values_file_and_are_schema_valid(shop):
 
 
 def test_a_base_value_two_overlays_report_is_moved_once_to_one_port(tmp_path, monkeypatch):
+    (tmp_path / ".git").mkdir()  # a repository: the overlays' fix may reach their base (docs/fix.md, the root)
     (tmp_path / "base").mkdir()
     (tmp_path / "base" / "kustomization.yaml").write_text("resources: [service.yaml]\n")
     service = "apiVersion: v1\nkind: Service\nmetadata: {name: web}\nspec:\n  type: NodePort\n" \

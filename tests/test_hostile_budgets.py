@@ -347,3 +347,19 @@ def test_the_action_passes_no_value_from_the_repository_to_limit():
     for script in (ROOT / "action").glob("*.sh"):
         assert "limit" not in script.read_text().lower(), script
     assert "--limit" not in (ROOT / "action.yml").read_text()
+
+
+def test_the_input_deadline_inside_a_reader_that_keeps_going_after_bugs_is_a_timeout(monkeypatch):
+    """The `input-seconds` timer fires wherever the reader is: inside the kube-proxy reader, whose
+    `except Exception` keeps the other objects after a bug, it is still the input's deadline (a
+    clear input error), never an internal error."""
+    from kubelint_ports.engine import LintOptions, lint_paths
+    from kubelint_ports.loading import files, network
+
+    def expire(*arguments, **keywords):
+        raise files.InputTimeout()
+
+    monkeypatch.setattr(network, "read_document", expire)
+    report = lint_paths([str(ROOT / "examples" / "cluster-config" / "kube-proxy.yaml")], LintOptions())
+    assert not [d for d in report.diagnostics if d.internal]
+    assert any("limit input-seconds" in d.message for d in report.diagnostics)

@@ -177,6 +177,9 @@ class FileChange:
     old: bytes
     new: bytes
     fixed: tuple[Finding, ...]  # the findings whose fixes it holds
+    # The replacements made, (start, end, text) in `old`'s decoded text, in order: what `fixes.apply`
+    # checks the new text against (every other character kept). Empty for a change of several passes.
+    edits: tuple[tuple[int, int, str], ...] = ()
 
 
 def chosen(finding: Finding, unsafe: bool) -> bool:
@@ -205,7 +208,7 @@ def changes(report: Report, unsafe: bool = False) -> list[FileChange]:
         source = read_source(file, path)
         if source is None or zlib.crc32(source.bytes_for(source.text)) != expected:
             continue  # the file changed: its edits would land elsewhere
-        text, fixed, end, last = [], [], 0, None
+        text, fixed, end, last, made = [], [], 0, None, []
         for finding in sorted(by_file[path], key=lambda f: (f.fix.edits[0].start, f.fix.edits[0].end)):
             edit = finding.fix.edits[0]
             if last is not None and (edit.start, edit.end, edit.text) == last:
@@ -216,22 +219,26 @@ def changes(report: Report, unsafe: bool = False) -> list[FileChange]:
             text += [source.text[end:edit.start], edit.text]
             end = edit.end
             last = (edit.start, edit.end, edit.text)
+            made.append(last)
             fixed.append(finding)
         text.append(source.text[end:])
         old = source.bytes_for(source.text)
         new = source.bytes_for("".join(text))
         if new != old:
-            result.append(FileChange(path, file, old, new, tuple(fixed)))
+            result.append(FileChange(path, file, old, new, tuple(fixed), tuple(made)))
     return result
 
 
-def unified_diff(change: FileChange) -> str:
-    """The change as `diff -u` prints it (lines keep their own ends, CRLF included)."""
+def unified_diff(change: FileChange, base: str | None = None) -> str:
+    """The change as `diff -u` prints it (lines keep their own ends, CRLF included), its paths
+    relative to `base` (`fixes.apply.diff_base`: where `git apply` or `patch -p1` takes it), else
+    as findings show it. A BOM stays on the first line, so a hunk there applies to the file."""
     import difflib
 
-    old = split_lines(change.old.decode("utf-8-sig"))
-    new = split_lines(change.new.decode("utf-8-sig"))
-    lines = difflib.unified_diff(old, new, f"a/{change.path}", f"b/{change.path}")
+    old = split_lines(change.old.decode("utf-8"))
+    new = split_lines(change.new.decode("utf-8"))
+    name = change.path if base is None else os.path.relpath(os.path.realpath(change.file), base).replace(os.sep, "/")
+    lines = difflib.unified_diff(old, new, f"a/{name}", f"b/{name}")
     out = []
     for line in lines:
         out.append(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n")

@@ -164,11 +164,17 @@ class SourceFile:
 
 
 def read_source(file: str, path: str) -> SourceFile | None:
-    try:
-        with open(file, "rb") as stream:
-            data = stream.read()
-    except OSError:
-        return None
+    """The file as a fix sees it: while `--fix` plans its passes, the bytes an earlier pass planned
+    for it (`loading.files.PLANNED`), as the lint of that pass read them."""
+    from kubelint_ports.loading import files
+
+    data = files.PLANNED.get(os.path.realpath(file)) if files.PLANNED else None
+    if data is None:
+        try:
+            with open(file, "rb") as stream:
+                data = stream.read()
+        except OSError:
+            return None
     text = decoded_text(data)
     if text is None:
         return None

@@ -32,7 +32,22 @@ def removal(text: str, root: yaml.Node, segments: list, node_lines: tuple[int, i
     def remove(container):
         del container[segments[-1]]
 
-    return round_trip_edit(text, root, segments[:-1], remove, node_lines)
+    start, end, replacement = round_trip_edit(text, root, segments[:-1], remove, node_lines)
+    if not only_deletes(text[start:end], replacement):
+        # ruamel.yaml rewrote what stays on the node's lines (`[{port: 80}]` as `[port: 80]`, a
+        # tag or a comment dropped): a removal may only take characters out, in one stretch.
+        raise Refused("the round trip would also rewrite what stays on the removed entry's lines")
+    return start, end, replacement
+
+
+def only_deletes(old: str, new: str) -> bool:
+    """Whether `new` is `old` with one contiguous stretch taken out."""
+    if len(new) > len(old):
+        return False
+    prefix = 0
+    while prefix < len(new) and new[prefix] == old[prefix]:
+        prefix += 1
+    return old.endswith(new[prefix:])
 
 
 def insertion(text: str, root: yaml.Node, container_path: list, entry: tuple[str, str, str] | str,
@@ -58,6 +73,11 @@ def round_trip_edit(text: str, root: yaml.Node, container_path: list, change, al
     may change. Raises Refused."""
     first_line = root.start_mark.line
     segment_start = max(text.rfind("\n", 0, root.start_mark.index), text.rfind("\r", 0, root.start_mark.index)) + 1
+    if text[segment_start:root.start_mark.index].strip(" \t\ufeff"):
+        # The document starts on its marker's line (`--- {kind: Service, ...}`): the marker is
+        # not ruamel.yaml's to write again, so the round trip starts at the node and the edit
+        # never covers the `--- ` before it.
+        segment_start = root.start_mark.index
     segment_end = root.end_mark.index
     old = text[segment_start:segment_end]
     crlf = "\r\n" in old

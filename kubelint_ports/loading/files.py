@@ -26,8 +26,10 @@ _KINDS = ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR,
           (stat.S_ISBLK, "a block device"), (stat.S_ISDIR, "a directory"))
 
 
-class InputTimeout(Exception):
-    """An input took longer than its `input-seconds` budget."""
+class InputTimeout(BaseException):
+    """An input took longer than its `input-seconds` budget. A BaseException, as KeyboardInterrupt
+    is: the timer fires wherever the reader is, and a reader's `except Exception` that keeps other
+    objects after a bug must not turn the deadline into an internal error."""
 
 
 class NotRegular(OSError):
@@ -103,11 +105,18 @@ def symlink_escape(path: str) -> str | None:
     return os.path.realpath(path)
 
 
+# `lint --fix` works out every pass before it writes (`fixes.apply`): while it lints again, a file
+# an earlier pass changed reads as its planned bytes. Real path -> bytes; empty but then.
+PLANNED: dict[str, bytes] = {}
+
+
 def read_file(path: str, limit: int, deadline: float | None = None, *, pipes: bool = False,
               no_symlink: bool = False) -> bytes:
     """At most `limit` + 1 bytes of a regular file, or with `pipes` of a pipe (an input named
     directly: `<(helm template ...)`); OSError (NotRegular for FIFOs unless `pipes`, devices,
     sockets, directories) when it cannot be read, InputTimeout when a pipe outlives `deadline`."""
+    if PLANNED and (planned := PLANNED.get(os.path.realpath(path))) is not None:
+        return planned[:limit + 1]
     # `no_symlink`: a file a walk found to be none stays none (O_NOFOLLOW: ELOOP if swapped for one since).
     descriptor = os.open(path, _READ_FLAGS | (getattr(os, "O_NOFOLLOW", 0) if no_symlink else 0))
     try:
