@@ -14,7 +14,12 @@ a fix follows it:
   inside `range` whose port would move for every item): no fix, and the finding says why.
 
 The value found must be the rendered one (the values scalar, the literal's text), or the map
-landed elsewhere and there is no fix. Nothing here writes.
+landed elsewhere and there is no fix. A move has three more rules (docs/fix.md, "What a move may
+do"): the same text in two `if` branches the values do not decide is no place to edit; a values
+key the chart's templates read anywhere but as ports of the same object is not moved
+(`other_uses`), and the description names every field it changes; a key only a chart's own
+`values.yaml` holds is added to the user's (the last -f file, else the top chart's) rather than
+edited in a vendored chart (`add_to_values`). Nothing here writes.
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ from kubelint_ports.fixes.plan import Context, Plan
 from kubelint_ports.fixes.source import (
     NoFix, SourceFile, Target, line_starts, line_value, scalar_span, scalar_text)
 from kubelint_ports.loading import display_path
+from kubelint_ports.loading import yamltree as yt
 
 COPIES = re.compile(r"\b(toYaml|toJson|toPrettyJson|toRawJson)\b")
 TRANSFORMS = re.compile(r"\b(include|template|tpl|printf|print|default|add|sub|mul|replace|trim\w*)\b")
@@ -48,6 +54,9 @@ def carry(document, target: Target, plan: Plan, finding: Finding, context: Conte
     mapped = document.map(finding.field_path)
     if mapped is None or mapped.entry is None or mapped.entry.kind == "root":
         raise NoFix("the template line that writes it is not known")
+    if mapped.twin is not None:
+        raise NoFix(f"{document.path}:{mapped.twin.line + 1} writes the same text in another branch of an `if` "
+                    f"whose condition is not known here: which one Helm rendered cannot be told, so neither is edited")
     _, actions, outline_lines = template.outline
     number = mapped.entry.line
     text = context.sources.read(template.file, display_path(template.file))
@@ -64,7 +73,7 @@ def carry(document, target: Target, plan: Plan, finding: Finding, context: Conte
     values = template.values
     if mapped.rest:
         path, where = generated_reference(mapped, actions, outline_lines, document.path)
-        return from_values(values, path, value, plan, style_only, context, where, finding)
+        return from_values(values, path, value, plan, style_only, context, where, finding, (document, number))
     if not on_line:
         span = line_value(line, mapped.entry.column)
         if span is None or line[span[0]:span[1]] != target.source.text[start:end]:
@@ -84,7 +93,7 @@ def carry(document, target: Target, plan: Plan, finding: Finding, context: Conte
     action = on_line[0]
     path = exact_reference(action, actions, mapped, outline_lines[number], where)
     if not style_only:
-        return from_values(values, path, value, plan, style_only, context, where, finding)
+        return from_values(values, path, value, plan, style_only, context, where, finding, (document, number))
     find_values(values, path, value, context, where)  # the line writes the key's value, quoted
     pipes = [part.split()[0] for part in action.body.split("|")[1:] if part.split()]
     quoting = [pipe for pipe in pipes if pipe in QUOTING]
@@ -139,9 +148,11 @@ def generated_reference(mapped, actions, lines: list[str], path: str) -> tuple[l
 
 
 def from_values(values, reference: list, value: yaml.ScalarNode, plan: Plan, style_only: bool, context: Context,
-                where: str, finding: Finding) -> tuple[Plan, Target]:
+                where: str, finding: Finding, read_at: tuple | None = None) -> tuple[Plan, Target]:
     """The plan carried to the values key at `reference` (a values path), when that key holds the
-    rendered value: its scalar replaced, in the quotes it had unless the quotes are the fix."""
+    rendered value: its scalar replaced, in the quotes it had unless the quotes are the fix.
+    `read_at`: (rendered document, template line) that reads the key; a move says the other
+    rendered fields the key writes (`other_uses`)."""
     from kubelint_ports.fixes.plan import place
 
     source, key, node, named = find_values(values, reference, value, context, where)
@@ -155,12 +166,83 @@ def from_values(values, reference: list, value: yaml.ScalarNode, plan: Plan, sty
             if (other is not finding and other.rule_id == "KP203" and other.port == finding.port
                     and other.subject != finding.subject and any(place(r) == here for r in other.related)):
                 raise NoFix(f"{other.subject} takes its nodePort from {named} too: moving it moves both")
+    also = other_uses(*read_at, reference, where, finding) if read_at is not None and not style_only else ""
     shown = f"{source.path}:{key.start_mark.line + 1}"
+    owner = None if style_only else values.users_layer()
+    if owner is not None and chart_default(values, source.file):
+        file, prefix, passed = owner
+        if os.path.realpath(file.path) != os.path.realpath(source.file):  # a vendored chart's, or -f was given
+            return add_to_values(file, prefix, passed, reference, value, plan, context, named, shown, also)
+        defaults = "; this edits the chart's defaults: pass your own values file with -f to keep the move"
+    else:
+        defaults = ""
     edited = Plan(plan.applicability, plan.description, splice=(start, end, text), port=plan.port)
     if not style_only:
         edited = context.once(edited, (source.path, start, end), text, named, value.value)
-    return replace(edited, description=f"{edited.description} (set {named} in {shown})"), \
+    return replace(edited, description=f"{edited.description}{defaults} (set {named} in {shown}{also})"), \
         Target(source, None, [], None, key, node)
+
+
+def chart_default(values, file: str) -> bool:
+    """Whether `file` is one of the charts' own `values.yaml` among the template's values layers."""
+    chart_layers = values.layers[len(values.layers) - values.chart_layers():]
+    return any(os.path.realpath(layer.path) == os.path.realpath(file) for layer, _ in chart_layers)
+
+
+SIMPLE_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*")
+
+
+def add_to_values(file, prefix: tuple, passed: bool, reference: list, value: yaml.ScalarNode, plan: Plan,
+                  context: Context, named: str, default_at: str, also: str) -> tuple[Plan, Target]:
+    """The moved port set in the user's values file (the last -f one, else the top chart's own)
+    when the key is only in a chart's defaults: added under the deepest mapping the file already
+    has on the key's way, as block lines at that mapping's indentation, with the file's line ends."""
+    wanted = list(reference) if reference[:1] == ["global"] else [*prefix, *reference]
+    shown = display_path(file.path)
+    which = "the values file passed with -f" if passed else "the top chart's values.yaml"
+    source = context.sources.read(file.path, shown)
+    roots = source.documents() if source is not None else None
+    if source is None or roots is None or len(roots) > 1 or (not roots and source.text.strip()):
+        raise NoFix(f"{named} is only in the chart's defaults ({default_at}), and {shown} ({which}) cannot be read "
+                    f"as one YAML document to add it")
+    root = roots[0] if roots else None
+    key_node, parent, depth = yt.descend(root, wanted) if root is not None else (None, None, 0)
+    missing = wanted[depth:]
+    if depth == len(wanted) or not all(isinstance(segment, str) and SIMPLE_KEY.fullmatch(segment)
+                                       for segment in missing):
+        raise NoFix(f"{named} is only in the chart's defaults ({default_at}); adding it to {shown} ({which}) needs "
+                    f"{'a list item' if depth < len(wanted) else 'another value'}: set it there by hand")
+    if parent is not None and (not isinstance(parent, yaml.MappingNode) or parent.flow_style or not parent.value):
+        raise NoFix(f"{named} is only in the chart's defaults ({default_at}); in {shown} ({which}) "
+                    f"{'.'.join(map(str, wanted[:depth])) or 'the document'} is no block mapping to add it to")
+    text = source.text
+    newline = "\r\n" if "\r\n" in text else "\n"
+    if parent is None:
+        indent, at = 0, len(text)
+    else:
+        indent = parent.value[0][0].start_mark.column
+        at = parent.value[-1][1].end_mark.index
+        if at > 0 and text[at - 1] != "\n":  # after a scalar: the end of its line
+            line_end = text.find("\n", at)
+            at = len(text) if line_end < 0 else line_end + 1
+    lead = newline if at == len(text) and text and not text.endswith("\n") else ""
+    port = plan.splice[2]
+    lines = [f"{' ' * (indent + 2 * level)}{segment}:" for level, segment in enumerate(missing)]
+    lines[-1] += f" {port}"
+    added = lead + newline.join(lines) + newline
+    place = (source.path, at, at)
+    if context.carried.setdefault(place, added) != added:  # the same lines twice are one edit (TCP and UDP)
+        context.give_back(plan)
+        raise NoFix(f"another fix of this run adds other lines to {shown} at the same place: run --fix again for "
+                    f"this one")
+    written = named if wanted == list(reference) else f"{'.'.join(map(str, wanted))} ({named} of the subchart)"
+    defaults = "" if passed else ": the chart's defaults, pass your own values file with -f to keep the move"
+    description = (f"{plan.description} (add {written}: {port} to {shown}, {which}{defaults}; the vendored default "
+                   f"stays at {default_at}{also})" if not passed else
+                   f"{plan.description} (add {written}: {port} to {shown}, {which}; the chart's default stays at "
+                   f"{default_at}{also})")
+    return (Plan(plan.applicability, description, splice=(at, at, added), port=plan.port),
+            Target(source, root, [], None, None, value))
 
 
 def find_values(values, reference: list, value: yaml.ScalarNode, context: Context, where: str):
@@ -200,3 +282,101 @@ def inside_range(actions, line: int) -> bool:
         elif words[0] == "end" and open_blocks:
             open_blocks.pop()
     return "range" in open_blocks
+
+
+PORT_KEYS = frozenset(("hostPort", "containerPort", "port", "targetPort", "nodePort"))
+LINE_KEY = re.compile(r"^\s*(?:-\s+)*([A-Za-z]+)\s*:")
+MAX_TEMPLATES = 2_000  # a chart's template files read to find a values key's other uses
+
+
+def other_uses(document, own_line: int, reference: list, where: str, finding: Finding) -> str:
+    """Where else the chart's templates read the values key at `reference`, as the words the
+    fix's description adds ("; it also sets containerPort at ..."). A key read anywhere but as a
+    port of the same object (a flag, a config file, a checksum, another object, a `toYaml` of a
+    map holding it) would move that too: NoFix, naming those places."""
+    from kubelint_ports.loading.templatemap_values import template_context, values_references
+
+    template = document.source
+    templates = chart_templates(template.file)
+    if templates is None:
+        raise NoFix(f"the chart's templates cannot all be read to see where else {dotted(reference)} is used")
+    own_doc = template.document_for(document.ordinal, document.root)
+    own_index = next((index for index, doc in enumerate(template.outline[0]) if doc is own_doc), None)
+    own_file = os.path.realpath(template.file)
+    ports, elsewhere = [], []
+    names = {segment for segment in reference if isinstance(segment, str)}
+    for file, (docs, actions, lines) in templates:
+        shown = display_path(file)
+        for action in actions:
+            if action.is_control or (file == own_file and action.line == own_line):
+                continue
+            if not action.generates_block and not any(name in action.body for name in names):
+                continue  # cheap: a reference to the key names one of its segments, or copies a map
+            text = lines[action.line] if action.line < len(lines) else ""
+            context = template_context(actions, action.line, None)
+            for used, generator, exact in values_references(action, context, text):
+                if reference[:len(used)] != used:
+                    continue
+                key = LINE_KEY.match(text)
+                place = f"{shown}:{action.line + 1}"
+                if (file == own_file and exact and not generator and key is not None and key.group(1) in PORT_KEYS
+                        and own_index is not None and outline_document(docs, action.line) == own_index):
+                    ports.append(f"{key.group(1)} at {place}")
+                else:
+                    elsewhere.append(f"{place} (`{{{{ {action.body} }}}}`)")
+                break
+    if elsewhere:
+        more = f" and {len(elsewhere) - 3} more" if len(elsewhere) > 3 else ""
+        raise NoFix(f"{dotted(reference)}, which {where} reads, is also read at {', '.join(elsewhere[:3])}{more}: not "
+                    f"as a port of {finding.subject}, so moving the key would change that too")
+    return f"; the key also sets {', '.join(ports)}" if ports else ""
+
+
+def dotted(reference: list) -> str:
+    return ".Values" + "".join(f"[{segment}]" if isinstance(segment, int) else f".{segment}" for segment in reference)
+
+
+def outline_document(docs, line: int) -> int | None:
+    """Which outlined document of a template holds `line` (the last one starting at or before it)."""
+    found = None
+    for index, doc in enumerate(docs):
+        first = doc.first or (doc.root.children[0] if doc.root.children else None)
+        if first is not None and first.line <= line:
+            found = index
+    return found
+
+
+_OUTLINES: dict[tuple[str, int, int], tuple] = {}  # (template, mtime, size) -> its outline, for every fix of a run
+
+
+def chart_templates(template_file: str | None) -> list[tuple[str, tuple]] | None:
+    """(real path, outline) of every template file of the chart that holds `template_file` (its
+    `templates/` directory, subcharts' own apart), or None when they cannot all be read."""
+    from kubelint_ports.loading import budgets, files
+    from kubelint_ports.loading.templatemap import parse_outline
+
+    if template_file is None:
+        return None
+    directory = os.path.dirname(os.path.realpath(template_file))
+    while os.path.basename(directory) != "templates":
+        parent = os.path.dirname(directory)
+        if parent == directory:
+            return None
+        directory = parent
+    found = []
+    for root, dirs, names in os.walk(directory):
+        dirs.sort()
+        for name in sorted(names):
+            file = os.path.join(root, name)
+            if len(found) >= MAX_TEMPLATES:
+                return None
+            try:
+                status = os.stat(file)
+                key = (file, status.st_mtime_ns, status.st_size)
+                if key not in _OUTLINES:
+                    data = files.read_file(file, budgets.current().max_file_bytes)
+                    _OUTLINES[key] = parse_outline(data.decode("utf-8-sig", "replace").replace("\r\n", "\n"))
+            except (OSError, ValueError):
+                return None
+            found.append((file, _OUTLINES[key]))
+    return found

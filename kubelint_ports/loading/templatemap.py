@@ -30,7 +30,7 @@ from kubelint_ports.loading import Document, budgets, files
 from kubelint_ports.loading import yamltree as yt
 from kubelint_ports.loading.templatemap_values import (  # noqa: F401 (ValuesFile, ValuesSource: shared names)
     ASSIGN as _ASSIGN, CONTROL_WORDS as _CONTROL_WORDS, Segment, ValuesFile, ValuesSource, branch_taken, open_blocks,
-    template_context, values_references)
+    rendered_branches, template_context, twin_of, values_references)
 _ACTION = re.compile(r"\{\{(.*?)\}\}", re.DOTALL)
 _MASK = "\x01"
 _GENERATORS = re.compile(r"\b(include|template|toYaml|toJson|tpl|toPrettyJson|nindent|indent)\b")
@@ -258,6 +258,14 @@ class TemplateSource:
     data: bytes | None = field(default=None, repr=False)
     _outline: tuple | None = None
     _matches: dict[int, OutlineDoc | None] = field(default_factory=dict)
+    _else_lines: list[int] | None = None
+
+    @property
+    def else_lines(self) -> list[int]:
+        """The lines of the `{{ else }}` actions: only entries with one between them are branches."""
+        if self._else_lines is None:
+            self._else_lines = [action.line for action in self.outline[1] if action.words[:1] == ["else"]]
+        return self._else_lines
 
     @property
     def readable(self) -> bool:
@@ -402,6 +410,8 @@ class Mapped:
     entry: Entry | None
     rest: list[Segment]  # segments written by a generator (`toYaml`) rather than the template
     range_index: int | None  # the rendered index of the last list written by one `range` item
+    # The same text in another `if` branch the values may take: which one rendered cannot be told.
+    twin: Entry | None = None
 
 
 @dataclass(slots=True, eq=False)
@@ -441,8 +451,11 @@ class TemplateDocument(Document):
         entry: Entry = doc.root
         rendered: yt.Node | None = self.root
         range_index = None
+        twin: Entry | None = None
+        actions = self.source.outline[1]
         for position, segment in enumerate(segments):
             if isinstance(segment, int):
+                entry = rendered_branches(entry, actions, self.source.values, range_index, self.source.else_lines)
                 items = entry.items()
                 repeats = self.repeated_items(entry) if any(child.kind == "gen" for child in entry.children) else set()
                 chosen = choose_beside_generators(entry, rendered, segment, repeats)
@@ -453,7 +466,7 @@ class TemplateDocument(Document):
                     first = sum(1 for index in range(min(segment, _MAX_COUNTED_ITEMS)) if (
                         owner := choose_beside_generators(entry, rendered, index, repeats)) is not None
                         and owner.kind == "item" and owner.line < chosen.line)
-                    return Mapped(chosen, [segment - first, *segments[position + 1:]], range_index)
+                    return Mapped(chosen, [segment - first, *segments[position + 1:]], range_index, twin)
             else:
                 pair = yt.child(rendered, segment) if rendered is not None else None
                 rendered_next = pair[1] if pair else None
@@ -461,10 +474,11 @@ class TemplateDocument(Document):
             if chosen is None:
                 generator = entry.generator(rendered_next)
                 if generator is not None:
-                    return Mapped(generator, list(segments[position:]), range_index)
-                return Mapped(entry, list(segments[position:]), range_index)
+                    return Mapped(generator, list(segments[position:]), range_index, twin)
+                return Mapped(entry, list(segments[position:]), range_index, twin)
+            twin = twin or twin_of(chosen, entry, self.source, range_index)
             entry, rendered = chosen, rendered_next
-        return Mapped(entry, [], range_index)
+        return Mapped(entry, [], range_index, twin)
 
     def repeated_items(self, parent: Entry) -> set[Entry]:
         """The literal items of a list that a `range` opened inside its key repeats."""

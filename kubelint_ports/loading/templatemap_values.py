@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 import yaml
@@ -22,7 +22,7 @@ from kubelint_ports.loading import yamltree as yt
 from kubelint_ports.vocabulary import Location
 
 if TYPE_CHECKING:
-    from kubelint_ports.loading.templatemap import Action
+    from kubelint_ports.loading.templatemap import Action, Entry
 
 Segment = str | int
 CONTROL_WORDS = frozenset(("if", "else", "end", "range", "with", "define", "block", "break", "continue"))
@@ -113,6 +113,30 @@ class ValuesSource:
     def set_on_command_line(self, segments: list[Segment]) -> bool:
         full = ([] if segments[:1] == ["global"] else list(self.set_prefix)) + list(segments)
         return any(full[:len(set_path)] == set_path for set_path in self.set_paths)
+
+    def chart_layers(self) -> int:
+        """How many of the last layers are charts' own `values.yaml` (a file beside a Chart.yaml, or
+        an archive's member): the rest, before them, are the files passed with -f."""
+        count = 0
+        for values_file, _ in reversed(self.layers):
+            directory = os.path.dirname(values_file.path)
+            if values_file.data is None and not (os.path.basename(values_file.path) == "values.yaml"
+                                                 and os.path.isfile(os.path.join(directory, "Chart.yaml"))):
+                break
+            count += 1
+        return count
+
+    def users_layer(self) -> tuple[ValuesFile, tuple[str, ...], bool] | None:
+        """(file, key prefix, passed with -f) where a fix sets a key: the values file passed last
+        with -f (Helm reads it last, so its keys win), else the top chart's own `values.yaml` (a
+        subchart's under `charts/` is vendored: the next `helm dependency update` overwrites it);
+        None when neither is a file here."""
+        users = len(self.layers) - self.chart_layers()
+        if users:
+            return (*self.layers[0], True)
+        if self.layers and self.layers[users][0].data is None:
+            return (*self.layers[users], False)
+        return None
 
     def lookup(self, segments: list[Segment]) -> tuple[bool, yt.Node | None]:
         """(known, value node) of `.Values.<segments>`: the highest layer holding the whole key
@@ -378,3 +402,61 @@ def _all(truths: list[bool | None]) -> bool | None:
     if any(truth is False for truth in truths):
         return False
     return True if all(truth is True for truth in truths) else None
+
+
+# --- the branch that rendered -------------------------------------------------------------------
+
+
+def rendered_branches(parent: Entry, actions: list[Action], values: ValuesSource | None,
+                      range_index: int | None, else_lines: list[int]) -> Entry:
+    """`parent` without the list items in an `if`/`else` branch the values are known not to take:
+    Helm never rendered them, so they wrote no rendered item (`{{ if .Values.legacy }}` and
+    `{{ else }}` holding the same `- name: metrics` item must not be told apart by order). Only a
+    list with an `else` among its items is looked at: the hot path of every finding's place."""
+    items = parent.items()
+    if values is None or len(items) < 2 or not _else_between(else_lines, items[0].line, items[-1].line):
+        return parent
+    kept = [child for child in parent.children
+            if child.kind != "item" or branch_taken(actions, child.line, values, range_index) is not False]
+    return parent if len(kept) == len(parent.children) else replace(parent, children=kept)
+
+
+def twin_of(chosen: Entry, parent: Entry, source, range_index: int | None) -> Entry | None:
+    """Another child of `parent` that writes the same text as `chosen` across an `else`, in a branch
+    the values may take, when they do not tell that `chosen`'s branch is the one taken: either may
+    be what Helm rendered, so the place is a guess and no fix may edit it."""
+    if chosen.kind not in ("key", "item"):
+        return None
+    _, actions, lines = source.outline
+    siblings = [other for other in parent.children if other is not chosen and other.kind == chosen.kind
+                and _line_text(other, lines) == _line_text(chosen, lines)
+                and _else_between(source.else_lines, min(other.line, chosen.line), max(other.line, chosen.line))]
+    if not siblings:
+        return None
+    values = source.values
+    if values is not None and branch_taken(actions, chosen.line, values, range_index) is True:
+        return None
+    text = _written(chosen, lines)
+    for other in siblings:
+        if _written(other, lines) == text and (
+                values is None or branch_taken(actions, other.line, values, range_index) is not False):
+            return other
+    return None
+
+
+def _else_between(else_lines: list[int], first: int, last: int) -> bool:
+    import bisect
+
+    index = bisect.bisect_right(else_lines, first)
+    return index < len(else_lines) and else_lines[index] < last
+
+
+def _line_text(entry: Entry, lines: list[str]) -> str:
+    return lines[entry.line].strip() if 0 <= entry.line < len(lines) else ""
+
+
+def _written(entry: Entry, lines: list[str], depth: int = 0) -> tuple:
+    """The template text an outline entry and its children write (actions and all)."""
+    if depth > 20:
+        return ()
+    return entry.kind, _line_text(entry, lines), tuple(_written(child, lines, depth + 1) for child in entry.children)
