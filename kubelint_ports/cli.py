@@ -165,7 +165,8 @@ def lint(
     from kubelint_ports.sourceroot import find_source_root
 
     format_options = FormatOptions(show_suppressed=show_suppressed, sarif_category=sarif_category, link_base=link_base,
-                                   source_root=find_source_root(settings.config.path), quiet=quiet)
+                                   source_root=find_source_root(settings.config.path), quiet=quiet,
+                                   unsafe_fixes=fix_args.unsafe_fixes)
     write_reports(report, report_args, extra_reports, format_options)
     if write_baseline and not report.diagnostics:
         from kubelint_ports.suppressions import write_baseline as record
@@ -191,7 +192,7 @@ def run_fixes(report, args: FixArgs, settings, options, quiet: bool):
     every file or none, and returns the report of the fixed files."""
     from kubelint_ports.engine import lint_paths
     from kubelint_ports.fixes import reserved_ports_of
-    from kubelint_ports.fixes.apply import Planner, fix_roots, patch_of
+    from kubelint_ports.fixes.apply import Planner, fix_roots, outcome_lines, patch_of
     from kubelint_ports.fixes.write import WriteFailure, write_changes
 
     def relint():
@@ -200,36 +201,26 @@ def run_fixes(report, args: FixArgs, settings, options, quiet: bool):
     planner = Planner(relint, unsafe=args.unsafe_fixes, reserved=reserved_ports_of(settings.policies),
                       choices=settings.config.fix_choices, roots=roots, passes=MAX_FIX_PASSES)
     plan = planner.plan(report)
-    fixed, files = plan.fixed, f"{len(plan.changes)} file{'s' if len(plan.changes) != 1 else ''}"
     if args.diff:
         base, patch = patch_of(plan, roots)
         if plan.changes and not quiet:
             echo(printable(f"kubelint-ports: apply with `git apply` (or `patch -p1`) in {base}"), err=True)
         sys.stdout.write(patch)
-        if not quiet:
-            echo(f"kubelint-ports: would fix {fixed} finding{'s' if fixed != 1 else ''} in {files}", err=True)
-        echo_blocked(plan.report, plan.notes)
+        echo_lines(outcome_lines(plan, plan.report, plan.notes, args, quiet))
         raise SystemExit(EXIT_FINDINGS if plan.changes else EXIT_CLEAN)
     try:
         write_changes(plan.changes)
     except WriteFailure as failure:
         echo(printable(f"kubelint-ports: error: {failure}"), err=True)
         raise SystemExit(EXIT_USAGE) from None
-    if not quiet:
-        echo(f"kubelint-ports: fixed {fixed} finding{'s' if fixed != 1 else ''} in {files}", err=True)
     report, notes = planner.after_writing(plan)
-    echo_blocked(report, notes)
+    echo_lines(outcome_lines(plan, report, notes, args, quiet))
     return report
 
 
-def echo_blocked(report, notes=()) -> None:
-    """Each fix not made, and why, said once on stderr (docs/fix.md), then the plan's notes."""
-    for finding in report.findings:
-        if finding.fix is not None and finding.fix.blocked:
-            echo(printable(f"kubelint-ports: note: {finding.location}: {finding.rule_id} fix not applied: "
-                                 f"{finding.fix.blocked}"), err=True)
-    for note in notes:
-        echo(printable(f"kubelint-ports: note: {note}"), err=True)
+def echo_lines(lines) -> None:
+    for line in lines:
+        echo(printable(line), err=True)
 
 
 def show_config(

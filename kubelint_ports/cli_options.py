@@ -409,7 +409,7 @@ FIXING = "Fixes"
 
 @record(frozen=True)
 class FixArgs:
-    """`lint --fix`, `--unsafe-fixes`, `--diff` (docs/fix.md)."""
+    """`lint --fix`, `--unsafe-fixes`, `--diff`, `--show-fixes` (docs/fix.md)."""
 
     fix: bool = group_option(False, "--fix", rich_help_panel=FIXING,
                              help="Apply safe fixes to the files, then lint again and report what remains.")
@@ -417,6 +417,9 @@ class FixArgs:
                                       help="Also apply fixes that change behaviour (a nodePort moved to a free one).")
     diff: bool = group_option(False, "--diff", rich_help_panel=FIXING,
                               help="Print the fixes as a unified diff and write nothing; exit 1 when there is one.")
+    show_fixes: bool = group_option(False, "--show-fixes", rich_help_panel=FIXING,
+                                    help="With --fix, list what was fixed (file:line rule fix); with --diff, what "
+                                         "would be.")
 
     @property
     def wanted(self) -> bool:

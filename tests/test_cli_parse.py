@@ -62,6 +62,7 @@ ORDINARY = [
     ["--report", "json:a.json", "--report", "sarif:b.sarif", "--statistics", CLEAN],
     ["--values", "v.yaml", "-f", "w.yaml", "--set", "a=1", "--set-string", "b=2", "--release-name", "r"],
     ["--fix", "--unsafe-fixes", "--diff", "--show-suppressed", "--color", "--explain", "--verbose"],
+    ["--fix", "--show-fixes", CLEAN],
     ["--config", "c.yaml", "--policies", "p", "--baseline", "b.json", "--write-baseline", "c.json"],
     ["--node-port-range", "30000-32767", "--ephemeral-port-range=32768-60999", "--nodes", "n.yaml",
      "--cluster", "c.yaml", "--service-cidr", "10.96.0.0/12", "--pod-cidr", "10.244.0.0/16"],
@@ -74,7 +75,7 @@ ORDINARY = [
 
 LEFT_TO_TYPER = [
     ["--help"], ["-h"], ["--format"], ["--format", "JSON"], ["--format", "bogus"], ["--fail-on", "fatal"],
-    ["--jobs", "-1"], ["--jobs", "x"], ["-jx"], ["--unknown"], ["-x"], ["--fix=yes"], ["-v=1"], ["--scope", ""],
+    ["--jobs", "-1"], ["--jobs", "x"], ["-jx"], ["--unknown"], ["-x"], ["--fix=yes"], ["-v=1"], ["--show-fixes=1"], ["--scope", ""],
     ["--proxy-mode"], ["-o"],
 ]
 

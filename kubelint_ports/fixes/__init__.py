@@ -37,15 +37,16 @@ __all__ = ["FIXABLE", "FIXES", "SHOWN_IN", "Choices", "FileChange", "changes", "
 
 
 # The report formats that say whether a finding has a fix (text's `[*]` and summary line, JSON's
-# and SARIF's `fix`, the JSON report the HTML page offers for download);
+# and SARIF's `fix`, the JSON report the HTML page offers for download, "(fixable with --fix)" in
+# GitHub annotations, GitLab issues, JUnit failures and Markdown rows);
 # tests/test_hostile_fix_describer.py keeps it equal to the formatters whose output a fix changes.
-SHOWN_IN = frozenset({"text", "concise", "json", "sarif", "html"})
+SHOWN_IN = frozenset({"text", "concise", "json", "sarif", "html", "github", "gitlab", "junit", "markdown"})
 
 
 def fixable(report, formats=SHOWN_IN) -> bool:
     """Whether `describe` has anything to do: a finding of a fixable rule, with the model to fix it
-    in, for a report in one of `formats` that shows fixes (a run written only as GitHub
-    annotations, Markdown, JUnit or GitLab needs none worked out)."""
+    in, for a report in one of `formats` that shows fixes (every format does today; the test keeps
+    a new one honest)."""
     return (not SHOWN_IN.isdisjoint(formats) and report.cluster is not None
             and any(finding.rule_id in FIXABLE for finding in report.findings))
 

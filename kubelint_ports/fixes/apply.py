@@ -15,7 +15,9 @@ withdrawn (its finding keeps the fix, `blocked` saying why) and the plan made ag
 - it does not settle: the finding is still there once its fix is made (a self-colliding
   hostNetwork pod moved 8080 -> 8076 -> ...), or the file's fixes still change it after
   `MAX_PASSES` passes (then every fix of that file is withdrawn). So a second `--fix` on what
-  the first wrote finds the same withdrawals and writes nothing.
+  the first wrote finds the same withdrawals and writes nothing;
+- it makes the run worse: the last lint of the plan has a finding (by rule, object and field,
+  not by line) that the run did not have, and the fix brought it (`made_worse`).
 
 Helm and kustomize read their files from disk, where the planned texts are not: a pass that
 changes a file a chart or a Kustomize build reads is the plan's last (a note says so), and the
@@ -38,6 +40,7 @@ from kubelint_ports.records import record
 
 MAX_PASSES = 4  # a fix left out for overlapping another is made on the next pass
 MAX_PLANS = 4  # a plan that withdrew fixes is made again; past this many, no fix is made at all
+NEW_FINDINGS_NAMED = 3  # a withdrawn fix's reason names this many of the new findings it brought
 
 # A finding across passes: its rule, object and field by the names of the items on its way (a
 # pass's edits shift its line, a removal the indexes of the items after it).
@@ -124,11 +127,15 @@ class Planner:
 
     def plan(self, report: Report) -> FixPlan:
         withdrawn: dict[Key, str] = {}
+        before = {key_of(finding) for finding in report.findings}  # suppressed ones too: not new
         for _ in range(MAX_PLANS):
             attempt = self.attempt(report, withdrawn)
             if attempt.plan is not None:
-                attempt.plan.withdrawn = withdrawn
-                return attempt.plan
+                worse = made_worse(before, attempt.plan) if attempt.plan.settled else {}
+                if not worse:
+                    attempt.plan.withdrawn = withdrawn
+                    return attempt.plan
+                attempt.withdrawals = worse
             withdrawn.update(attempt.withdrawals)
         # Still withdrawing: no fix at all, each finding's fix says why.
         self.described(report, withdrawn, every=f"its fixes did not settle in {MAX_PLANS} plans")
@@ -222,6 +229,70 @@ class Planner:
                         if corruption(old, *single(old, finding)) is not None] or list(change.fixed)
             refused.update((key_of(finding), problem) for finding in culprits)
         return refused
+
+
+def outcome_lines(plan: FixPlan, report: Report, notes, args, quiet: bool) -> list[str]:
+    """What `--fix` (or `--diff`) says on stderr once the plan is written (or printed): how many
+    findings it fixed in how many files, each of them with `--show-fixes`, then each fix not made
+    and why (only those this run would have made: a safe run is silent on unsafe fixes), then the
+    plan's notes. `args`: the command line's FixArgs."""
+    verb = "would fix" if args.diff else "fixed"
+    files = f"{len(plan.changes)} file{'s' if len(plan.changes) != 1 else ''}"
+    lines = [] if quiet else [f"kubelint-ports: {verb} {plan.fixed} finding{'s' if plan.fixed != 1 else ''} in {files}"]
+    if args.show_fixes:
+        made = sorted((finding for change in plan.changes for finding in change.fixed),
+                      key=lambda finding: (finding.location.path, finding.location.line, finding.location.column))
+        lines += [f"kubelint-ports: {verb} {finding.location}: {finding.rule_id} {finding.fix.description}"
+                  for finding in made]
+    for finding in report.findings:
+        fix = finding.fix
+        if fix is not None and fix.blocked and (fix.applicability == "safe" or args.unsafe_fixes):
+            lines.append(f"kubelint-ports: note: {finding.location}: {finding.rule_id} fix not applied: {fix.blocked}")
+    return lines + [f"kubelint-ports: note: {note}" for note in notes]
+
+
+def made_worse(before: set, plan: FixPlan) -> dict[Key, str]:
+    """Invariant 2, never worse: the fixes behind each finding of the plan's last lint (the final
+    texts) that the run did not have before, by rule, object and field (not by line: the fixes
+    move lines), withdrawn with the finding named. A plan whose last lint read files a renderer
+    will read from disk (`settled` False) is not judged here."""
+    fixed = [finding for change in plan.changes for finding in change.fixed]
+    brought: dict[Key, list[str]] = {}  # a fix -> the new findings it may have brought, named
+    for finding in plan.report.findings:
+        if finding.suppressed or key_of(finding) in before:
+            continue
+        named = f"{finding.rule_id} on {finding.subject} at {finding.field_path or 'the object'} ({finding.location})"
+        for culprit in culprits_of(finding, fixed, plan.changes):
+            named_already = brought.setdefault(key_of(culprit), [])
+            if named not in named_already:
+                named_already.append(named)
+    refused: dict[Key, str] = {}
+    for key, names in brought.items():
+        shown = "; ".join(names[:NEW_FINDINGS_NAMED])
+        more = f" and {len(names) - NEW_FINDINGS_NAMED} more" if len(names) > NEW_FINDINGS_NAMED else ""
+        refused[key] = (f"the fixed files would have {'a new finding' if len(names) == 1 else 'new findings'}, "
+                        f"{shown}{more}: --fix never makes a run worse")
+    return refused
+
+
+def culprits_of(new: Finding, fixed: list[Finding], changed) -> list[Finding]:
+    """The fixes that may have brought `new`, the nearest first: those of its own field, else those
+    of an object it names as a partner (the other side of a collision), else those of its own
+    object, else those made in a file it or one of its related places is in, else every fix of the
+    plan. The plan is made again without them; a culprit missed shows again then."""
+    field = [finding for finding in fixed if finding.subject == new.subject and key_of(finding)[2] == key_of(new)[2]]
+    if field:
+        return field
+    # A partner is "Kind/namespace/name/field" (engine.partners).
+    named = [finding for finding in fixed if any(
+        partner.startswith(f"{finding.subject.kind}/{finding.subject.namespace}/{finding.subject.name}/")
+        for partner in new.partners)]
+    own = [finding for finding in fixed if finding.subject == new.subject]
+    if named or own:
+        return named or own
+    places = {new.location.path, *(related.path for related in new.related)}
+    in_files = [finding for change in changed if change.path in places for finding in change.fixed]
+    return in_files or fixed
 
 
 def withdraw(finding: Finding, reason: str) -> Finding:

@@ -1,4 +1,4 @@
-"""Writing `--fix`'s files all or nothing (docs/fix.md, invariant 3).
+"""Writing `--fix`'s files all or nothing (docs/fix.md, "What --fix promises", 4).
 
 Each new text goes to a temporary file beside its target (same directory, so the rename is one
 directory entry swapped, never a copy across file systems), made with O_EXCL, given the target's

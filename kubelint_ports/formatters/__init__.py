@@ -22,6 +22,7 @@ class FormatOptions:
     explain: bool = False  # text: each finding's explanation, object and related places under it
     quiet: bool = False  # text: findings only, no summary
     statistics: bool = False  # text and json: counts per rule instead of findings
+    unsafe_fixes: bool = False  # `--unsafe-fixes`: an unsafe fix is one `--fix` applies (`[*]`, "fixable with --fix")
 
 
 Formatter = Callable[[Report, TextIO, FormatOptions], None]

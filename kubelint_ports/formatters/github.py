@@ -10,7 +10,7 @@ from typing import TextIO
 
 from kubelint_ports.findings import Report
 from kubelint_ports.formatters import FormatOptions, printable
-from kubelint_ports.formatters.text import summary_line
+from kubelint_ports.formatters.text import fix_hint, summary_line
 from kubelint_ports.sourceroot import find_source_root, relative_to_root
 from kubelint_ports.vocabulary import Location, Severity
 
@@ -64,6 +64,9 @@ def format_report(report: Report, out: TextIO, options: FormatOptions) -> None:
         message = f"{finding.message} [{finding.subject}]"
         if finding.template:
             message += f" (from {finding.template})"
+        hint = fix_hint(finding, options.unsafe_fixes)
+        if hint:
+            message += f" ({hint})"
         for related in finding.related:  # an annotation has one place; name the others in its text
             message += f"\n{relative_to_root(related.path, root)}:{related.line}:{related.column}: {related.message}"
         out.write(command(COMMANDS[finding.severity], properties, message))

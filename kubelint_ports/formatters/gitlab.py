@@ -10,6 +10,7 @@ from typing import Any, TextIO
 
 from kubelint_ports.findings import Report
 from kubelint_ports.formatters import FormatOptions
+from kubelint_ports.formatters.text import fix_hint
 from kubelint_ports.sourceroot import find_source_root, relative_to_root
 from kubelint_ports.vocabulary import Location, Severity
 
@@ -44,7 +45,9 @@ def format_report(report: Report, out: TextIO, options: FormatOptions) -> None:
             issues.append(issue(diagnostic.message, INPUT_ERROR, key, "critical", diagnostic.location, root))
     for finding in report.findings:
         if not finding.suppressed:
-            issues.append(issue(f"{finding.message} [{finding.subject}]", finding.rule_id, finding.fingerprint,
+            hint = fix_hint(finding, options.unsafe_fixes)
+            description = f"{finding.message} [{finding.subject}]" + (f" ({hint})" if hint else "")
+            issues.append(issue(description, finding.rule_id, finding.fingerprint,
                                 SEVERITIES[finding.severity], finding.location, root))
     seen: dict[str, int] = {}
     for entry in issues:  # GitLab drops repeated fingerprints: number the repeats

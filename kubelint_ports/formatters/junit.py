@@ -11,6 +11,7 @@ from typing import TextIO
 
 from kubelint_ports.findings import Finding, Report
 from kubelint_ports.formatters import FormatOptions
+from kubelint_ports.formatters.text import fix_hint
 from kubelint_ports.sourceroot import find_source_root, relative_to_root
 from kubelint_ports.vocabulary import NOT_FILES
 
@@ -23,7 +24,7 @@ def xml_text(text: str) -> str:
     return _NOT_XML.sub("\ufffd", text)
 
 
-def finding_case(finding: Finding, path: str, root: str) -> ET.Element:
+def finding_case(finding: Finding, path: str, root: str, unsafe_fixes: bool = False) -> ET.Element:
     place = f"{finding.location.line}:{finding.location.column}" if finding.location.line >= 1 else path
     # Named by what the finding is about, never by its line: a CI's test history follows a test by
     # name, and lines move with every edit above them. The place is in the failure's text.
@@ -35,6 +36,9 @@ def finding_case(finding: Finding, path: str, root: str) -> ET.Element:
                f"object: {finding.subject}" + (f" (from {finding.template})" if finding.template else "")]
     details += [f"{relative_to_root(related.path, root)}:{related.line}:{related.column}: {related.message}"
                 for related in finding.related]
+    hint = fix_hint(finding, unsafe_fixes)
+    if hint:
+        details.append(f"{hint}: {finding.fix.description}")
     failure = ET.SubElement(case, "failure", type=finding.rule_id,
                             message=xml_text(f"{finding.severity}: {finding.headline}"))
     failure.text = xml_text("\n".join(details))
@@ -59,7 +63,7 @@ def format_report(report: Report, out: TextIO, options: FormatOptions) -> None:
         cases.append((path, case))
     for finding in report.findings:
         path = relative_to_root(finding.location.path, root)
-        cases.append((path, finding_case(finding, path, root)))
+        cases.append((path, finding_case(finding, path, root, options.unsafe_fixes)))
     suites = ET.Element("testsuites", name=SUITE_NAME)
     totals = {"tests": 0, "failures": 0, "errors": 0}
     for path, group in itertools.groupby(sorted(cases, key=lambda item: item[0]), key=lambda item: item[0]):

@@ -18,7 +18,7 @@ from urllib.parse import quote
 
 from kubelint_ports.findings import Report
 from kubelint_ports.formatters import FormatOptions, printable
-from kubelint_ports.formatters.text import summary_line
+from kubelint_ports.formatters.text import fix_hint, summary_line
 from kubelint_ports.sourceroot import find_source_root, relative_to_root
 from kubelint_ports.vocabulary import Location
 
@@ -73,8 +73,10 @@ def format_report(report: Report, out: TextIO, options: FormatOptions) -> None:
                       key=lambda f: (-f.severity, f))
     for finding in findings:
         state = f" (suppressed: {text(finding.suppressed)})" if finding.suppressed else ""
+        hint = fix_hint(finding, options.unsafe_fixes)
+        fixable = f" {text(f'({hint})')}" if hint else ""
         rows.append(f"| {finding.severity}{state} | {text(finding.rule_id)} {text(finding.rule_name)} | "
-                    f"{link(finding.location, options, root)} | {text(finding.subject)} | {text(finding.message)} |")
+                    f"{link(finding.location, options, root)} | {text(finding.subject)} | {text(finding.message)}{fixable} |")
     if rows:
         lines += ["| severity | rule | location | object | message |", "|---|---|---|---|---|"]
         size = sum(len(line) + 1 for line in lines)

@@ -47,7 +47,7 @@ def format_report(report: Report, out: TextIO, options: FormatOptions, concise: 
         return
     if (shown or report.diagnostics) and not concise:
         out.write("\n")
-    fixes = fix_summary(report)
+    fixes = fix_summary(report, options.unsafe_fixes)
     out.write(summary_line(report) + (f"; {fixes}" if fixes else "") + "\n")
     if shown and not options.explain and not options.statistics and not concise:
         out.write(HINT + "\n")
@@ -57,7 +57,7 @@ def write_finding(finding: Finding, out: TextIO, options: FormatOptions, paint, 
     units = f" [{unit_label(finding.units)}]" if finding.units else ""
     suppressed = " (suppressed)" if finding.suppressed else ""
     severity = paint(f"{str(finding.severity):<{SEVERITY_WIDTH}}", COLORS[finding.severity])
-    marker = " [*]" if fixable(finding, "safe") else ""
+    marker = " [*]" if applied_by_fix(finding, options.unsafe_fixes) else ""
     out.write(f"{paint(printable(place(finding)), BOLD)}: {severity} {paint(finding.rule_id, BOLD)}{marker} "
               f"{printable(finding.headline)}{units}{suppressed}\n")
     if explain:
@@ -70,15 +70,34 @@ def fixable(finding: Finding, applicability: str) -> bool:
     return fix is not None and fix.available and fix.applicability == applicability and not finding.suppressed
 
 
-def fix_summary(report: Report) -> str:
+def applied_by_fix(finding: Finding, unsafe_fixes: bool) -> bool:
+    """Whether `--fix`, with this run's `--unsafe-fixes` or not, applies the finding's fix."""
+    return fixable(finding, "safe") or (unsafe_fixes and fixable(finding, "unsafe"))
+
+
+def fix_summary(report: Report, unsafe_fixes: bool = False) -> str:
     """"2 fixable with --fix (1 more with --unsafe-fixes)", as ruff says it, after the summary;
-    "" when none is."""
+    with `--unsafe-fixes` given, every fix `--fix` would then apply counts ("3 fixable with
+    --fix"); "" when none is."""
     safe = sum(1 for finding in report.findings if fixable(finding, "safe"))
     unsafe = sum(1 for finding in report.findings if fixable(finding, "unsafe"))
+    if unsafe_fixes:
+        safe, unsafe = safe + unsafe, 0
     if not safe and not unsafe:
         return ""
     more = f" ({unsafe} more with --unsafe-fixes)" if unsafe else ""
     return f"{safe} fixable with --fix{more}"
+
+
+def fix_hint(finding: Finding, unsafe_fixes: bool = False) -> str:
+    """What a finding's line says of its fix in the formats read on a CI page (GitHub, GitLab,
+    JUnit, Markdown): "fixable with --fix", "fixable with --fix --unsafe-fixes", or "" when it
+    has none that can be applied."""
+    if applied_by_fix(finding, unsafe_fixes):
+        return "fixable with --fix"
+    if fixable(finding, "unsafe"):
+        return "fixable with --fix --unsafe-fixes"
+    return ""
 
 
 def unit_label(units: tuple[str, ...]) -> str:
