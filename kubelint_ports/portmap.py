@@ -20,8 +20,6 @@ from __future__ import annotations
 
 import os
 import re
-import signal
-import subprocess
 from collections import defaultdict
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
@@ -36,7 +34,7 @@ from kubelint_ports.model.objects import WILDCARD_HOST_IP
 from kubelint_ports.model.placement import pinned_node
 from kubelint_ports.model.port_holders import datapath_of, is_the_daemon, node_destination, reserved_ports
 from kubelint_ports.model.selection import has_endpoints
-from kubelint_ports.sourceroot import git_work_tree
+from kubelint_ports.sourceroot import checked_out_object, git_work_tree
 from kubelint_ports.vocabulary import NOT_FILES, Location, ObjectRef
 
 ANY_NODE = "(any node)"  # without an inventory: a pod that may run on any node
@@ -527,39 +525,19 @@ def inputs_of(report: Report) -> tuple[tuple[str, str], ...]:
                         key=lambda entry: (INPUT_ROLES.index(entry[0]), entry[1])))
 
 
-GIT_SECONDS = 3  # `git rev-parse` answers in milliseconds; a hung filesystem must not hang the report
 COMMIT = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")  # SHA-1 or SHA-256 object names
 
 
 def repository_commit(paths: Iterable[str]) -> str:
     """The commit checked out in the one git work tree holding every path ("" when they are in
-    none, in several, or git cannot say): `git rev-parse HEAD` in that tree, which reads the
-    repository's own files only (no network, no hooks, no index), under a timeout; git's
-    environment variables from the caller (a hook's GIT_DIR) are left out, and discovery stops
-    at the tree's top."""
+    none, in several, or its HEAD names no commit): read from `HEAD`, the branch's ref or
+    `packed-refs` of that tree's own repository (`sourceroot.checked_out_object`). No git runs:
+    it would run the repository's configuration (`core.fsmonitor`) and, in a partial clone whose
+    HEAD commit is absent, fetch it. A detached HEAD (a pull request checked out by CI) gives its
+    id; git's environment variables (a hook's GIT_DIR) play no part."""
     directories = {os.path.dirname(os.path.realpath(path)) for path in paths if path not in NOT_FILES}
     tops = {git_work_tree(directory) for directory in directories}  # per directory: 35,000 files share 5,000
     if len(tops) != 1 or None in tops:
         return ""
-    top = tops.pop()
-    environment = {name: value for name, value in os.environ.items() if not name.startswith("GIT_")}
-    environment.update(GIT_CEILING_DIRECTORIES=os.path.dirname(top), GIT_TERMINAL_PROMPT="0", GIT_OPTIONAL_LOCKS="0",
-                       LC_ALL="C")
-    command = ["git", "-c", "core.fsmonitor=false", "rev-parse", "--verify", "--quiet", "HEAD^{commit}"]
-    try:
-        # Its own process group, so a timeout ends whatever git started too (a wrapper's children
-        # would otherwise hold the pipe open and the wait with it).
-        with subprocess.Popen(command, cwd=top, env=environment, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                              stderr=subprocess.DEVNULL, start_new_session=True) as process:
-            try:
-                output, _ = process.communicate(timeout=GIT_SECONDS)
-            except subprocess.TimeoutExpired:
-                if hasattr(os, "killpg"):
-                    os.killpg(process.pid, signal.SIGKILL)
-                process.kill()
-                process.communicate()
-                return ""
-    except OSError:  # no git
-        return ""
-    commit = output.decode("ascii", "replace").strip()
-    return commit if process.returncode == 0 and COMMIT.fullmatch(commit) else ""
+    commit = checked_out_object(tops.pop())
+    return commit if COMMIT.fullmatch(commit) else ""

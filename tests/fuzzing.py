@@ -468,8 +468,60 @@ def check_cli(data: bytes, output_format: str, timeout: float = 120) -> int:
     return done.returncode
 
 
+# The untrusted-repository surfaces (issue 31), each from its own generator module and random
+# stream: name -> (module, how often by default, the check). A check gets (rng, scratch) and raises
+# AssertionError (a Bug) when the tool ran something from the tree, went past a budget, or failed.
+def _git(rng: random.Random, scratch: Path, corpus: list[bytes]) -> None:
+    import fuzzing_git
+
+    fuzzing_git.check_git_tree(rng, scratch)
+
+
+def _archive(rng: random.Random, scratch: Path, corpus: list[bytes]) -> None:
+    import fuzzing_budgets
+
+    fuzzing_budgets.check_archive(fuzzing_budgets.hostile_archive(rng), scratch)
+
+
+def _repository_config(rng: random.Random, scratch: Path, corpus: list[bytes]) -> None:
+    import fuzzing_budgets
+
+    fuzzing_budgets.check_repository_config(fuzzing_budgets.repository_config(rng), scratch)
+
+
+def _policy_budget(rng: random.Random, scratch: Path, corpus: list[bytes]) -> None:
+    import fuzzing_policies
+
+    manifest = fuzzing_policies.many_ports_manifest(rng) if rng.random() < 0.7 else rng.choice(corpus)
+    fuzzing_policies.check_policy_budget(fuzzing_policies.policy_with_patterns(rng), manifest, scratch)
+
+
+def _fix(rng: random.Random, scratch: Path, corpus: list[bytes]) -> None:
+    import fuzzing_fix
+
+    data = mutate(rng.choice(corpus), rng, corpus) if rng.random() < 0.5 else rng.choice(corpus)
+    fuzzing_fix.check_fix(data, scratch)
+
+
+UNTRUSTED = {"git": (_git, 50), "archive": (_archive, 20), "repository-config": (_repository_config, 20),
+             "policy-budget": (_policy_budget, 50), "fix": (_fix, 10)}
+
+
+def check_untrusted(name: str, rng: random.Random, scratch: Path, corpus: list[bytes]) -> None:
+    """One input of an untrusted-repository surface; an AssertionError or an exception is a Bug."""
+    check = UNTRUSTED[name][0]
+    try:
+        (scratch / name).mkdir(parents=True, exist_ok=True)
+        check(rng, scratch / name, corpus)
+    except Bug:
+        raise
+    except Exception as error:  # noqa: BLE001 (AssertionError included: that is the finding)
+        raise Bug(f"{name}: {type(error).__name__}: {str(error)[:500]}") from error
+
+
 def campaign(count: int, seed: int, cli_every: int, save: Path | None, progress: bool = True, *,
-             node_every: int = 4, policy_every: int = 20, kustomize_every: int = 500) -> dict:
+             node_every: int = 4, policy_every: int = 20, kustomize_every: int = 500,
+             untrusted_every: dict[str, int] | None = None) -> dict:
     import tempfile
 
     rng = random.Random(seed)  # the manifests: the stream of earlier releases, so a seed replays them
@@ -477,8 +529,10 @@ def campaign(count: int, seed: int, cli_every: int, save: Path | None, progress:
     corpus = seed_corpus()
     node_corpus = generators.node_seed_corpus()
     failures: list[tuple[int, str, str]] = []
+    untrusted = random.Random(f"{seed}:untrusted")  # a stream of its own: earlier seeds replay as before
+    every = {name: period for name, (_, period) in UNTRUSTED.items()} | (untrusted_every or {})
     counts = {"inputs": 0, "cli": 0, "as-nodes": 0, "as-settings": 0, "node-dumps": 0, "policies": 0,
-              "policies-refused": 0, "kustomize": 0}
+              "policies-refused": 0, "kustomize": 0, **{name: 0 for name in UNTRUSTED}}
     started = time.monotonic()
 
     def failed(index: int, kind: str, error: BaseException, keep) -> None:
@@ -541,6 +595,14 @@ def campaign(count: int, seed: int, cli_every: int, save: Path | None, progress:
                     except Bug as error:
                         failed(index, "kustomize", error, keep_tree(Path(scratch) / "kustomize"))
                     counts["kustomize"] += 1
+                for name, period in every.items():
+                    if period and index % period == period - 1:
+                        (Path(scratch) / name).mkdir(exist_ok=True)
+                        try:
+                            check_untrusted(name, untrusted, Path(scratch), corpus)
+                        except Bug as error:
+                            failed(index, name, error, keep_tree(Path(scratch) / name))
+                        counts[name] += 1
             counts["inputs"] += 1
             if progress and (index + 1) % 1000 == 0:
                 print(f"{index + 1:,} inputs, {len(failures)} failures, {time.monotonic() - started:.0f} s",
@@ -564,12 +626,16 @@ def main() -> None:
     parser.add_argument("--policy-every", type=int, default=20, help="also fuzz a user policy every Nth input")
     parser.add_argument("--kustomize-every", type=int, default=500,
                         help="also fuzz a Kustomize directory every Nth input (kubectl is slow)")
+    for name, (_, period) in UNTRUSTED.items():
+        parser.add_argument(f"--{name}-every", type=int, default=period,
+                            help=f"also fuzz the {name} surface every Nth input (0: never)")
     arguments = parser.parse_args()
     sys.path.insert(0, str(ROOT))
     os.environ.setdefault("PYTHONHASHSEED", "0")
     result = campaign(arguments.count, arguments.seed, arguments.cli_every, arguments.save,
                       node_every=arguments.node_every, policy_every=arguments.policy_every,
-                      kustomize_every=arguments.kustomize_every)
+                      kustomize_every=arguments.kustomize_every,
+                      untrusted_every={name: getattr(arguments, name.replace("-", "_") + "_every") for name in UNTRUSTED})
     print(result)
     sys.exit(1 if result["failures"] else 0)
 

@@ -102,6 +102,34 @@ def test_the_cli_exits_0_1_or_2_on_fuzzed_input(seed):
 
 
 def test_a_short_campaign_of_the_long_runner_finds_nothing():
-    result = fuzzing.campaign(300, seed=20240, cli_every=0, save=None, progress=False, kustomize_every=0)
+    result = fuzzing.campaign(300, seed=20240, cli_every=0, save=None, progress=False, kustomize_every=0,
+                              untrusted_every={name: 0 for name in fuzzing.UNTRUSTED})
     assert result["failures"] == 0, result["examples"]
     assert result["node-dumps"] == 75 and result["policies"] == 15, result
+
+
+# The untrusted-repository surfaces (issue 31): git metadata, chart archives, repository
+# configurations with limits, policies with patterns and message templates, `--fix`. Each check
+# raises Bug when something from the tree ran, a budget was passed, or the tool failed.
+UNTRUSTED_EXAMPLES = {"git": 25, "archive": 40, "repository-config": 60, "policy-budget": 15, "fix": 25}
+
+
+@pytest.mark.parametrize("surface", sorted(UNTRUSTED_EXAMPLES))
+def test_fuzzed_untrusted_repository_surfaces_never_break_the_linter(tmp_path_factory, surface):
+    assert set(UNTRUSTED_EXAMPLES) == set(fuzzing.UNTRUSTED)
+
+    @settings(max_examples=UNTRUSTED_EXAMPLES[surface], derandomize=True, database=None, deadline=None,
+              suppress_health_check=list(HealthCheck))
+    @given(st.randoms(use_true_random=False))
+    def check(rng):
+        scratch = tmp_path_factory.mktemp(surface)
+        fuzzing.check_untrusted(surface, rng, scratch, CORPUS)
+
+    check()
+
+
+def test_the_long_runner_drives_every_untrusted_surface():
+    result = fuzzing.campaign(40, seed=31, cli_every=0, save=None, progress=False, node_every=0, policy_every=0,
+                              kustomize_every=0, untrusted_every={name: 20 for name in fuzzing.UNTRUSTED})
+    assert result["failures"] == 0, result["examples"]
+    assert all(result[name] == 2 for name in fuzzing.UNTRUSTED), result

@@ -44,8 +44,6 @@ FORBIDDEN_IMPORTS = {"subprocess", "pty", "asyncio.subprocess", "multiprocessing
 # The one module that starts children; the worker pool's processes are forks of this one running
 # our own code (multiprocessing), not programs.
 ALLOWED = {"loading/children.py": {"subprocess"}, "loading/pool.py": {"multiprocessing", "ProcessPoolExecutor"}}
-# Still running git until another change reads files instead (issue 31): remove when it lands.
-TEMPORARILY_ALLOWED: dict[str, set[str]] = {"portmap.py": {"subprocess"}, "loading/files.py": {"subprocess"}}
 
 
 def process_starts(source: str) -> list[tuple[int, str]]:
@@ -109,7 +107,7 @@ def test_only_the_children_module_starts_processes():
     offenders = {}
     for path in sorted(PACKAGE.rglob("*.py")):
         relative = path.relative_to(PACKAGE).as_posix()
-        allowed = ALLOWED.get(relative, set()) | TEMPORARILY_ALLOWED.get(relative, set())
+        allowed = ALLOWED.get(relative, set())
         found = [(line, what) for line, what in process_starts(path.read_text(encoding="utf-8"))
                  if not any(name in what for name in allowed)]
         if found:

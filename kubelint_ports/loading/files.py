@@ -205,36 +205,18 @@ def is_virtualenv(directory: str) -> bool:
 def git_ignored(top: str):
     """`ignored(path, is_dir)`: whether git ignores a path below `top` (.gitignore, the repository's
     exclude file and the user's excludes, as `git status` does; ruff skips the same). Everything
-    is kept where `top` is in no git work tree or git cannot be run. One `git ls-files` per walked
-    directory, bounded in time and output."""
+    is kept where `top` is in no git work tree. Decided from those files alone (`gitignore.py`):
+    running git would run the linted tree's own configuration."""
+    from kubelint_ports.loading.gitignore import ignore_rules
+
+    rules = ignore_rules(top)
+    if rules is not None:
+        return rules
+
     def nothing(path: str, is_dir: bool) -> bool:
         return False
 
-    from kubelint_ports.sourceroot import git_work_tree
-
-    if git_work_tree(top) is None:
-        return nothing
-    import subprocess
-
-    try:
-        done = subprocess.run(["git", "-C", top, "ls-files", "-z", "--others", "--ignored", "--exclude-standard",
-                               "--directory"],
-                              capture_output=True, timeout=10, stdin=subprocess.DEVNULL,
-                              env={**os.environ, "GIT_OPTIONAL_LOCKS": "0"})
-    except (OSError, subprocess.SubprocessError):
-        return nothing
-    if done.returncode != 0 or len(done.stdout) > 64 * 2**20:
-        return nothing
-    base = os.path.abspath(top)
-    listed = [os.fsdecode(name) for name in done.stdout.split(b"\0") if name]
-    directories = {os.path.normpath(os.path.join(base, name)) for name in listed if name.endswith("/")}
-    plain = {os.path.normpath(os.path.join(base, name)) for name in listed if not name.endswith("/")}
-
-    def ignored(path: str, is_dir: bool) -> bool:
-        absolute = os.path.normpath(os.path.abspath(path))
-        return absolute in directories if is_dir else absolute in plain
-
-    return ignored
+    return nothing
 
 
 def entry_problem(entry: os.DirEntry, root: str) -> str | None:
