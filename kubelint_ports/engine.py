@@ -24,7 +24,7 @@ from kubelint_ports.loading import Loading, LoadResult, budgets, changed_sources
 from kubelint_ports.model import Cluster, ClusterFacts
 from kubelint_ports.model.build import INVENTORY, LINTED, LIVE, ModelReader, assemble, custom_workload_kinds, split_by_unit
 from kubelint_ports.model.units import UnitRules
-from kubelint_ports.policies import Policy, builtin_policies, enabled_by_default
+from kubelint_ports.policies import Policy, builtin_policies, enabled_by_default, rules_run
 from kubelint_ports.suppressions import annotation_reason, apply_exemptions, unknown_rule_notes
 
 if TYPE_CHECKING:  # not imported at run time: plain manifests never load the Helm module
@@ -271,13 +271,14 @@ def collector_paused():
 def run_checks_by_unit(cluster: Cluster, policies: Sequence[Policy], diagnostics: list[Diagnostic]) -> list[Finding]:
     """The checks within each deployment unit (model.units), or over the one cluster. A finding
     that several units give (an object of a base two overlays build) is reported once, naming
-    every unit it is in."""
-    if not cluster.units:
-        return run_checks(cluster, policies, diagnostics)
-    found: dict[Finding, list[str]] = {}
-    for name, unit_cluster in cluster.units:
-        for finding in run_checks(unit_cluster, policies, diagnostics):
-            found.setdefault(finding, []).append(name)
+    every unit it is in. What a policy may spend (`rules_run`) is the run's, not each unit's."""
+    with rules_run(policies, diagnostics):
+        if not cluster.units:
+            return run_checks(cluster, policies, diagnostics)
+        found: dict[Finding, list[str]] = {}
+        for name, unit_cluster in cluster.units:
+            for finding in run_checks(unit_cluster, policies, diagnostics):
+                found.setdefault(finding, []).append(name)
     return sorted(replace(finding, units=tuple(sorted(set(names)))) for finding, names in found.items())
 
 

@@ -7,6 +7,7 @@ import json
 import re
 import zlib
 from collections.abc import Iterable
+from contextlib import contextmanager
 from dataclasses import field
 from functools import cache
 from pathlib import Path
@@ -15,7 +16,7 @@ from typing import Any, NamedTuple
 import yaml
 
 from kubelint_ports.records import record
-from kubelint_ports.vocabulary import Severity
+from kubelint_ports.vocabulary import Diagnostic, Location, Severity
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 SCHEMA_PATH = PACKAGE_DIR / "schemas" / "policy.schema.json"
@@ -345,6 +346,89 @@ def policies_with(extra_directories) -> list[Policy]:
                 policy = dataclasses.replace(policy, port_map=port_map_of_check[policy.check])
             policies.append(policy)
     return policies
+
+
+# --- one run: what each policy may spend, and what it says when it runs out ----------------------
+
+class RuleRun:
+    """One policy's share of a run, reached by its check with `rule_run(params)`: the check's own
+    counters (`spent`, by the check's names), the run's counters every policy shares (`shared`),
+    and what the policy has to say about them (`remarks`: topic -> the message and the keys in its
+    file where), said once when the run ends, as an input problem at the policy."""
+
+    __slots__ = ("spent", "shared", "remarks")
+
+    def __init__(self, shared: dict[str, Any] | None = None):
+        self.spent: dict[str, Any] = {}
+        self.shared = {} if shared is None else shared
+        self.remarks: dict[str, tuple[str, list]] = {}
+
+    def remark(self, topic: str, message: str, keys: list | None = None) -> None:
+        """What the policy says on `topic` when the run ends (the last word on it wins)."""
+        self.remarks[topic] = (message, list(keys or []))
+
+    def admitted(self, most: int) -> bool:
+        """Whether one more finding may be shown, `most` in the run; past that it is counted, and
+        the count said when the run ends."""
+        counts = self.spent.setdefault("findings", {"shown": 0, "hidden": 0, "most": most})
+        if counts["shown"] < most:
+            counts["shown"] += 1
+            return True
+        counts["hidden"] += 1
+        return False
+
+    def words(self) -> list[tuple[str, list]]:
+        """The remarks, and the count of findings not shown, now final: (message, keys) each."""
+        said = list(self.remarks.values())
+        counts = self.spent.get("findings", {})
+        if counts.get("hidden"):
+            said.append((f"{counts['shown']:,} findings shown and {counts['hidden']:,} more not: at most "
+                         f"{counts['most']:,} per policy and run", []))
+        return said
+
+
+_runs: list[dict[int, tuple[dict, RuleRun]]] = []  # the runs open, innermost last: id(params) -> share
+
+
+@contextmanager
+def rules_run(policies: Iterable[Policy], diagnostics: list | None):
+    """One run of `policies` (over every deployment unit): each policy's check finds its share of
+    the run's budgets with `rule_run`; when the run ends, each remark becomes a diagnostic in
+    `diagnostics` at the policy's file. Inside another run (the units' runs inside the whole
+    run's), the outer run's shares are used, and the outer run speaks."""
+    policies = list(policies)
+    if _runs and all(_runs[-1].get(id(policy.params), (None,))[0] is policy.params for policy in policies):
+        yield
+        return
+    shared: dict[str, Any] = {}
+    shares: dict[int, tuple[dict, RuleRun]] = {}
+    for policy in policies:
+        shares.setdefault(id(policy.params), (policy.params, RuleRun(shared)))
+    _runs.append(shares)
+    try:
+        yield
+    finally:
+        _runs.pop()
+    said: set[int] = set()
+    for policy in policies:
+        share = shares[id(policy.params)][1]
+        if diagnostics is None or id(share) in said:
+            continue
+        said.add(id(share))
+        for message, keys in share.words():
+            line = line_of_key(Path(policy.path), keys) if keys and policy.path else 0
+            diagnostics.append(Diagnostic(Location(policy.path or f"rule {policy.id}", line, 1 if line else 0),
+                                          f"rule {policy.id} ({policy.name}): {message}"))
+
+
+def rule_run(params: Any) -> RuleRun:
+    """The share of the run open now of the policy whose params `params` are (the very object the
+    engine hands its check); outside a run, a share of its own that no one hears."""
+    for shares in reversed(_runs):
+        found = shares.get(id(params))
+        if found is not None and found[0] is params:
+            return found[1]
+    return RuleRun()
 
 
 def node_daemon_ports(policies: Iterable) -> dict[int, str]:

@@ -30,8 +30,11 @@ from functools import cache, lru_cache
 from typing import Any, NamedTuple
 
 from kubelint_ports.checks import Hit, register
-from kubelint_ports.loading.user_schemas import PatternLimit, matcher, patterns_problem, references_problem
+from kubelint_ports.loading import user_schemas
+from kubelint_ports.loading.user_schemas import (PatternBudget, PatternBudgetSpent, PatternLimit, charged_to, matcher,
+                                                 pattern_keys, patterns_problem, references_problem)
 from kubelint_ports.model import Cluster
+from kubelint_ports.policies import RuleRun, rule_run
 
 TARGETS = {
     "container-port": ("kind", "namespace", "name", "labels", "hostNetwork", "container", "role", "portName",
@@ -272,6 +275,8 @@ def params_problem(params: Mapping[str, Any]) -> tuple[list, str] | None:
 
     import jsonschema
 
+    from kubelint_ports.loading.files import excerpt
+
     names = declared(params)
     for key in params:
         if key not in OWN_KEYS and key not in names:
@@ -288,7 +293,14 @@ def params_problem(params: Mapping[str, Any]) -> tuple[list, str] | None:
         except jsonschema.SchemaError as error:
             return (["parameters", name, *error.absolute_path],
                     f"params.parameters.{name} is not a valid JSON Schema: {error.message}")
-        wrong = first_error(validator, params[name])
+        most = user_schemas.POLICY_PATTERN_SECONDS
+        try:
+            with charged_to(PatternBudget(most)):  # a list of 20,000 names, each matched: as a run's ports are
+                wrong = first_error(validator, params[name])
+        except PatternBudgetSpent as spent:
+            return [name], (f"params.{name}: matching its items took over {most:g} s, the most a policy's patterns "
+                            f"may; rewrite the pattern {excerpt(spent.pattern)} so it cannot backtrack, or install "
+                            "the re2 extra (`pip install 'kubelint-ports[re2]'`)")
         if wrong is not None:
             return [name, *wrong.absolute_path], wrong.message
     try:
@@ -313,39 +325,108 @@ def params_problem(params: Mapping[str, Any]) -> tuple[list, str] | None:
 
 
 def first_error(validator, instance: Any):
-    """The error a finding reports: the first by the path of the value it is about."""
-    return next(iter(sorted(validator.iter_errors(instance), key=lambda e: list(map(str, e.path)))), None)
+    """The error a finding reports: the first by the path of the value it is about. Every error's
+    sub-errors are let go at once: `context` (and `args`, which holds it too) and `parent` tie them
+    in cycles, which the engine's paused collector kept for the whole run (an `anyOf` of 20,000
+    branches: 8 GB after 134 ports)."""
+    errors = sorted(validator.iter_errors(instance), key=lambda e: list(map(str, e.path)))
+    stack = list(errors)
+    while stack:
+        error = stack.pop()
+        stack.extend(error.context)
+        error.context, error.args = [], ()
+    return errors[0] if errors else None
 
 
-def shown(value: Any) -> str:
-    """A value as a message says it (YAML's words for null and booleans; lists and maps flat)."""
+MESSAGE_CHARS = 2048  # a finding's message: a few sentences, never the list a template iterates
+MORE, CUT = "…", f" … (cut at {MESSAGE_CHARS:,} characters)"  # where a list, or a message, is cut
+
+
+def shown(value: Any, room: int = MESSAGE_CHARS) -> str:
+    """A value as a message says it (YAML's words for null and booleans; lists and maps flat), in
+    `room` characters: a list that does not fit ends "… and N more"; other text one character
+    over, so that the message is cut and says so."""
     if value is None:
         return "none"
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, list):
-        return ", ".join(shown(each) for each in value) or "none"
+        return listed((lambda left, each=each: shown(each, left) for each in value), len(value), room)
     if isinstance(value, dict):
-        return ", ".join(f"{key}={shown(each)}" for key, each in value.items()) or "none"
-    return str(value)
+        return listed((lambda left, key=key, each=each: f"{key}={shown(each, left)}" for key, each in value.items()),
+                      len(value), room)
+    if isinstance(value, int) and value.bit_length() > 4 * room:  # str() refuses past 4,300 digits
+        return f"a number of {value.bit_length():,} bits"
+    return str(value)[:room + 1]
 
 
-def rendered(message: str, context: Mapping[str, Any], params: Mapping[str, Any], failed: Mapping[str, Any]) -> str:
+def listed(parts, count: int, room: int) -> str:
+    """The parts (each a function of the room it has) joined by commas while they fit in `room`
+    characters, then how many did not: 20,000 items cost as much as the few shown."""
+    out: list[str] = []
+    length = 0
+    for index, part in enumerate(parts):
+        more = f" {MORE} and {count - index:,} more"
+        text = part(max(room - length - len(more), 0))
+        if length + len(text) + len(more) > room:
+            return ", ".join(out) + more if out else more.lstrip()
+        out.append(text)
+        length += len(text) + 2
+    return ", ".join(out) or "none"
+
+
+def substituted(template: str, pattern: re.Pattern, value_of, room: int) -> str:
+    """`template` with each match of `pattern` replaced by `value_of(match, room left)`, stopping
+    once past `room` characters (a message of 100,000 placeholders is never built whole)."""
+    pieces: list[str] = []
+    length = at = 0
+    for match in pattern.finditer(template):
+        length += match.start() - at
+        if length > room:
+            break
+        value = value_of(match, room - length)
+        pieces += [template[at:match.start()], value]
+        length += len(value)
+        at = match.end()
+    pieces.append(template[at:at + room + 1])  # the text after the last placeholder, or before the cut
+    return "".join(pieces)
+
+
+def capped(message: str) -> str:
+    """At most MESSAGE_CHARS characters, the last of them saying it was cut."""
+    return message if len(message) <= MESSAGE_CHARS else message[:MESSAGE_CHARS - len(CUT)] + CUT
+
+
+def rendered(message: str, context: Mapping[str, Any], params: Mapping[str, Any], failed: Mapping[str, Any],
+             cache: dict | None = None) -> str:
     """The message with its placeholders filled: context values first, then parameters; `failed`
-    maps a list parameter to the item whose subschema the port failed."""
-    def one(match: re.Match) -> str:
+    maps a list parameter to the item whose subschema the port failed. At most MESSAGE_CHARS
+    characters: `{ranges:{min}-{max}}` over 20,000 items wrote 240 KB per finding. `cache` keeps
+    what a parameter's placeholder said, the same for every port of the run."""
+    def one(match: re.Match, room: int) -> str:
         name, key, template = match.groups()
         if key is not None:
             item = failed.get(name)
-            return shown(item.get(key)) if isinstance(item, dict) else ""
-        value = context[name] if name in context else params.get(name)
-        if template is None:
-            return shown(value)
-        items = value if isinstance(value, list) else [] if value is None else [value]
-        return ", ".join(ITEM_KEY.sub(lambda inner: shown(each.get(inner[1]) if isinstance(each, dict) else each),
-                                      template) for each in items) or "none"
+            return shown(item.get(key), room) if isinstance(item, dict) else ""
+        if name in context or cache is None:
+            return said(match, context[name] if name in context else params.get(name), room)
+        if (match[0], room) not in cache:  # a parameter's: the same for every port
+            cache[(match[0], room)] = said(match, params.get(name), room)
+        return cache[(match[0], room)]
 
-    return PLACEHOLDER.sub(one, message.strip())
+    def said(match: re.Match, value: Any, room: int) -> str:
+        template = match[3]
+        if template is None:
+            return shown(value, room)
+        items = value if isinstance(value, list) else [] if value is None else [value]
+
+        def item_text(each: Any, left: int) -> str:
+            return substituted(template, ITEM_KEY, lambda inner, within: shown(
+                each.get(inner[1]) if isinstance(each, dict) else each, within), left)
+
+        return listed((lambda left, each=each: item_text(each, left) for each in items), len(items), room)
+
+    return capped(substituted(message.strip(), PLACEHOLDER, one, MESSAGE_CHARS))
 
 
 # --- contexts: what the schema validates, and where each of its keys is written ---------------------
@@ -424,30 +505,90 @@ CONTEXTS = {"container-port": container_port_contexts, "service-port": service_p
             "service": service_contexts}
 
 
+# What one policy may write in one run: its findings beyond this many are counted, not shown. A
+# finding is a message of at most MESSAGE_CHARS and about a kilobyte of place and subject around
+# it, so a policy writes at most some 30 MB of JSON; a sane one is far below, and one that flags
+# more than 10,000 ports says nothing the first 10,000 did not.
+MAX_FINDINGS = 10_000
+# What checking ports against one policy's schema may take in one run, patterns included, and all
+# the run's policies together. A schema of 20,000 `each` branches took 0.2 s per port (half an hour
+# per 10,000 ports); a sane policy with four patterns took 2 s over 20,000 ports.
+POLICY_SECONDS, RUN_POLICY_SECONDS = 30.0, 120.0
+TARGET_WORDS = {"container-port": "container ports", "service-port": "Service ports", "service": "Services"}
+
+
 @register("port-schema", params_schema=PARAMS_SCHEMA, check_params=params_problem)
 def port_schema(cluster: Cluster, params: Mapping[str, Any]) -> Iterator[Hit]:
     """Each context against the filled schema: a finding at the field of the first failing key.
-    A message without placeholders gets the validator's words, which name the value."""
+    A message without placeholders gets the validator's words, which name the value. Within the
+    run's budgets (`rule_run`): once its patterns or its checking have spent theirs, the policy
+    checks no more ports; past MAX_FINDINGS it only counts (`RuleRun.admitted`); either is said once,
+    when the run ends."""
     import json
+    import time
 
-    from kubelint_ports.loading.files import shortened
+    from kubelint_ports.loading.files import shortened, time_limits
 
     schema, items = filled(params["schema"], params)
     validator = validator_for(json.dumps(schema, sort_keys=True))
     plain = PLACEHOLDER.search(params["message"]) is None
+    run = rule_run(params)
+    shared = run.shared.setdefault("patterns", PatternBudget(user_schemas.RUN_PATTERN_SECONDS))
+    budget = run.spent.setdefault("patterns", PatternBudget(user_schemas.POLICY_PATTERN_SECONDS, parent=shared))
+    counts = run.spent.setdefault("counts", {"unchecked": 0, "seconds": 0.0})
+    run.shared.setdefault("seconds", 0.0)
+    cache: dict = {}
     for context in CONTEXTS[params["target"]](cluster):
-        error = first_error(validator, context.values)
-        if error is None:
+        if counts["seconds"] >= POLICY_SECONDS or run.shared["seconds"] >= RUN_POLICY_SECONDS:
+            run.spent.setdefault("stopped by", "time")
+        if "stopped by" in run.spent:
+            counts["unchecked"] += 1
+            continue
+        started = time.perf_counter()
+        try:
+            with charged_to(budget), time_limits():  # the timer's handler set once per port, not per match
+                error = first_error(validator, context.values)
+        except PatternBudgetSpent as spent:
+            counts["unchecked"] += 1
+            run.spent["stopped by"], run.spent["stopped at"] = "patterns", spent.pattern
+            continue
+        finally:
+            took = time.perf_counter() - started
+            counts["seconds"] += took
+            run.shared["seconds"] += took
+        if error is None or not run.admitted(MAX_FINDINGS):
             continue
         path = tuple(error.absolute_path)
         key = next((path[:length] for length in range(len(path), 0, -1) if path[:length] in context.fields), ())
         if plain:
             where = ".".join(map(str, path)) or "port"
             # jsonschema quotes the value whole: a manifest's megabyte name must not fill the report
-            message = f"{params['message'].strip()} ({where}: {shortened(error.message)})"
+            message = capped(f"{params['message'].strip()} ({where}: {shortened(error.message)})")
         else:
             schema_path = tuple(error.absolute_schema_path)  # the innermost `each` item it failed in wins
             failed = dict(items[schema_path[:n]] for n in range(len(schema_path) + 1) if schema_path[:n] in items)
-            message = rendered(params["message"], context.values, params, failed)
+            message = rendered(params["message"], context.values, params, failed, cache)
         number = port_number(error.instance) if path and path[-1] in PORT_KEYS else None
         yield Hit(context.subject, context.fields.get(key, context.field), message, port=number or context.port)
+    say_what_was_spent(run, params, budget, counts)
+
+
+def say_what_was_spent(run: RuleRun, params: Mapping[str, Any], budget: PatternBudget, counts: dict) -> None:
+    """The policy's remarks on the run so far (each replaces the last: the run says the final one)."""
+    from kubelint_ports.loading.files import excerpt
+
+    left = f"{counts['unchecked']:,} {TARGET_WORDS[params['target']]} unchecked"
+    if run.spent.get("stopped by") == "patterns":
+        pattern = run.spent["stopped at"]
+        whose = "its patterns" if budget.spent_by is budget else "the run's policies' patterns, together,"
+        run.remark("stopped", (
+            f"{whose} spent {budget.spent_by.seconds:g} s matching in this run, the most they may; the rule "
+            f"stopped before the pattern {excerpt(pattern)} and left {left}. Rewrite the pattern so it cannot "
+            "backtrack, or install the re2 extra (`pip install 'kubelint-ports[re2]'`), which matches in linear "
+            "time"), ["params", "schema", *pattern_keys(params.get("schema"), pattern)])
+    elif run.spent.get("stopped by") == "time":
+        whose, most = ("checking its schema", POLICY_SECONDS) if counts["seconds"] >= POLICY_SECONDS \
+            else ("checking the run's policies, together,", RUN_POLICY_SECONDS)
+        run.remark("stopped", (
+            f"{whose} took {most:g} s in this run, the most it may; the rule stopped and left {left}. Make its "
+            "schema smaller: an `each` over a list makes one subschema per item, for every port"), ["params", "schema"])
