@@ -17,8 +17,9 @@ FIXTURES = ROOT / "tests" / "fix" / "kp401"
 runner = CliRunner()
 
 
-def fixed(tmp_path, monkeypatch, name: str, text: bytes | None = None) -> tuple[bytes, bytes, str]:
-    """(the file before, after `lint --fix`, the command's output)."""
+def fixed(tmp_path, monkeypatch, name: str, text: bytes | None = None,
+          *options: str) -> tuple[bytes, bytes, str]:
+    """(the file before, after `lint --fix` with `options`, the command's output)."""
     path = tmp_path / name
     if text is None:
         shutil.copyfile(FIXTURES / name, path)
@@ -26,7 +27,7 @@ def fixed(tmp_path, monkeypatch, name: str, text: bytes | None = None) -> tuple[
         path.write_bytes(text)
     monkeypatch.chdir(tmp_path)
     before = path.read_bytes()
-    result = runner.invoke(app, ["lint", "--fix", "--select", "KP401", name])
+    result = runner.invoke(app, ["lint", "--fix", *options, "--select", "KP401", name])
     return before, path.read_bytes(), result.output
 
 
@@ -37,14 +38,15 @@ def test_empty_cluster_cidr_in_config_conf_gets_the_kubeadm_pod_subnet(tmp_path,
 
 
 def test_absent_cluster_cidr_is_added_inside_the_block_at_its_indentation(tmp_path, monkeypatch):
-    before, after, output = fixed(tmp_path, monkeypatch, "configmap-flannel.yaml")
+    # unsafe: flannel's Network is not the cluster's own controller-manager or kubeadm range
+    before, after, output = fixed(tmp_path, monkeypatch, "configmap-flannel.yaml", None, "--unsafe-fixes")
     assert after == before.replace(b"      kind: KubeProxyConfiguration\n",
                                    b"      kind: KubeProxyConfiguration\n      clusterCIDR: 10.42.0.0/16\n"), output
 
 
 def test_crlf_config_map_keeps_its_line_ends(tmp_path, monkeypatch):
     crlf = (FIXTURES / "configmap-flannel.yaml").read_bytes().replace(b"\n", b"\r\n")
-    before, after, output = fixed(tmp_path, monkeypatch, "crlf.yaml", crlf)
+    before, after, output = fixed(tmp_path, monkeypatch, "crlf.yaml", crlf, "--unsafe-fixes")
     assert after == before.replace(b"      kind: KubeProxyConfiguration\r\n",
                                    b"      kind: KubeProxyConfiguration\r\n      clusterCIDR: 10.42.0.0/16\r\n"), output
 
@@ -88,7 +90,8 @@ def test_the_pod_cidr_option_states_it(tmp_path, monkeypatch):
     source = ROOT / "tests" / "policies" / "KP401" / "fail-standalone-nftables.yaml"
     shutil.copyfile(source, tmp_path / "kpc.yaml")
     monkeypatch.chdir(tmp_path)
-    runner.invoke(app, ["lint", "--fix", "--pod-cidr", "10.32.0.0/12", "kpc.yaml"])
+    # unsafe: the option is not the cluster's own controller-manager or kubeadm range
+    runner.invoke(app, ["lint", "--fix", "--unsafe-fixes", "--pod-cidr", "10.32.0.0/12", "kpc.yaml"])
     assert "\nkind: KubeProxyConfiguration\nclusterCIDR: 10.32.0.0/12\nmode: nftables\n" in (tmp_path / "kpc.yaml").read_text()
 
 

@@ -169,26 +169,32 @@ def overlays(tmp_path, monkeypatch) -> Path:
     return tmp_path / "kustomize"
 
 
-def test_kustomize_fix_edits_the_overlays_own_patches_and_leaves_the_shared_base(overlays):
+def test_kustomize_fix_edits_the_overlays_own_patches_and_only_unquotes_the_shared_base(overlays):
     texts = {path: path.read_bytes() for path in overlays.rglob("*") if path.is_file()}
     result = run("lint", "--fix", "kustomize/overlays")
     edge_patch = overlays / "overlays" / "edge" / "metrics-port.yaml"
     lab = overlays / "overlays" / "lab" / "kustomization.yaml"
+    service = overlays / "base" / "service.yaml"
     assert edge_patch.read_bytes() == texts[edge_patch].replace(b'hostPort: "9113"   # quoted', b"hostPort: 9113   # quoted")
     assert lab.read_bytes() == texts[lab].replace(b'nodePort: "30090"   # inline', b"nodePort: 30090   # inline")
-    assert {path for path, text in texts.items() if path.read_bytes() != text} == {edge_patch, lab}, result.output
-    assert "fixed 2 findings in 2 files" in result.output
+    # the base's unquote renders the same value in every overlay: safe; its init container's removal is not
+    assert service.read_bytes() == texts[service].replace(b'targetPort: "8080"   # was', b"targetPort: 8080   # was")
+    assert {path for path, text in texts.items() if path.read_bytes() != text} == {edge_patch, lab, service}, \
+        result.output
+    assert "fixed 4 findings in 3 files" in result.output
 
 
-def test_kustomize_base_fix_is_unsafe_and_says_which_overlays_read_it(overlays):
+def test_kustomize_base_fix_says_which_overlays_read_it_and_is_unsafe_unless_neutral(overlays):
     found = findings("kustomize/overlays")
     base = [f for f in found if f["file"] == "kustomize/base/service.yaml" and f["rule"] == "KP001"]
     assert [f["units"] for f in base] == [["kustomize/overlays/edge"], ["kustomize/overlays/lab"]]
     assert base[0]["fix"] == {
-        "applicability": "unsafe",
+        "applicability": "safe",
         "description": "remove the quotes: targetPort: 8080 (kustomize/base/service.yaml:11); kustomize/base/service.yaml "
                        "is a base of kustomize/overlays/edge that kustomize/overlays/lab also builds on: the edit "
                        "reaches every overlay that reads it"}
+    removal = [f for f in found if f["file"] == "kustomize/base/deployment.yaml" and f["rule"] == "KP104"]
+    assert {f["fix"]["applicability"] for f in removal} == {"unsafe"}
 
 
 def test_kustomize_unsafe_fixes_edit_the_base_once_and_the_json_patch(overlays):

@@ -8,7 +8,8 @@ A plan makes passes: each describes the findings of the last lint, takes the cho
 (`fixes.write`, all or nothing). Each pass's changes are screened first, and a fix that fails is
 withdrawn (its finding keeps the fix, `blocked` saying why) and the plan made again without it:
 
-- its file is outside the run's root (`fix_roots`): nothing outside is ever written;
+- its file is outside the run's root (`fix_roots`): nothing outside is ever written (a values
+  file the user named with `-f` or in the configuration's `charts:` counts as inside);
 - its text would not compose again (PyYAML, the run's budgets), would hold another number of
   YAML documents, would change a character outside its edits, or a document it does not edit
   would read differently;
@@ -19,9 +20,11 @@ withdrawn (its finding keeps the fix, `blocked` saying why) and the plan made ag
 - it makes the run worse: the last lint of the plan has a finding (by rule, object and field,
   not by line) that the run did not have, and the fix brought it (`made_worse`).
 
-Helm and kustomize read their files from disk, where the planned texts are not: a pass that
-changes a file a chart or a Kustomize build reads is the plan's last (a note says so), and the
-report after `--fix` is linted again from the written files.
+A chart renders from a private copy holding the planned texts (`helm_render.planned_chart`), so
+its plan is made like a plain manifest's. kustomize reads its files from disk, where the planned
+texts are not: a pass that changes a file a Kustomize build reads is the plan's last (a note says
+so), such a plan is not judged "never worse", and the report after `--fix` is linted again from
+the written files.
 """
 
 from __future__ import annotations
@@ -58,7 +61,7 @@ class FixPlan:
 
     changes: list[FileChange]
     report: Report
-    settled: bool = True  # `report` is the lint of the final texts (False: a renderer read the files)
+    settled: bool = True  # `report` is the lint of the final texts (False: kustomize read the files)
     notes: tuple[str, ...] = ()
     withdrawn: dict = field(default_factory=dict)  # finding (key_of) -> why its fix is not made
 
@@ -75,7 +78,8 @@ class Attempt:
 
 def fix_roots(paths) -> tuple[str, ...]:
     """Where `--fix` may write: the git work tree holding each linted path, else the directory
-    named (a file's own directory). Real paths."""
+    named (a file's own directory). Real paths. A values file the user named is inside too
+    (`Planner.named`, found on the report's charts)."""
     from kubelint_ports.sourceroot import git_work_tree
 
     roots: list[str] = []
@@ -124,10 +128,12 @@ class Planner:
         self.reserved = reserved
         self.choices = choices
         self.roots = roots
+        self.named: set[str] = set()  # real paths of the values files the user named: inside the root
 
     def plan(self, report: Report) -> FixPlan:
         withdrawn: dict[Key, str] = {}
         before = {key_of(finding) for finding in report.findings}  # suppressed ones too: not new
+        self.named = named_values_files(report)
         for _ in range(MAX_PLANS):
             attempt = self.attempt(report, withdrawn)
             if attempt.plan is not None:
@@ -143,7 +149,7 @@ class Planner:
 
     def after_writing(self, plan: FixPlan) -> tuple[Report, tuple[str, ...]]:
         """The report once `plan` is written, and the notes to print: the plan's own when its last
-        lint read the final texts; else (Helm or kustomize read the files) the run linted again,
+        lint read the final texts; else (kustomize read the files) the run linted again,
         with the note that a further `--fix` has more to do only when it has."""
         if plan.settled:
             return plan.report, plan.notes
@@ -182,7 +188,7 @@ class Planner:
                     return Attempt(None, refused)
                 if number == self.passes:
                     return Attempt(None, not_settled(found, fixed, self.passes))
-                plain = plain_files(report)
+                built = built_by_kustomize(report, found)
                 rendered = []
                 claimed = {}
                 reported = counted(report)
@@ -191,14 +197,14 @@ class Planner:
                     originals.setdefault(real, change)
                     planned[real] = final[real] = change.new
                     fixed.setdefault(real, []).extend(change.fixed)
-                    if real in plain:
+                    if real not in built:
                         for finding in change.fixed:
                             key = key_of(finding)
                             claimed[key] = claimed.get(key, reported.get(key, 0)) - 1
                     else:
                         rendered.append(change.path)
                 if rendered:
-                    notes.append(f"{', '.join(sorted(set(rendered)))}: read by Helm or kustomize, which read the "
+                    notes.append(f"{', '.join(sorted(set(rendered)))}: read by kustomize, which reads the "
                                  f"files on disk, so this run's fixes there were worked out in one pass; a "
                                  f"further --fix may find more")
                     settled = False
@@ -215,7 +221,7 @@ class Planner:
         refused: dict[Key, str] = {}
         for change in found:
             real = os.path.realpath(change.file)
-            if not any(files.inside(root, real) for root in self.roots):
+            if real not in self.named and not any(files.inside(root, real) for root in self.roots):
                 where = " or ".join(self.roots) or "the linted directories"
                 reason = (f"{change.path} is outside {where}, the run's root (the repository, else the "
                           f"directories named): --fix writes nothing outside it")
@@ -254,8 +260,8 @@ def outcome_lines(plan: FixPlan, report: Report, notes, args, quiet: bool) -> li
 def made_worse(before: set, plan: FixPlan) -> dict[Key, str]:
     """Invariant 2, never worse: the fixes behind each finding of the plan's last lint (the final
     texts) that the run did not have before, by rule, object and field (not by line: the fixes
-    move lines), withdrawn with the finding named. A plan whose last lint read files a renderer
-    will read from disk (`settled` False) is not judged here."""
+    move lines), withdrawn with the finding named. A plan whose last lint read files kustomize
+    reads from disk (`settled` False) is not judged here."""
     fixed = [finding for change in plan.changes for finding in change.fixed]
     brought: dict[Key, list[str]] = {}  # a fix -> the new findings it may have brought, named
     for finding in plan.report.findings:
@@ -333,11 +339,36 @@ def not_settled(found: list[FileChange], fixed: dict[str, list[Finding]], passes
     return refused
 
 
-def plain_files(report: Report) -> set[str]:
-    """The real paths of the plain manifests the run read itself (not through Helm or kustomize)."""
+def named_values_files(report: Report) -> set[str]:
+    """The real paths of the values files the user named for the run's charts (`-f`, the
+    configuration's `charts:` `values`): the user pointed the run at them, so they count as inside
+    its root wherever they are. A chart's own `values.yaml` is not among them: it is inside the
+    chart, which the root holds or not."""
     if report.cluster is None:
         return set()
-    return {os.path.realpath(document.text_source.file) for document in Places(report.cluster).plain.values()}
+    named: set[str] = set()
+    for documents in Places(report.cluster).rendered.values():
+        for document in documents:
+            values = getattr(getattr(document, "source", None), "values", None)
+            if values is None:
+                continue
+            passed = len(values.layers) - values.chart_layers()  # the first layers: the files passed
+            named.update(os.path.realpath(values_file.path) for values_file, _ in values.layers[:passed]
+                         if values_file.data is None)
+    return named
+
+
+def built_by_kustomize(report: Report, found: list[FileChange]) -> set[str]:
+    """The real paths of the changed files that fix objects a Kustomize build made: kustomize reads
+    them from disk, where the planned texts are not. A plain manifest's file and a chart's values
+    files and templates are read as planned (`files.PLANNED`, `helm_render.planned_chart`)."""
+    from kubelint_ports.fixes.run import rendering
+
+    if report.cluster is None:
+        return set()
+    places = Places(report.cluster)
+    return {os.path.realpath(change.file) for change in found
+            if any(rendering(places.rendered_for(finding)) == "kustomize" for finding in change.fixed)}
 
 
 def decoded(data: bytes) -> str:

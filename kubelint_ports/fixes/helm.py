@@ -155,6 +155,8 @@ def from_values(values, reference: list, value: yaml.ScalarNode, plan: Plan, sty
     rendered fields the key writes (`other_uses`)."""
     from kubelint_ports.fixes.plan import place
 
+    if values is not None:
+        reference = values.keyed(reference)  # `ports[1]` of a range over a map is `ports.otlp`
     source, key, node, named = find_values(values, reference, value, context, where)
     if style_only and node.style not in ("'", '"'):
         raise NoFix(f"{named} is not quoted, the template makes it a string ({where})")
@@ -248,6 +250,8 @@ def add_to_values(file, prefix: tuple, passed: bool, reference: list, value: yam
 def find_values(values, reference: list, value: yaml.ScalarNode, context: Context, where: str):
     """(values file, key node, value node, `.Values.x.y`) of the key that supplies `value`; NoFix
     when no values file this run read holds it with that value."""
+    if values is not None:
+        reference = values.keyed(reference)
     named = ".Values" + "".join(f"[{segment}]" if isinstance(segment, int) else f".{segment}" for segment in reference)
     located = values.find(reference, value.value) if values is not None else None
     if located is None:

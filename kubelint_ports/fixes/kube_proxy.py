@@ -26,7 +26,7 @@ import re
 import yaml
 
 from kubelint_ports.findings import Edit, Finding, Fix
-from kubelint_ports.fixes.plan import SAFE, Context
+from kubelint_ports.fixes.plan import SAFE, UNSAFE, Context
 from kubelint_ports.fixes.source import (
     NoFix, SourceFile, line_starts, offset_of, region, scalar_span, scalar_text, target_in)
 from kubelint_ports.loading import Document, ManifestLoader, budgets
@@ -38,9 +38,18 @@ BINARY = re.compile(r"(?:(?<=^)|(?<=[\s;&|(]))(?:[\w./-]*/)?kube-proxy(?=\s|$)")
 EMPTY_FLAG = re.compile(r"(?:(?<=^)|(?<=\s))--cluster-cidr=(?=\s|$)")
 
 
+# The pod ranges the cluster itself allocates from: kube-controller-manager hands nodes their
+# podCIDRs out of --cluster-cidr, which kubeadm sets from networking.podSubnet. Labels as the
+# loaders write them (`component_pods`, `kubeadm_config`).
+CLUSTER_OWN_SOURCES = ("kube-controller-manager --cluster-cidr", "kubeadm networking.podSubnet")
+
+
 def set_cluster_cidr(finding: Finding, context: Context, edits: bool) -> Fix | None:
-    """KP401's fix (safe: kube-proxy ignored nothing it was told, it was told nothing): the stated
-    pod CIDR written where the finding's configuration is; with `edits`, the exact edit too."""
+    """KP401's fix: the stated pod CIDR written where the finding's configuration is; with
+    `edits`, the exact edit too. It changes how kube-proxy treats all traffic (what it masquerades),
+    so it is safe only when the range is the one the cluster allocates pods from (the
+    controller-manager's, kubeadm's); from a CNI configuration (flannel's `Network` is often the
+    manifest's default, left as shipped) or the --pod-cidr option it is unsafe."""
     network = getattr(context.cluster, "network", None)
     proxy = next((proxy for proxy in (network.proxies if network is not None else ())
                   if proxy.owner.ref == finding.subject and proxy.owner.document.path == finding.location.path
@@ -53,8 +62,12 @@ def set_cluster_cidr(finding: Finding, context: Context, edits: bool) -> Fix | N
         return Fix(SAFE, f"set {setting} to the cluster's pod CIDR",
                    blocked="no input states the pod CIDR (kubeadm networking.podSubnet, flannel's Network, "
                            "kube-controller-manager --cluster-cidr, or --pod-cidr): the fix never guesses it")
-    value, labels = stated
-    fix = Fix(SAFE, f"set {setting} to {value}, the pod CIDR from {labels}")
+    value, sources = stated
+    own = all(source.label.startswith(CLUSTER_OWN_SOURCES) for source in sources)
+    fix = Fix(SAFE if own else UNSAFE, f"set {setting} to {value}, the pod CIDR from {stated_where(sources)}"
+              + ("" if own else "; unsafe: not the range the cluster's controller-manager or kubeadm allocates "
+                                "pods from, and kube-proxy tells pod traffic from outside traffic by it for every "
+                                "Service"))
     try:
         edit = cluster_cidr_edit(proxy, value, finding, context, edits)
     except NoFix as reason:
@@ -65,9 +78,9 @@ def set_cluster_cidr(finding: Finding, context: Context, edits: bool) -> Fix | N
 set_cluster_cidr.whole_run = True  # finds its own place: a configuration, an embedded one, flags
 
 
-def stated_pod_cidr(network) -> tuple[str, str] | None:
-    """(value, where it is stated) of the cluster's pod range: the first cluster-wide source of
-    each family that the inputs write (not a documented default); None when none does."""
+def stated_pod_cidr(network) -> tuple[str, list] | None:
+    """(value, the sources that state it) of the cluster's pod range: the first cluster-wide
+    source of each family that the inputs write (not a documented default); None when none does."""
     chosen = {version: next((source for source in network.pod_ranges if source.cluster_wide
                              and not source.defaulted and source.of_family(version)), None) for version in (4, 6)}
     found = [(version, source) for version, source in chosen.items() if source is not None]
@@ -78,7 +91,17 @@ def stated_pod_cidr(network) -> tuple[str, str] | None:
         value = ",".join(str(network) for network in sources[0].networks)
     else:
         value = ",".join(str(source.of_family(version)[0]) for version, source in found)
-    return value, " and ".join(dict.fromkeys(source.label for source in sources))
+    return value, sources
+
+
+def stated_where(sources: list) -> str:
+    """The sources as the description names them: what states the range, and where it is written."""
+    named = []
+    for source in sources:
+        owner = source.owner
+        place = owner.document.location(source.field_path) if owner is not None and source.field_path else None
+        named.append(f"{source.label} ({place.path}:{place.line})" if place is not None and place.line else source.label)
+    return " and ".join(dict.fromkeys(named))
 
 
 def cluster_cidr_edit(proxy, value: str, finding: Finding, context: Context, edits: bool) -> Edit | None:
@@ -94,6 +117,9 @@ def cluster_cidr_edit(proxy, value: str, finding: Finding, context: Context, edi
         raise NoFix(f"{outer.path} cannot be read again")
     ordinal, start, end, _, _ = outer.span
     path = document.prefix if document is not outer else proxy.cluster_cidr_path or proxy.anchor_path
+    broken = unreadable_document(source)
+    if broken:  # the edit is checked by composing the whole file again, which cannot be done
+        raise NoFix(f"{broken}: the fix checks the whole file around its edit, so fix that document first")
     target = target_in(source, ordinal, outer.items, (start, end), path, None)
     if target is None:
         raise NoFix(f"{outer.path} is not what was linted")
@@ -121,6 +147,21 @@ def cluster_cidr_edit(proxy, value: str, finding: Finding, context: Context, edi
         raise NoFix(str(refused)) from None
     place.segments = target.prefix + ["clusterCIDR"]
     return place.checked(first, last, text, lambda old, new: old is None and new == value)
+
+
+def unreadable_document(source: SourceFile) -> str:
+    """"" when every YAML document of the file composes; else which one does not, where and why
+    (`m.yaml:27: YAML document 3 of m.yaml is not valid YAML (...)`)."""
+    documents = 0
+    try:
+        for _ in budgets.compose_all(source.text, loader=ManifestLoader):
+            documents += 1
+    except (yaml.YAMLError, ValueError) as error:
+        mark = getattr(error, "problem_mark", None)
+        place = f"{source.path}:{mark.line + 1}" if mark is not None else source.path
+        problem = getattr(error, "problem", None) or str(error).split("\n")[0] or type(error).__name__
+        return f"{place}: YAML document {documents + 1} of {source.path} is not valid YAML ({problem[:200]})"
+    return ""
 
 
 def embedded_edit(place: Place, block, value: str) -> Edit:

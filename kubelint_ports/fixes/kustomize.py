@@ -13,7 +13,9 @@ file. The fix edits there:
   base's value, and list positions shift under a patch;
 - a file outside the built kustomization's own directory (a base, a component) is read by every
   overlay that builds on it: its fix changes them all, so it is unsafe, applied with
-  `--unsafe-fixes` only, and the description says which overlays of the inputs read the file.
+  `--unsafe-fixes` only, and the description says which overlays of the inputs read the file;
+  but an edit that renders the same value (quotes removed, KP001) keeps its own applicability,
+  as it would in a plain manifest.
 """
 
 from __future__ import annotations
@@ -49,7 +51,11 @@ def carry(document, target: Target, plan: Plan, finding: Finding, context: Conte
         carried, file_target = splice_in_file(source, target, plan, finding, context)
     base = shared_note(document, file, location.path, context)
     if base:
-        carried = Plan(UNSAFE, f"{carried.description}; {base}", carried.splice, carried.remove, carried.port)
+        # Quotes removed from a value that stays the same render the same in every overlay: such an
+        # edit keeps its own applicability, as in a plain manifest; any other changes them all.
+        neutral = plan.splice is not None and plan.splice[2] == target.value.value
+        carried = Plan(carried.applicability if neutral else UNSAFE, f"{carried.description}; {base}",
+                       carried.splice, carried.remove, carried.port)
     return carried, file_target
 
 

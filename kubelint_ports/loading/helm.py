@@ -32,7 +32,8 @@ from kubelint_ports.loading.helm_chart import (  # noqa: F401 (the API of charts
 from kubelint_ports.loading.helm_files import (
     ChartFiles, allowed_roots, check_chart_files, inside_any, note_schemas, read_chart_archive)
 from kubelint_ports.loading.helm_render import (  # noqa: F401 (as above)
-    helm_template_command, read_line_in_thread, render_with_binary, render_worker, split_template_output)
+    helm_template_command, planned_chart, read_line_in_thread, render_with_binary, render_worker,
+    split_template_output)
 from kubelint_ports.loading.helm_worker import merge_set, merge_values  # noqa: F401 (one copy, shared with the worker)
 from kubelint_ports.loading.templatemap import TemplateSource, chart_relative, template_document
 
@@ -84,10 +85,21 @@ def render_chart(chart_dir: str, options: HelmOptions, roots: Sequence[str] = ()
     check_values_files(options)
     if notes is not None:
         notes.extend(checked.notes)
+    # While `lint --fix` plans, Helm renders a copy holding the planned bytes (`planned_chart`).
+    with planned_chart(chart_dir, options, tuple(roots) or (chart_dir,)) as (copy, options):
+        return render_checked(chart_dir, options, checked.local_schemas, archive, copy)
+
+
+def render_checked(chart_dir: str, options: HelmOptions, local_schemas: bool, archive, copy: str | None):
+    """Render the checked chart (or `copy`, a private copy of it) with the embedded engine, else
+    the `helm` binary."""
     if not options.helm_binary:
         worker = render_worker()
         if in_process_engine() is not None:
-            manifests = worker.render(chart_dir, options, checked.local_schemas, archive)
+            if copy is not None:
+                manifests = worker.request(copy, chart_dir, options, local_schemas)
+            else:
+                manifests = worker.render(chart_dir, options, local_schemas, archive)
             if manifests is not None:
                 return manifests
         else:
@@ -102,7 +114,7 @@ def render_chart(chart_dir: str, options: HelmOptions, roots: Sequence[str] = ()
             "no Helm engine to render it: install the Helm extra for in-process rendering "
             f"(`pip install 'kubelint-ports[helm]'`; wheels for {SDK_PLATFORMS}), or put a `helm` binary on "
             "PATH (or pass --helm-binary PATH)")
-    return render_with_binary(binary, chart_dir, options, checked.local_schemas, archive)
+    return render_with_binary(binary, chart_dir, options, local_schemas, archive, copy)
 
 
 def check_values_files(options: HelmOptions) -> None:

@@ -13,6 +13,8 @@ from __future__ import annotations
 import json
 import os
 import re
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 
 from kubelint_ports.loading import budgets, children, display_path, files
 from kubelint_ports.loading.helm_archive import ChartArchive, private_copy
@@ -235,13 +237,14 @@ def helm_template_command(binary: str, chart_dir: str, release_name: str, option
     return command
 
 
-def render_with_binary(binary: str, chart_dir: str, options: HelmOptions,
-                       local_schemas: bool = False, archive: ChartArchive | None = None) -> dict[str, str]:
+def render_with_binary(binary: str, chart_dir: str, options: HelmOptions, local_schemas: bool = False,
+                       archive: ChartArchive | None = None, copy: str | None = None) -> dict[str, str]:
     """`helm template`, within the same budgets as the embedded engine: deadline, output cap and
     (on POSIX) the data size of the process. With `local_schemas` the chart is first packaged by
     `helm package` (Helm's own reading of it) and its values schemas made local in the archive,
     which is what `helm template` renders: Helm never sees a reference it would fetch. `archive`:
-    the packaged chart `chart_dir` names, as checked; a private copy of it is rendered."""
+    the packaged chart `chart_dir` names, as checked; a private copy of it is rendered. `copy`: a
+    private copy of the chart directory to render instead (`planned_chart`)."""
     import tempfile
     import time
 
@@ -253,13 +256,13 @@ def render_with_binary(binary: str, chart_dir: str, options: HelmOptions,
             chart = write_private(directory, os.path.basename(chart_dir), local_schema_bytes(archive.data)
                                   if local_schemas else archive.data)
         elif local_schemas:
-            chart = local_schema_package(binary, chart_dir, directory, deadline)
+            chart = local_schema_package(binary, copy or chart_dir, directory, deadline)
         else:
-            chart = chart_dir
+            chart = copy or chart_dir
         command = helm_template_command(binary, chart, name, options)
         status, output, stderr = run_helm(binary, command, deadline, limits.helm_output_mib * budgets.MIB)
-    if chart != chart_dir:  # Helm names the copy it read: name what the user did
-        stderr = stderr.replace(chart, display_path(chart_dir))
+    for read in {chart, copy} - {None, chart_dir}:  # Helm names the copy it read: name what the user did
+        stderr = stderr.replace(read, display_path(chart_dir))
     if status != 0:
         message = stderr.strip() or f"`helm template` exited with {status}"
         raise render_failure(re.sub(r"^Error: ", "", message), chart_dir, options)
@@ -360,3 +363,89 @@ def render_failure(message: str, chart_dir: str, options: HelmOptions) -> Render
             return RenderError(message, location)
     return RenderError(message)
 
+
+
+# --- rendering what `lint --fix` planned ----------------------------------------------------------
+
+
+@contextmanager
+def planned_chart(chart_dir: str, options: HelmOptions, roots: Sequence[str]) -> Iterator[tuple[str | None, HelmOptions]]:
+    """(a private copy of the chart to render, or None for the chart itself; the options with each
+    values file `lint --fix` has planned bytes for replaced by a private copy of those bytes).
+
+    While `--fix` works out its plan (`fixes.apply`), a file it changed reads as its planned bytes
+    (`files.PLANNED`); Helm reads the chart and the values files from disk, so it renders a copy
+    with them substituted, and the plan's next pass sees what the fixes make of the chart. The
+    copy holds what Helm reads: the chart's files, a symlink's target copied in its place (the
+    chart checks let only links inside `roots` through), within the budgets (`copy_chart`).
+    Outside a plan, or when nothing planned is the chart's or its values', nothing is copied."""
+    planned = files.PLANNED
+    values = [os.path.realpath(path) for path in options.values]
+    touched = bool(planned) and not os.path.isfile(chart_dir) and any(
+        any(files.inside(os.path.realpath(root), path) for root in roots) for path in planned)
+    if not planned or not (touched or any(real in planned for real in values)):
+        yield None, options
+        return
+    import dataclasses
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="kubelint-ports-planned-") as directory:
+        copy = None
+        if touched:
+            copy = os.path.join(directory, "chart", os.path.basename(os.path.abspath(chart_dir)))
+            if not copy_chart(chart_dir, copy):  # no file of the chart is planned: render it as it is
+                copy = None
+        substituted = []
+        for number, (path, real) in enumerate(zip(options.values, values)):
+            if real in planned:
+                substituted.append(write_private(makedirs(os.path.join(directory, "values", str(number))),
+                                                 os.path.basename(path), planned[real]))
+            else:
+                substituted.append(path)
+        try:
+            yield copy, dataclasses.replace(options, values=tuple(substituted))
+        except RenderError as error:  # name the values files the user did, not their copies
+            message = str(error)
+            for path, private in zip(options.values, substituted):
+                message = message.replace(os.path.abspath(private), display_path(path)).replace(private, display_path(path))
+            raise RenderError(message, error.location) from None
+
+
+def makedirs(directory: str) -> str:
+    os.makedirs(directory)
+    return directory
+
+
+def copy_chart(chart_dir: str, copy: str) -> bool:
+    """Copy the chart directory to `copy`, each file read as the plan has it (`files.read_file`),
+    a symlink followed (to a file or a directory, each copied in its place); whether any file
+    copied is planned. Bounded as reading the chart is: max-depth levels, max-file-mib a file and
+    in all (a chart is small), and a directory linked into itself is not entered again."""
+    limits = budgets.current()
+    budget = limits.max_file_bytes
+    planned_any = False
+    pending = [(chart_dir, copy, 0, (os.path.realpath(chart_dir),))]
+    while pending:
+        source, target, depth, ancestors = pending.pop()
+        os.makedirs(target, exist_ok=True)
+        if depth > limits.max_depth:
+            raise RenderError(f"{display_path(source)} is nested deeper than {limits.max_depth} levels (limit max-depth)")
+        with os.scandir(source) as listing:
+            entries = sorted(listing, key=lambda entry: entry.name)
+        for entry in entries:
+            real = os.path.realpath(entry.path)
+            if entry.is_dir():  # a symlinked directory too: Helm follows it
+                if real not in ancestors:  # a link to its own parent: the chart checks refused it
+                    pending.append((entry.path, os.path.join(target, entry.name), depth + 1, (*ancestors, real)))
+                continue
+            try:
+                data = files.read_file(entry.path, budget)
+            except OSError as error:
+                raise RenderError(f"{display_path(entry.path)}: {error.strerror or error}") from None
+            budget -= len(data)
+            if budget < 0:
+                raise RenderError(f"the chart is over {limits.max_file_mib} MiB, too big to render a copy with "
+                                  "the planned fixes (limit max-file-mib)")
+            planned_any = planned_any or real in files.PLANNED
+            write_private(target, entry.name, data)
+    return planned_any

@@ -96,6 +96,7 @@ class ValuesSource:
         (a file or --set this run does not know), so no place is claimed."""
         if not segments or self.set_on_command_line(segments):
             return None  # set on the command line: no file holds it
+        segments = self.keyed(segments)
         scoped = segments[0] == "global"  # globals are read at the top of every file
         best: tuple[int, Location, list[Segment]] | None = None
         for values_file, prefix in self.layers:
@@ -109,6 +110,31 @@ class ValuesSource:
             if location is not None and depth > 0 and (best is None or depth > best[0]):
                 best = (depth, location, wanted)
         return (best[1], best[2]) if best else None
+
+    def keyed(self, segments: list[Segment]) -> list[Segment]:
+        """`segments` with each item number that a `range` over a map gave (the template map counts
+        a range's items, `ports[1]`) replaced by that map's key: Go ranges over a map's keys in
+        sorted order, and the map is every layer's keys merged (`ports.otlp`)."""
+        keyed: list[Segment] = []
+        for segment in segments:
+            if isinstance(segment, int):
+                keys = self.map_keys(keyed)
+                if keys is not None and 0 <= segment < len(keys):
+                    segment = keys[segment]
+            keyed.append(segment)
+        return keyed
+
+    def map_keys(self, segments: list[Segment]) -> list[str] | None:
+        """The sorted keys of the map at `.Values.<segments>`, merged over the layers; None when no
+        layer holds a map there."""
+        keys: set[str] | None = None
+        scoped = segments[:1] == ["global"]
+        for values_file, prefix in self.layers:
+            wanted = list(segments) if scoped else [*prefix, *segments]
+            depth, _, node = values_file.resolve(wanted) if wanted else (0, None, values_file.root)
+            if (depth == len(wanted) or not wanted) and isinstance(node, yt.MappingNode):
+                keys = (keys or set()) | {key.value for key, _ in node.value if isinstance(key, yt.ScalarNode)}
+        return sorted(keys) if keys is not None else None
 
     def set_on_command_line(self, segments: list[Segment]) -> bool:
         full = ([] if segments[:1] == ["global"] else list(self.set_prefix)) + list(segments)
@@ -143,6 +169,7 @@ class ValuesSource:
         gives it; held by none, it is null; set on the command line, it is not known here."""
         if not segments or self.set_on_command_line(segments):
             return False, None
+        segments = self.keyed(segments)
         scoped = segments[0] == "global"
         for values_file, prefix in self.layers:
             wanted = list(segments) if scoped else [*prefix, *segments]
