@@ -106,22 +106,14 @@ class SourceFile:
         down would meet them, so that of two nodes at one place the one it would find wins."""
         if self.places is None:
             self.places = {}
-            entered: set[int] = set()
-            stack = [root for root in self.documents() if root is not None]
-            while stack:
-                node = stack.pop()
-                if id(node) in entered:
-                    continue
-                entered.add(id(node))
+            for node in yt.written_once(root for root in self.documents() if root is not None):
                 if isinstance(node, yaml.MappingNode):
                     for key, value in node.value:
                         self.places.setdefault((key.start_mark.line, key.start_mark.column), (key, value))
-                        stack.append(value)
                 elif isinstance(node, yaml.SequenceNode):
                     for item in node.value:
                         if isinstance(item, yaml.ScalarNode):
                             self.places.setdefault((item.start_mark.line, item.start_mark.column), (None, item))
-                        stack.append(item)
         return self.places.get((line - 1, column - 1))
 
     def is_shared(self, node: yaml.Node) -> bool:

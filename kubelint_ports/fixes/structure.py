@@ -16,6 +16,7 @@ from collections import Counter
 
 import yaml
 
+from kubelint_ports.loading import yamltree as yt
 from kubelint_ports.fixes.source import split_lines
 
 WIDTH = 1 << 30  # never re-wrap a long line
@@ -145,13 +146,7 @@ def detect_indent(root: yaml.Node) -> tuple[int, int, int]:
         pass
     mappings: Counter[int] = Counter()
     sequences: Counter[tuple[int, int]] = Counter()
-    entered: set[int] = set()
-    stack = [root]
-    while stack:
-        node = stack.pop()
-        if id(node) in entered:
-            continue
-        entered.add(id(node))
+    for node in yt.written_once([root]):
         if isinstance(node, yaml.MappingNode):
             for key, value in node.value:
                 step = value.start_mark.column - key.start_mark.column
@@ -160,9 +155,6 @@ def detect_indent(root: yaml.Node) -> tuple[int, int, int]:
                 elif isinstance(value, yaml.SequenceNode) and not value.flow_style and value.value:
                     item = value.value[0]
                     sequences[(item.start_mark.column - key.start_mark.column, step)] += 1
-                stack.append(value)
-        elif isinstance(node, yaml.SequenceNode):
-            stack.extend(node.value)
     mapping = mappings.most_common(1)[0][0] if mappings else 2
     sequence, offset = sequences.most_common(1)[0][0] if sequences else (2, 0)
     root._indent = (mapping, max(sequence, offset + 2), offset)

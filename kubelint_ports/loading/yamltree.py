@@ -427,6 +427,24 @@ def written_at(root: Node | None, segments: list[str | int]) -> tuple[Node | Non
     return key_node, node
 
 
+def written_once(roots) -> Iterator[Node]:
+    """Every node under `roots` that a value or an item reaches (keys are not entered), each once
+    however many aliases repeat it: a walk of what is written, not of what aliases expand to. A
+    node's children are taken after the caller has seen it, last pushed first."""
+    entered: set[int] = set()
+    stack = list(roots)
+    while stack:
+        node = stack.pop()
+        if id(node) in entered:
+            continue
+        entered.add(id(node))
+        yield node
+        if isinstance(node, MappingNode):
+            stack.extend(value for _, value in node.value)
+        elif isinstance(node, SequenceNode):
+            stack.extend(node.value)
+
+
 def shared_nodes(root: Node) -> frozenset[int]:
     """Ids of the nodes reachable from `root` more than once (keys included): an anchor's node that
     aliases or merge keys repeat, and everything under it. An edit of one of them would change
