@@ -21,6 +21,7 @@ for the new value, or the fix is not applied and the finding says why.
 
 from __future__ import annotations
 
+import os
 import re
 
 import yaml
@@ -95,12 +96,15 @@ def stated_pod_cidr(network) -> tuple[str, list] | None:
 
 
 def stated_where(sources: list) -> str:
-    """The sources as the description names them: what states the range, and where it is written."""
+    """The sources as the description names them: what states the range, and where it is written.
+    The file by its name only: a description is text, which the code-scanning formats cannot make
+    relative to the repository as they do locations, and it must read the same from any directory."""
     named = []
     for source in sources:
         owner = source.owner
         place = owner.document.location(source.field_path) if owner is not None and source.field_path else None
-        named.append(f"{source.label} ({place.path}:{place.line})" if place is not None and place.line else source.label)
+        named.append(f"{source.label} ({os.path.basename(place.path)}:{place.line})" if place is not None and place.line
+                     else source.label)
     return " and ".join(dict.fromkeys(named))
 
 
