@@ -13,6 +13,7 @@ kind, some made objects, some tables with the function that makes the model's re
 
 from __future__ import annotations
 
+from abc import abstractmethod
 from array import array
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from itertools import chain, repeat
@@ -36,11 +37,13 @@ class Table(Sequence):
         self.end_columns = array("I")
         self.protocols = array("B")  # index into PROTOCOLS
 
+    @abstractmethod
     def record(self, index: int) -> Any:
-        raise NotImplementedError
+        """The record at `index`, made now."""
 
+    @abstractmethod
     def port_numbers(self) -> array:
-        raise NotImplementedError
+        """The port of each record, as one column."""
 
     def __len__(self) -> int:
         return len(self.lines)
