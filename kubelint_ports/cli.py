@@ -199,7 +199,8 @@ def run_fixes(report, args: FixArgs, settings, options, quiet: bool):
         return lint_paths(settings.paths, options, policies=settings.policies)
     roots = fix_roots(settings.paths)
     planner = Planner(relint, unsafe=args.unsafe_fixes, reserved=reserved_ports_of(settings.policies),
-                      choices=settings.config.fix_choices, roots=roots, passes=MAX_FIX_PASSES)
+                      choices=settings.config.fix_choices, roots=roots, passes=MAX_FIX_PASSES,
+                      presence=frozenset(policy.id for policy in settings.policies if policy.presence))
     plan = planner.plan(report)
     if args.diff:
         base, patch = patch_of(plan, roots)
@@ -213,9 +214,8 @@ def run_fixes(report, args: FixArgs, settings, options, quiet: bool):
     except WriteFailure as failure:
         echo(printable(f"kubelint-ports: error: {failure}"), err=True)
         raise SystemExit(EXIT_USAGE) from None
-    report, notes = planner.after_writing(plan)
-    echo_lines(outcome_lines(plan, report, notes, args, quiet))
-    return report
+    echo_lines(outcome_lines(plan, plan.report, plan.notes, args, quiet))
+    return plan.report
 
 
 def echo_lines(lines) -> None:

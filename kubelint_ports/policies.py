@@ -46,6 +46,9 @@ class Policy:
     # What its findings make of the port they land on in the port map: conflict, capture or
     # reserved (its params list the node daemons); "": listed on the port, its state left alone.
     port_map: str = ""
+    # The rule flags a field for being set, whatever its value: a fix making that field valid
+    # reveals its finding there, it does not bring it (`fixes.apply.made_worse`).
+    presence: bool = False
 
     def severity_for(self, variant: str) -> Severity:
         return self.variants.get(variant, self.severity) if variant else self.severity
@@ -79,6 +82,7 @@ def policy_from_data(data: dict[str, Any], path: str) -> Policy:
         enabled=data.get("enabled", True),
         peers=tuple(data.get("peers") or ()),
         port_map=data.get("port-map", ""),
+        presence=data.get("presence", False),
     )
 
 

@@ -161,10 +161,23 @@ def test_a_chart_fix_that_needs_two_passes_is_in_the_diff_and_fix_writes_it(opti
 
 @needs_engine
 def test_a_chart_fix_that_brings_a_new_finding_is_withdrawn(tmp_path, monkeypatch):
+    # Unquoting puts the DaemonSet on the kubelet's read-only port (KP303), which no safe fix mends.
     chart(tmp_path, "ds", NEW_FINDING)
     monkeypatch.chdir(tmp_path)
     before = snapshot(tmp_path)
-    shown = lint("--diff", "--unsafe-fixes", "ds")
-    result = lint("--fix", "--unsafe-fixes", "ds")
+    shown = lint("--diff", "ds")
+    result = lint("--fix", "ds")
     assert shown.stdout == "" and snapshot(tmp_path) == before, result.output
-    assert "KP001 fix not applied: the fixed files would have a new finding, KP101" in result.stderr
+    assert "KP001 fix not applied: the fixed files would have a new finding, KP303" in result.stderr
+    assert "KP101" not in result.stderr.split("fix not applied")[1]  # revealed where the fix made hostPort valid
+
+
+@needs_engine
+def test_with_unsafe_fixes_the_finding_a_fix_reveals_is_mended_in_the_next_pass(tmp_path, monkeypatch):
+    chart(tmp_path, "ds", NEW_FINDING)
+    monkeypatch.chdir(tmp_path)
+    result = lint("--fix", "--unsafe-fixes", "ds")
+    template = (tmp_path / "ds" / "templates" / "objects.yaml").read_text()
+    assert "hostPort: 10254\n" in template and "fixed 2 findings in 1 file" in result.stderr, result.output
+    after = lint("ds")
+    assert "KP303" not in after.stdout and "KP001" not in after.stdout and "KP101" in after.stdout

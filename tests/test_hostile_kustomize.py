@@ -58,7 +58,7 @@ def bomb_config_map(levels: int = 9) -> str:
 
 
 def never_build(monkeypatch) -> None:
-    monkeypatch.setattr(kustomize, "build", lambda directory: pytest.fail("kustomize must not run"))
+    monkeypatch.setattr(kustomize, "build", lambda directory, reads=None: pytest.fail("kustomize must not run"))
 
 
 # --- fetches ---------------------------------------------------------------------------------------
@@ -389,7 +389,7 @@ def test_a_bomb_past_the_check_stops_at_the_memory_budget(tmp_path, monkeypatch)
     write(tmp_path / "app" / "kustomization.yaml", "resources: [cm.yaml]\n")
     write(tmp_path / "app" / "cm.yaml", bomb_config_map(levels=6))
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr(kustomize_guard.Guard, "build", lambda self, directory: frozenset())
+    monkeypatch.setattr(kustomize_guard.Guard, "build", lambda self, directory: kustomize_guard.BuildReads())
     with budgets.applied(budgets.Limits(kustomize_memory_mib=128)):
         [diagnostic] = load(["app"]).diagnostics
     assert "needed more than 128 MiB (limit kustomize-memory-mib" in diagnostic.message
@@ -433,7 +433,7 @@ def test_generator_entries_are_counted_across_the_build(tmp_path, monkeypatch):
     # the overlay's 100 entries and 101 configurations, then the base's: its 300th is the 501st
     assert (diagnostic.location.path, diagnostic.location.line) == ("base/kustomization.yaml", 1 + 2 * 299 + 1)
     with budgets.applied(budgets.Limits(kustomize_generators=501)):
-        monkeypatch.setattr(kustomize, "build", lambda directory: kustomize.KustomizeError("built"))
+        monkeypatch.setattr(kustomize, "build", lambda directory, reads=None: kustomize.KustomizeError("built"))
         [diagnostic] = load(["app"]).diagnostics
     assert diagnostic.message.endswith(": built")  # within the raised limit, the build runs
 

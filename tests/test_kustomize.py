@@ -231,7 +231,7 @@ def test_remote_resources_are_refused_before_building(tmp_path, monkeypatch, ent
     write(tmp_path / "app" / "kustomization.yaml", f"namespace: x\nresources:\n  - service.yaml\n  - {entry}\n")
     write(tmp_path / "app" / "service.yaml", "apiVersion: v1\nkind: Service\nmetadata: {name: s}\n")
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr(kustomize, "build", lambda directory: pytest.fail("must not build"))
+    monkeypatch.setattr(kustomize, "build", lambda directory, reads=None: pytest.fail("must not build"))
     [diagnostic] = load(["app"]).diagnostics
     assert (diagnostic.location.path, diagnostic.location.line, diagnostic.location.column) == (
         "app/kustomization.yaml", 4, 5)
@@ -242,7 +242,7 @@ def test_remote_base_of_a_base_is_refused(tmp_path, monkeypatch):
     write(tmp_path / "base" / "kustomization.yaml", "resources:\n  - github.com/example/deploy//base\n")
     write(tmp_path / "overlay" / "kustomization.yaml", "resources:\n  - ../base\n")
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr(kustomize, "build", lambda directory: pytest.fail("must not build"))
+    monkeypatch.setattr(kustomize, "build", lambda directory, reads=None: pytest.fail("must not build"))
     [diagnostic] = load(["overlay"]).diagnostics
     assert (diagnostic.location.path, diagnostic.location.line) == ("base/kustomization.yaml", 2)
 
@@ -264,7 +264,7 @@ def test_every_remote_form_is_refused_on_its_line(tmp_path, monkeypatch, kustomi
     write(tmp_path / "app" / "kustomization.yaml", kustomization)
     write(tmp_path / "app" / "pod.yaml", "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\n")
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr(kustomize, "build", lambda directory: pytest.fail("must not build"))
+    monkeypatch.setattr(kustomize, "build", lambda directory, reads=None: pytest.fail("must not build"))
     [diagnostic] = load(["app"]).diagnostics
     assert (diagnostic.location.path, diagnostic.location.line) == ("app/kustomization.yaml", line)
     assert "remote resource" in diagnostic.message
@@ -279,7 +279,7 @@ def test_a_local_directory_does_not_make_a_repository_local(tmp_path, monkeypatc
     write(tmp_path / "app" / "kustomization.yaml",
           "resources:\n  - github.com/example/pod.yaml\n  - example.org/base\n  - github.com/example/deploy//base\n")
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr(kustomize, "build", lambda directory: pytest.fail("must not build"))
+    monkeypatch.setattr(kustomize, "build", lambda directory, reads=None: pytest.fail("must not build"))
     [diagnostic] = load(["app"]).diagnostics
     assert (diagnostic.location.path, diagnostic.location.line) == ("app/kustomization.yaml", 4)
     assert "'github.com/example/deploy//base' is a remote resource" in diagnostic.message

@@ -18,13 +18,13 @@ withdrawn (its finding keeps the fix, `blocked` saying why) and the plan made ag
   `MAX_PASSES` passes (then every fix of that file is withdrawn). So a second `--fix` on what
   the first wrote finds the same withdrawals and writes nothing;
 - it makes the run worse: the last lint of the plan has a finding (by rule, object and field,
-  not by line) that the run did not have, and the fix brought it (`made_worse`).
+  not by line) that the run did not have, and the fix brought it (`made_worse`), or an input
+  that read before no longer does (a chart that no longer renders, a Kustomize build that fails:
+  `new_problems`).
 
-A chart renders from a private copy holding the planned texts (`helm_render.planned_chart`), so
-its plan is made like a plain manifest's. kustomize reads its files from disk, where the planned
-texts are not: a pass that changes a file a Kustomize build reads is the plan's last (a note says
-so), such a plan is not judged "never worse", and the report after `--fix` is linted again from
-the written files.
+Helm and kustomize read their files from disk, where the planned texts are not: a chart renders
+from a private copy holding them (`helm_render.planned_chart`), and a Kustomize build builds one
+(`kustomize_build.planned_tree`), so their plans are made and judged like a plain manifest's.
 """
 
 from __future__ import annotations
@@ -60,8 +60,7 @@ class FixPlan:
     the findings fixed there (every pass); the report of the last lint, described."""
 
     changes: list[FileChange]
-    report: Report
-    settled: bool = True  # `report` is the lint of the final texts (False: kustomize read the files)
+    report: Report  # the lint of the final texts
     notes: tuple[str, ...] = ()
     withdrawn: dict = field(default_factory=dict)  # finding (key_of) -> why its fix is not made
 
@@ -121,13 +120,14 @@ def patch_of(plan: FixPlan, roots: tuple[str, ...]) -> tuple[str, str]:
 
 class Planner:
     def __init__(self, relint, *, unsafe: bool, reserved=frozenset(), choices: Choices = Choices(),
-                 roots: tuple[str, ...] = (), passes: int = MAX_PASSES) -> None:
+                 roots: tuple[str, ...] = (), passes: int = MAX_PASSES, presence=frozenset()) -> None:
         self.passes = passes
         self.relint = relint  # () -> Report: the run linted again (the planned texts read in place of the files)
         self.unsafe = unsafe
         self.reserved = reserved
         self.choices = choices
         self.roots = roots
+        self.presence = presence  # the ids of the rules that flag a field for being set (`made_worse`)
         self.named: set[str] = set()  # real paths of the values files the user named: inside the root
 
     def plan(self, report: Report) -> FixPlan:
@@ -137,7 +137,7 @@ class Planner:
         for _ in range(MAX_PLANS):
             attempt = self.attempt(report, withdrawn)
             if attempt.plan is not None:
-                worse = made_worse(before, attempt.plan) if attempt.plan.settled else {}
+                worse = made_worse(before, attempt.plan, self.presence) or new_problems(report, attempt.plan)
                 if not worse:
                     attempt.plan.withdrawn = withdrawn
                     return attempt.plan
@@ -146,17 +146,6 @@ class Planner:
         # Still withdrawing: no fix at all, each finding's fix says why.
         self.described(report, withdrawn, every=f"its fixes did not settle in {MAX_PLANS} plans")
         return FixPlan([], report, withdrawn=withdrawn)
-
-    def after_writing(self, plan: FixPlan) -> tuple[Report, tuple[str, ...]]:
-        """The report once `plan` is written, and the notes to print: the plan's own when its last
-        lint read the final texts; else (kustomize read the files) the run linted again,
-        with the note that a further `--fix` has more to do only when it has."""
-        if plan.settled:
-            return plan.report, plan.notes
-        report = self.described(self.relint(), plan.withdrawn)
-        if not changes(report, self.unsafe):
-            return report, ()
-        return report, plan.notes
 
     def described(self, report: Report, withdrawn: dict, every: str = "") -> Report:
         describe(report, edits=True, reserved=self.reserved, choices=self.choices)
@@ -171,8 +160,7 @@ class Planner:
         originals: dict[str, FileChange] = {}  # real path -> the file's first change (its original bytes)
         fixed: dict[str, list[Finding]] = {}  # real path -> the findings fixed there, every pass
         claimed: dict[Key, int] = {}  # a fixed finding of a file the lint reads again -> how many may remain
-        notes: list[str] = []
-        report, settled = first, True
+        report = first
         try:
             for number in range(self.passes + 1):
                 self.described(report, withdrawn)
@@ -188,8 +176,6 @@ class Planner:
                     return Attempt(None, refused)
                 if number == self.passes:
                     return Attempt(None, not_settled(found, fixed, self.passes))
-                built = built_by_kustomize(report, found)
-                rendered = []
                 claimed = {}
                 reported = counted(report)
                 for change in found:
@@ -197,24 +183,15 @@ class Planner:
                     originals.setdefault(real, change)
                     planned[real] = final[real] = change.new
                     fixed.setdefault(real, []).extend(change.fixed)
-                    if real not in built:
-                        for finding in change.fixed:
-                            key = key_of(finding)
-                            claimed[key] = claimed.get(key, reported.get(key, 0)) - 1
-                    else:
-                        rendered.append(change.path)
-                if rendered:
-                    notes.append(f"{', '.join(sorted(set(rendered)))}: read by kustomize, which reads the "
-                                 f"files on disk, so this run's fixes there were worked out in one pass; a "
-                                 f"further --fix may find more")
-                    settled = False
-                    break
+                    for finding in change.fixed:
+                        key = key_of(finding)
+                        claimed[key] = claimed.get(key, reported.get(key, 0)) - 1
                 report = self.relint()
         finally:
             planned.clear()
         result = [FileChange(change.path, change.file, change.old, final[real], tuple(fixed[real]))
                   for real, change in sorted(originals.items()) if final[real] != change.old]
-        return Attempt(FixPlan(result, report, settled, tuple(notes)), {})
+        return Attempt(FixPlan(result, report), {})
 
     def screen(self, found: list[FileChange]) -> dict[Key, str]:
         """Why some of a pass's fixes must not be made: (finding -> reason)."""
@@ -257,15 +234,19 @@ def outcome_lines(plan: FixPlan, report: Report, notes, args, quiet: bool) -> li
     return lines + [f"kubelint-ports: note: {note}" for note in notes]
 
 
-def made_worse(before: set, plan: FixPlan) -> dict[Key, str]:
+def made_worse(before: set, plan: FixPlan, presence=frozenset()) -> dict[Key, str]:
     """Invariant 2, never worse: the fixes behind each finding of the plan's last lint (the final
     texts) that the run did not have before, by rule, object and field (not by line: the fixes
-    move lines), withdrawn with the finding named. A plan whose last lint read files kustomize
-    reads from disk (`settled` False) is not judged here."""
+    move lines), withdrawn with the finding named. A finding of a `presence` rule (KP101: the
+    field is set) on the very field a fix made valid is revealed, not brought: the user wrote the
+    hostPort, the quotes only kept the API server from accepting it."""
     fixed = [finding for change in plan.changes for finding in change.fixed]
+    made_valid = {key_of(finding)[1:] for finding in fixed}
     brought: dict[Key, list[str]] = {}  # a fix -> the new findings it may have brought, named
     for finding in plan.report.findings:
         if finding.suppressed or key_of(finding) in before:
+            continue
+        if finding.rule_id in presence and key_of(finding)[1:] in made_valid:
             continue
         named = f"{finding.rule_id} on {finding.subject} at {finding.field_path or 'the object'} ({finding.location})"
         for culprit in culprits_of(finding, fixed, plan.changes):
@@ -278,6 +259,27 @@ def made_worse(before: set, plan: FixPlan) -> dict[Key, str]:
         more = f" and {len(names) - NEW_FINDINGS_NAMED} more" if len(names) > NEW_FINDINGS_NAMED else ""
         refused[key] = (f"the fixed files would have {'a new finding' if len(names) == 1 else 'new findings'}, "
                         f"{shown}{more}: --fix never makes a run worse")
+    return refused
+
+
+def new_problems(first: Report, plan: FixPlan) -> dict[Key, str]:
+    """Invariant 2 for what the inputs say, not the rules: a problem reading them (a chart that no
+    longer renders, a Kustomize build that fails, YAML that no longer reads) that the run did not
+    have. Compared by message without its place (the fixes move lines); blamed on the fixes of the
+    files it names, else on every fix of the plan."""
+    before = {diagnostic.message for diagnostic in first.diagnostics}
+    new = [diagnostic for diagnostic in plan.report.diagnostics if diagnostic.message not in before]
+    if not new:
+        return {}
+    refused: dict[Key, str] = {}
+    for diagnostic in new:
+        named = [change for change in plan.changes
+                 if change.path == diagnostic.location.path or change.path in diagnostic.message]
+        reason = (f"the fixed files would no longer read cleanly ({diagnostic.location.path}: "
+                  f"{files.shortened(diagnostic.message)}): --fix never makes a run worse")
+        for change in named or plan.changes:
+            for finding in change.fixed:
+                refused.setdefault(key_of(finding), reason)
     return refused
 
 
@@ -356,19 +358,6 @@ def named_values_files(report: Report) -> set[str]:
             named.update(os.path.realpath(values_file.path) for values_file, _ in values.layers[:passed]
                          if values_file.data is None)
     return named
-
-
-def built_by_kustomize(report: Report, found: list[FileChange]) -> set[str]:
-    """The real paths of the changed files that fix objects a Kustomize build made: kustomize reads
-    them from disk, where the planned texts are not. A plain manifest's file and a chart's values
-    files and templates are read as planned (`files.PLANNED`, `helm_render.planned_chart`)."""
-    from kubelint_ports.fixes.run import rendering
-
-    if report.cluster is None:
-        return set()
-    places = Places(report.cluster)
-    return {os.path.realpath(change.file) for change in found
-            if any(rendering(places.rendered_for(finding)) == "kustomize" for finding in change.fixed)}
 
 
 def decoded(data: bytes) -> str:

@@ -43,7 +43,7 @@ from kubelint_ports.loading import yamltree as yt
 # The pieces of the parts that tests and readers reach through this face are imported here too.
 from kubelint_ports.loading.kustomize_build import (  # noqa: F401
     build, kustomize_commands, kustomize_message, network_sandbox, sandbox_note)
-from kubelint_ports.loading.kustomize_guard import Guard
+from kubelint_ports.loading.kustomize_guard import BuildReads, Guard
 from kubelint_ports.loading.kustomize_positions import (  # noqa: F401
     ORIGIN_ANNOTATION,
     KustomizeDocument,
@@ -76,11 +76,11 @@ def load_kustomizations(directories: list[str], named: Iterable[str], result: Lo
     checked: set[str] = set()  # real paths of the files the guard read: the only ones opened after it
     reader = Reader(checked)
     trees: dict[str, Kustomization | KustomizeError] = {}
-    read_by: dict[str, frozenset[str]] = {}
+    read_by: dict[str, BuildReads] = {}
     for directory in directories:
         try:
             read_by[directory] = guard.build(directory)
-            checked |= read_by[directory]
+            checked |= read_by[directory].files
             trees[directory] = reader.kustomization(directory)
         except KustomizeError as error:
             trees[directory] = error
@@ -93,13 +93,13 @@ def load_kustomizations(directories: list[str], named: Iterable[str], result: Lo
     to_build = [directory for directory in wanted if isinstance(trees[directory], Kustomization)]
     if to_build and (note := sandbox_note()):
         result.notes.append(note)
-    builds = build_all(to_build)
+    builds = build_all(to_build, read_by)
     for directory in wanted:
         tree = trees[directory]
         outcome = builds[directory] if isinstance(tree, Kustomization) else tree
         if not isinstance(outcome, KustomizeError):
             try:
-                add_built(directory, tree, *outcome, result, document_reader, read_by[directory])
+                add_built(directory, tree, *outcome, result, document_reader, read_by[directory].files)
                 continue
             except KustomizeError as error:
                 outcome = error
@@ -111,11 +111,11 @@ def load_kustomizations(directories: list[str], named: Iterable[str], result: Lo
                                                     f"{display_path(directory)}: {outcome}"))
 
 
-def build_all(directories: list[str]) -> dict[str, tuple[str, str] | KustomizeError]:
+def build_all(directories: list[str], read_by: dict[str, BuildReads]) -> dict[str, tuple[str, str] | KustomizeError]:
     """Every build's output or error; several run at once (each is a process that mostly waits)."""
     def attempt(directory: str) -> tuple[str, str] | KustomizeError:
         try:
-            return build(directory)
+            return build(directory, read_by[directory])
         except KustomizeError as error:
             return error
 

@@ -19,8 +19,9 @@ import json
 import os
 import re
 
-from kubelint_ports.loading import budgets, children, files as input_files
+from kubelint_ports.loading import budgets, children, display_path, files as input_files
 from kubelint_ports.loading.children import network_sandbox
+from kubelint_ports.loading.kustomize_guard import BuildReads
 from kubelint_ports.loading.kustomize_tree import KustomizeError
 
 # Origin annotations appeared in kustomize 4.x; kubectl 1.24 bundles kustomize 4.5.4.
@@ -60,9 +61,11 @@ def unsandboxed(why: str) -> str:
 # --- building ------------------------------------------------------------------------------------
 
 
-def build(directory: str) -> tuple[str, str]:
-    """The rendered YAML of a Kustomize directory and the temporary directory its origin paths are
-    relative to (gone by then: only the paths are needed)."""
+def build(directory: str, reads: BuildReads | None = None) -> tuple[str, str]:
+    """The rendered YAML of a Kustomize directory and the directory its origin paths are relative
+    to (a temporary one, gone by then: only the paths are needed). While `lint --fix` works out its
+    plan and a file of `reads` has planned bytes (`files.PLANNED`), the build reads a private copy
+    of the tree holding them (`planned_tree`), as a chart renders one (`helm_render.planned_chart`)."""
     import tempfile
 
     commands = kustomize_commands()
@@ -71,17 +74,50 @@ def build(directory: str) -> tuple[str, str]:
     try:
         with tempfile.TemporaryDirectory(prefix="kubelint-ports-kustomize-") as scratch:
             scratch = os.path.realpath(scratch)  # `..` in the relative path climbs the real directories
+            target, origins = os.path.abspath(directory), scratch
+            if reads is not None and input_files.PLANNED and any(real in input_files.PLANNED for _, real in reads.named):
+                scratch = os.path.join(scratch, "build")
+                os.mkdir(scratch)
+                target, origins = planned_tree(directory, reads, scratch)
             try:
-                relative = os.path.relpath(os.path.abspath(directory), scratch)
+                relative = os.path.relpath(target, scratch)
             except ValueError:  # another drive (Windows)
                 raise KustomizeError("cannot build a directory on another drive than the temporary "
                                      "directory") from None
             with open(os.path.join(scratch, "kustomization.yaml"), "w", encoding="utf-8") as handle:
                 handle.write(f"resources:\n- {json.dumps(relative.replace(os.sep, '/'))}\n"
                              "buildMetadata: [originAnnotations]\n")
-            return run_build(commands, scratch), scratch
+            return run_build(commands, scratch), origins
     except OSError as error:
         raise KustomizeError(f"cannot prepare the build in a temporary directory: {error.strerror or error}") from None
+
+
+def planned_tree(directory: str, reads: BuildReads, scratch: str) -> tuple[str, str]:
+    """(the copy of `directory` to build, the directory the build's origin paths are then relative
+    to). Every file the build reads is copied to its place below `scratch`, as `lint --fix` plans it
+    (`files.read_file`), within max-file-mib in all. The tree is laid out as kustomize names its
+    files: below the folder holding all of them (`top`), copied to `scratch/<top's name>`, so an
+    origin path (relative to `scratch`) joined to `top`'s parent names the user's own file."""
+    named = [path for path, _ in reads.named]
+    top = os.path.commonpath([os.path.abspath(directory), *named])
+    name = os.path.basename(top)
+    if not name or name.lower() in ("kustomization.yaml", "kustomization.yml", "kustomization"):
+        raise KustomizeError(f"cannot build the fixes planned for it from a copy of {display_path(top)}")
+    copy = os.path.join(scratch, name)
+    budget = budgets.current().max_file_bytes
+    for path in named:
+        data = input_files.read_file(path, budget)
+        budget -= len(data)
+        if budget < 0:
+            raise KustomizeError(f"its files are over {budgets.current().max_file_mib} MiB in all, too many to build a "
+                                 "copy with the planned fixes (limit max-file-mib)")
+        place = os.path.join(copy, os.path.relpath(path, top))
+        os.makedirs(os.path.dirname(place), exist_ok=True)
+        with open(place, "wb") as handle:
+            handle.write(data)
+    target = os.path.join(copy, os.path.relpath(os.path.abspath(directory), top))
+    os.makedirs(target, exist_ok=True)
+    return target, os.path.dirname(top)
 
 
 def run_build(commands: list[list[str]], scratch: str) -> str:

@@ -124,8 +124,19 @@ class Checked:
     generator entries are."""
 
     files: set[str] = field(default_factory=set)
+    named: dict[str, str] = field(default_factory=dict)  # each file by the path kustomize opens -> its real path
     children: list[tuple[str, Location, bool]] = field(default_factory=list)
     generators: list[tuple[TextLocator, yt.Node]] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
+class BuildReads:
+    """What one build reads: the real paths (an origin is followed only to one of them), and each
+    file by the path kustomize opens it by (`..` resolved, symlinks not) with its real path: the
+    layout a private copy of the tree needs (`kustomize_build.planned_tree`)."""
+
+    files: frozenset[str] = frozenset()
+    named: tuple[tuple[str, str], ...] = ()
 
 
 class Guard:
@@ -134,12 +145,13 @@ class Guard:
     def __init__(self) -> None:
         self.checked: dict[tuple[str, bool], Checked | KustomizeError] = {}
 
-    def build(self, directory: str) -> frozenset[str]:
-        """The real paths of every file the build of `directory` reads; KustomizeError for the first
-        reason not to run it."""
+    def build(self, directory: str) -> BuildReads:
+        """Every file the build of `directory` reads; KustomizeError for the first reason not to
+        run it."""
         root = allowed_root(directory)
         limit = budgets.current().kustomize_generators
         read: set[str] = set()
+        named: dict[str, str] = {}
         seen: set[tuple[str, bool]] = set()
         generators = 0
         stack: list[tuple[str, Location | None, bool]] = [(os.path.abspath(directory), None, False)]
@@ -158,6 +170,7 @@ class Guard:
                 raise KustomizeError(f"builds on more than {MAX_KUSTOMIZATIONS} kustomizations", named_at)
             checked = self.check(path, plugin)
             read |= checked.files
+            named.update(checked.named)
             for place, node in checked.generators:
                 generators += 1
                 if generators > limit:
@@ -165,7 +178,7 @@ class Guard:
                         f"one build holds more than {limit:,} configMapGenerator/secretGenerator entries (limit "
                         "kustomize-generators): kustomize takes minutes over thousands; not built", place.at(node))
             stack.extend(reversed(checked.children))
-        return frozenset(read)
+        return BuildReads(frozenset(read), tuple(sorted(named.items())))
 
     def check(self, directory: str, plugin: bool) -> Checked:
         key = (os.path.realpath(directory), plugin)
@@ -349,6 +362,7 @@ class KustomizationCheck:
             raise KustomizeError(f"{shown} is over {budgets.current().max_file_mib} MiB (limit max-file-mib); "
                                  "not built", named_at)
         self.result.files.add(real)
+        self.result.named[os.path.abspath(path)] = real
         return self.text(data, TextLocator(shown), tree=tree) if text else []
 
     def text(self, data: str | bytes, place: TextLocator, *, tree: bool) -> list[yt.Node]:
