@@ -429,7 +429,7 @@ def node_command(
     kube-proxy, a missing or wrong masquerade rule, host processes that lose their port, drift."""
     from kubelint_ports.engine import lint_snapshots
     from kubelint_ports.formatters import FormatOptions
-    from kubelint_ports.loading.snapshot.inputs import split_snapshot_paths
+    from kubelint_ports.loading.snapshot.node_inputs import split_snapshot_paths
 
     extra_reports = report_args.extra_reports()
     check_writable(report_args.output, *(path for _, path in extra_reports))

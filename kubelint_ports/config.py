@@ -156,7 +156,7 @@ def read_yaml(path: Path, shown: str):
     import yaml
 
     from kubelint_ports.loading import budgets, files
-    from kubelint_ports.loading import yamltree as yt
+    from kubelint_ports.loading.yaml_files import yamltree as yt
 
     try:
         root = budgets.compose(files.read_file(str(path), budgets.current().max_file_bytes))
@@ -188,7 +188,7 @@ def read_yaml(path: Path, shown: str):
 
 def typed(node):
     """Composed YAML as Python data, typed with YAML 1.1 rules (what a config author expects)."""
-    from kubelint_ports.loading import yamltree as yt
+    from kubelint_ports.loading.yaml_files import yamltree as yt
 
     if isinstance(node, yt.MappingNode):
         return {str(typed(key)): typed(value) for key, value in yt.pairs(node)}
@@ -262,7 +262,7 @@ def check_limits(data: dict[str, Any], shown: str, locate) -> None:
 
 
 def validate(data: dict[str, Any], shown: str, locate) -> None:
-    from kubelint_ports.loading.schema_gate import certainly_valid
+    from kubelint_ports.schema_gate import certainly_valid
 
     schema = json.loads(SCHEMA_PATH.read_text(encoding="utf-8"))
     if certainly_valid(schema, data):  # the usual case, without jsonschema's import (start-up)

@@ -29,7 +29,7 @@ from kubelint_ports.suppressions import annotation_reason, apply_exemptions, unk
 
 if TYPE_CHECKING:  # not imported at run time: plain manifests never load the Helm module
     from kubelint_ports.config import Exemption
-    from kubelint_ports.loading.helm import HelmOptions
+    from kubelint_ports.loading.helm.charts import HelmOptions
 
 
 @record(frozen=True, slots=True)
@@ -366,7 +366,7 @@ def load_snapshots(snapshots: Sequence[str], paths: Sequence[str], options: Lint
     """(NodeSnapshots, files read, diagnostics): the node command's load -> model. Every snapshot
     read (loading.snapshot) and modelled (model.node_context), with the pods the `--cluster` files
     say run, and the Services and CIDRs of the manifests and `--cluster`/`--nodes` files."""
-    from kubelint_ports.loading.snapshot.inputs import SnapshotsRead, read_running, read_snapshots
+    from kubelint_ports.loading.snapshot.node_inputs import SnapshotsRead, read_running, read_snapshots
     from kubelint_ports.model.node_context import node_snapshots, node_states, running_pods_of_document
     from kubelint_ports.model.node_state import running_pods_from_rows
 

@@ -193,7 +193,8 @@ def params_problem(check, params: dict[str, Any]) -> tuple[list, str] | None:
 
 def line_of_key(path: Path, keys) -> int:
     """The line of the deepest existing key on `keys` in a YAML file, for error messages."""
-    from kubelint_ports.loading import budgets, files, yamltree
+    from kubelint_ports.loading import budgets, files
+    from kubelint_ports.loading.yaml_files import yamltree
 
     try:
         root = budgets.compose(files.read_file(str(path), budgets.current().max_file_bytes), loader=_Loader)

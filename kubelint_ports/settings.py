@@ -11,7 +11,7 @@ from kubelint_ports.config import Config, apply_rules, load_config
 from kubelint_ports.engine import LintOptions, UnitInputs
 from kubelint_ports.records import record
 from kubelint_ports.loading import budgets
-from kubelint_ports.loading.workload_kinds import ONE_PER_NODE
+from kubelint_ports.workload_kinds import ONE_PER_NODE
 from kubelint_ports.model import ClusterFacts
 from kubelint_ports.model.build import custom_workload_kinds
 from kubelint_ports.model.objects import DEFAULT_EPHEMERAL_PORT_RANGE
@@ -346,7 +346,7 @@ def helm_options(given: dict[str, Any], config: Config):
     charts = config.get("charts") or []
     if not given and not charts:
         return None, ()
-    from kubelint_ports.loading.helm import HelmOptions
+    from kubelint_ports.loading.helm.charts import HelmOptions
 
     if given.get("chart_root") and not os.path.isfile(os.path.join(given["chart_root"], "Chart.yaml")):
         raise ValueError(f"--chart-root {given['chart_root']!r} is not a chart directory (no Chart.yaml)")

@@ -55,7 +55,7 @@ def unknown_rule_notes(documents, policies) -> list[str]:
 
 def annotation_location(document):
     """Where the ignore annotation's key is (its name holds dots: no field path reaches it)."""
-    from kubelint_ports.loading import yamltree
+    from kubelint_ports.loading.yaml_files import yamltree
 
     with document.held() as root:
         annotations_node = yamltree.at(root, "metadata.annotations")

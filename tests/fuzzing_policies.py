@@ -159,7 +159,7 @@ def budgets(values: dict | None):
     """The pattern and findings budgets set to `values` inside the block, restored after; every
     compiled pattern forgotten after, so one input's given-up patterns do not leak into the next."""
     from kubelint_ports.checks import port_schema
-    from kubelint_ports.loading import user_schemas
+    from kubelint_ports import policy_schemas as user_schemas
 
     saved = {}
     for name, value in (values or {}).items():
@@ -203,7 +203,7 @@ def check_policy_budget(policy_text: str, manifest_bytes: bytes, scratch: Path, 
     from kubelint_ports.config import ConfigError
     from kubelint_ports.engine import LintOptions, lint_paths
     from kubelint_ports.formatters import FormatOptions, get_formatter
-    from kubelint_ports.loading import user_schemas
+    from kubelint_ports import policy_schemas as user_schemas
     from kubelint_ports.policies import PolicyError
     from kubelint_ports.settings import CommandLine, resolve
     from kubelint_ports.suppressions import BaselineError

@@ -13,7 +13,7 @@ from kubelint_ports.cli import app
 from kubelint_ports.engine import LintOptions, lint_paths
 from kubelint_ports.model import ClusterFacts, build_cluster
 from kubelint_ports.model import datapath as dp
-from kubelint_ports.model.network import image_version
+from kubelint_ports.model.cluster_network import image_version
 from kubelint_ports.loading import LoadResult, load_bytes
 
 NODE_PORT = dp.PortUse(host_port_ip=dp.WILDCARD, node_port=True, endpoints=True)

@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 from kubelint_ports.cli import app
 from kubelint_ports.engine import lint_paths
 from kubelint_ports.fixes import FIXES, changes, describe
-from kubelint_ports.loading import yamltree as yt
+from kubelint_ports.loading.yaml_files import yamltree as yt
 
 ROOT = Path(__file__).resolve().parents[1]
 POLICIES = ROOT / "tests" / "policies"
@@ -77,7 +77,7 @@ FIXABLE_TREES = {
 
 def lint_tree(paths: list[str], values: tuple[str, ...]):
     from kubelint_ports.engine import LintOptions
-    from kubelint_ports.loading.helm import HelmOptions
+    from kubelint_ports.loading.helm.charts import HelmOptions
 
     return lint_paths(paths, LintOptions(helm=HelmOptions(values=values) if values else None))
 

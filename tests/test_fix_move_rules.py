@@ -17,7 +17,7 @@ import pytest
 from typer.testing import CliRunner
 
 from kubelint_ports.cli import app
-from kubelint_ports.loading.helm import in_process_engine
+from kubelint_ports.loading.helm.charts import in_process_engine
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ROOT / "tests" / "fix"

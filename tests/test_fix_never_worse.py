@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 from kubelint_ports.cli import app
 from kubelint_ports.fixes.plan import UNSAFE, Plan
 from kubelint_ports.fixes.source import scalar_span
-from test_fix_invariants import TREES, fixable_fixtures  # tests/ is on sys.path (pytest's rootdir)
+from test_fix_invariants import TREE_CASES, TREES, fixable_fixtures  # tests/ is on sys.path (pytest's rootdir)
 
 ROOT = Path(__file__).resolve().parents[1]
 runner = CliRunner()
@@ -237,7 +237,7 @@ def test_fix_makes_no_new_finding_on_any_fixable_fixture(source, options, tmp_pa
 
 # Helm and kustomize read the files from disk: they render and build private copies holding the
 # planned texts, so a plan that edits what they read is judged like a plain manifest's.
-@pytest.mark.parametrize("tree", sorted(TREES))
+@pytest.mark.parametrize("tree", TREE_CASES)
 def test_fix_makes_no_new_finding_in_charts_and_kustomizations(tree, tmp_path, monkeypatch):
     source, target = TREES[tree]
     (tmp_path / ".git").mkdir()

@@ -14,7 +14,7 @@ import pytest
 from typer.testing import CliRunner
 
 from kubelint_ports.cli import app
-from test_fix_invariants import TREES, fixable_fixtures  # tests/ is on sys.path (pytest's rootdir)
+from test_fix_invariants import TREE_CASES, TREES, fixable_fixtures  # tests/ is on sys.path (pytest's rootdir)
 
 ROOT = Path(__file__).resolve().parents[1]
 runner = CliRunner()
@@ -188,7 +188,7 @@ def test_sarif_carries_each_fix_once(source, tmp_path, monkeypatch):
     sarif_fixes_once(lint("--format", "sarif", "--unsafe-fixes", source.name).stdout)
 
 
-@pytest.mark.parametrize("tree", sorted(TREES))
+@pytest.mark.parametrize("tree", TREE_CASES)
 def test_sarif_carries_each_fix_once_for_charts_and_kustomizations(tree, tmp_path, monkeypatch):
     source, target = TREES[tree]
     shutil.copytree(ROOT / source, tmp_path / Path(target).parts[0])

@@ -23,11 +23,11 @@ from kubelint_ports.cli import app
 from kubelint_ports.engine import LintOptions, lint_paths
 from kubelint_ports.vocabulary import Location
 from kubelint_ports.loading import LoadResult, discover, display_path, load, load_bytes
-from kubelint_ports.loading import helm as helm_module
-from kubelint_ports.loading.helm import (
+from kubelint_ports.loading.helm import charts as helm_module
+from kubelint_ports.loading.helm.charts import (
     HelmOptions, helm_template_command, in_process_engine, merge_set, set_keys, split_template_output)
-from kubelint_ports.loading.helm_files import repository_root
-from kubelint_ports.loading.templatemap import TemplateDocument, TemplateSource, ValuesFile, ValuesSource
+from kubelint_ports.loading.helm.chart_files import repository_root
+from kubelint_ports.loading.helm.templatemap import TemplateDocument, TemplateSource, ValuesFile, ValuesSource
 
 ROOT = Path(__file__).resolve().parents[1]
 CHARTS = "tests/charts"
@@ -913,8 +913,8 @@ def test_list_items_beside_a_toyaml_are_told_apart_by_their_ids_then_their_place
 
 
 def test_if_else_branches_are_read_from_the_values(tmp_path):
-    from kubelint_ports.loading.templatemap import parse_outline
-    from kubelint_ports.loading.templatemap_values import branch_taken
+    from kubelint_ports.loading.helm.templatemap import parse_outline
+    from kubelint_ports.loading.helm.templatemap_values import branch_taken
 
     template = textwrap.dedent("""\
         {{- if .Values.a }}
@@ -1187,7 +1187,7 @@ def test_list_items_written_by_toyaml_after_a_literal_item_land_on_the_toyaml():
 def test_kube_version_uses_the_private_render_call_only_with_a_tested_sdk():
     """--kube-version needs `_native.call_string("helm_render", ...)` while `Chart.render` has no
     `kube_version` keyword; any SDK version not read and tested is refused, never guessed at."""
-    from kubelint_ports.loading import helm_worker
+    from kubelint_ports.loading.helm import worker as helm_worker
 
     class Chart:
         def render(self, values, *, name=None, namespace=None):
@@ -1205,7 +1205,7 @@ def test_the_installed_sdk_renders_kube_version_through_a_tested_entry_point():
     import inspect
 
     import helm_python
-    from kubelint_ports.loading import helm_worker
+    from kubelint_ports.loading.helm import worker as helm_worker
 
     assert (helm_python.__version__ in helm_worker.TESTED_PRIVATE_API
             or "kube_version" in inspect.signature(helm_python.Chart.render).parameters), (

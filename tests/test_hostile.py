@@ -23,8 +23,9 @@ import pytest
 
 from kubelint_ports.engine import LintOptions, lint_paths
 from kubelint_ports.loading import budgets, load, load_bytes, LoadResult
-from kubelint_ports.loading import yamltree as yt
-from kubelint_ports.model import network, placement
+from kubelint_ports.loading.yaml_files import yamltree as yt
+from kubelint_ports.model import placement
+from kubelint_ports.model import cluster_network as network
 
 ROOT = Path(__file__).resolve().parents[1]
 HANG_GUARD = 120  # seconds: only a hang (or a machine far slower than any seen) reaches it
@@ -496,7 +497,7 @@ def write_chart(path: Path, template: str = "") -> Path:
 
 
 needs_engine = pytest.mark.skipif(
-    __import__("kubelint_ports.loading.helm", fromlist=["in_process_engine"]).in_process_engine() is None,
+    __import__("kubelint_ports.loading.helm.charts", fromlist=["in_process_engine"]).in_process_engine() is None,
     reason="helm-python-sdk does not load here")
 
 
@@ -724,7 +725,7 @@ def test_source_comments_pointing_outside_the_chart_root_are_not_read(tmp_path):
     chart = write_chart(tmp_path / "web")
     (tmp_path / "outside.yaml").write_text("hostPort: {{ .Values.secretKeyNamedHere }}\n")
     rendered = ("---\n# Source: web/templates/../../outside.yaml\n" + DEPLOYMENT).encode()
-    from kubelint_ports.loading.helm import HelmOptions
+    from kubelint_ports.loading.helm.charts import HelmOptions
 
     report = lint_paths(["-"], LintOptions(helm=HelmOptions(chart_root=str(chart))), stdin=io.BytesIO(rendered))
     text = json.dumps([[str(r) for r in f.related] + [f.message, str(f.location)] for f in report.findings])
@@ -735,7 +736,7 @@ def test_source_comments_pointing_outside_the_chart_root_are_not_read(tmp_path):
 
 
 def test_an_unexpected_exception_on_one_input_is_an_internal_error_naming_it(tmp_path, monkeypatch):
-    import kubelint_ports.loading.manifests as loading
+    import kubelint_ports.loading.yaml_files.manifests as loading
 
     real = loading.add_document
 
@@ -848,7 +849,7 @@ def test_the_worker_answer_is_read_within_deadline_and_cap_where_pipes_cannot_be
     import time
 
     from kubelint_ports.loading import files
-    from kubelint_ports.loading.helm import read_line_in_thread
+    from kubelint_ports.loading.helm.charts import read_line_in_thread
 
     read, write = os.pipe()
     with os.fdopen(read, "rb") as stream, os.fdopen(write, "wb") as sink:
@@ -870,8 +871,8 @@ def test_the_worker_answer_is_read_within_deadline_and_cap_where_pipes_cannot_be
 
 def test_values_files_and_chart_yaml_are_composed_within_the_budgets(tmp_path):
     """Values files are composed to point findings at their keys; Chart.yaml for names."""
-    from kubelint_ports.loading.helm import chart_metadata
-    from kubelint_ports.loading.templatemap import ValuesFile
+    from kubelint_ports.loading.helm.charts import chart_metadata
+    from kubelint_ports.loading.helm.templatemap import ValuesFile
 
     (tmp_path / "values.yaml").write_text("a: " + "[" * 30000)
     assert ValuesFile(str(tmp_path / "values.yaml")).root is None

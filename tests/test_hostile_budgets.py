@@ -30,8 +30,9 @@ import yaml
 
 import fuzzing_budgets as build  # tests/ is on sys.path: pytest's rootdir
 from kubelint_ports.config import ConfigError, load_config
-from kubelint_ports.loading import budgets, helm_archive
-from kubelint_ports.loading.helm_archive import ArchiveError, read_archive
+from kubelint_ports.loading import budgets
+from kubelint_ports.loading.helm import archive as helm_archive
+from kubelint_ports.loading.helm.archive import ArchiveError, read_archive
 
 ROOT = Path(__file__).resolve().parents[1]
 HANG_GUARD = 120  # seconds
@@ -336,7 +337,7 @@ def test_the_highest_limits_work_where_1e10_crashed(tmp_path):
     """`input-seconds=1e10` was exit 3 (OverflowError in setitimer) and `helm-seconds=1e10` read
     every chart as over 16 MiB (select's timeout overflowed): both are now refused (above), and
     each limit's highest value runs."""
-    from kubelint_ports.loading.helm import in_process_engine
+    from kubelint_ports.loading.helm.charts import in_process_engine
 
     (tmp_path / "m.yaml").write_text("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c}\n")
     inputs = ["m.yaml"]
@@ -368,7 +369,8 @@ def test_the_input_deadline_inside_a_reader_that_keeps_going_after_bugs_is_a_tim
     `except Exception` keeps the other objects after a bug, it is still the input's deadline (a
     clear input error), never an internal error."""
     from kubelint_ports.engine import LintOptions, lint_paths
-    from kubelint_ports.loading import files, network
+    from kubelint_ports.loading import files
+    from kubelint_ports.loading.cluster import network_readers as network
 
     def expire(*arguments, **keywords):
         raise files.InputTimeout()

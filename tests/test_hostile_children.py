@@ -193,8 +193,8 @@ def test_a_child_receives_none_of_the_planted_environment(tmp_path, monkeypatch)
 @posix_only
 def test_helm_receives_none_of_the_planted_environment(tmp_path, monkeypatch):
     """`helm template` (a stand-in that records what it got) through the binary fallback."""
-    from kubelint_ports.loading.helm_chart import HelmOptions
-    from kubelint_ports.loading.helm_render import render_with_binary
+    from kubelint_ports.loading.helm.chart import HelmOptions
+    from kubelint_ports.loading.helm.render import render_with_binary
 
     markers = plant(tmp_path, monkeypatch)
     record = tmp_path / "helm-saw.json"
@@ -213,7 +213,7 @@ def test_helm_receives_none_of_the_planted_environment(tmp_path, monkeypatch):
 
 @posix_only
 def test_kustomize_receives_none_of_the_planted_environment(tmp_path, monkeypatch):
-    from kubelint_ports.loading import kustomize_build
+    from kubelint_ports.loading.kustomize import build as kustomize_build
 
     markers = plant(tmp_path, monkeypatch)
     record = tmp_path / "kubectl-saw.json"
@@ -228,7 +228,7 @@ def test_kustomize_receives_none_of_the_planted_environment(tmp_path, monkeypatc
 
 
 needs_engine = pytest.mark.skipif(
-    __import__("kubelint_ports.loading.helm", fromlist=["in_process_engine"]).in_process_engine() is None,
+    __import__("kubelint_ports.loading.helm.charts", fromlist=["in_process_engine"]).in_process_engine() is None,
     reason="helm-python-sdk does not load here")
 
 
@@ -238,8 +238,8 @@ def test_the_render_worker_is_isolated(tmp_path, monkeypatch):
     """The worker renders with `-I -S`: neither PYTHONPATH's sitecustomize nor a module in the
     working directory (the linted tree) named like one it imports runs; it works in a private
     directory, receives our environment and, where a namespace can be made, has no network."""
-    from kubelint_ports.loading.helm_chart import HelmOptions
-    from kubelint_ports.loading.helm_render import RenderWorker
+    from kubelint_ports.loading.helm.chart import HelmOptions
+    from kubelint_ports.loading.helm.render import RenderWorker
 
     markers = plant(tmp_path, monkeypatch)
     shadow = tmp_path / "markers" / "shadow"
@@ -332,8 +332,8 @@ def test_output_over_the_cap_is_cut_and_reported(tmp_path):
 
 @posix_only
 def test_kustomize_printing_without_end_is_an_error_naming_the_limit(tmp_path):
-    from kubelint_ports.loading import kustomize_build
-    from kubelint_ports.loading.kustomize_tree import KustomizeError
+    from kubelint_ports.loading.kustomize import build as kustomize_build
+    from kubelint_ports.loading.kustomize.tree import KustomizeError
 
     kubectl = tmp_path / "kubectl"
     kubectl.write_text(f"#!{sys.executable}\nimport sys\nwhile True: sys.stdout.write('x' * 65536)\n")

@@ -191,7 +191,7 @@ def test_backtracking_pattern_runs_in_linear_time_with_re2(redos):
     ({"properties": {"labels": {"propertyNames": {"pattern": "^(\\w+\\s?)*$"}}}}, "propertyNames.pattern"),
 ])
 def test_pattern_properties_and_property_names_are_checked_too(tmp_path, monkeypatch, schema, keys):
-    from kubelint_ports.loading import user_schemas
+    from kubelint_ports import policy_schemas as user_schemas
 
     monkeypatch.setattr(user_schemas, "re2_compiled", lambda pattern: None)  # as without google-re2
     user_schemas.matcher.cache_clear()
@@ -230,7 +230,7 @@ def test_a_pattern_past_its_deadline_fails_the_port_once(monkeypatch):
     import threading
 
     from kubelint_ports.checks import port_schema
-    from kubelint_ports.loading import user_schemas
+    from kubelint_ports import policy_schemas as user_schemas
 
     # The deadline is a timer signal, which only the main thread receives; pytest-xdist before 3.6
     # ran a worker's tests in another thread now and then (execnet's "thread" model).
@@ -315,7 +315,7 @@ def test_a_parameters_own_schema_that_refers_to_itself_is_refused_at_load(tmp_pa
 def test_a_backtracking_pattern_a_parameter_fills_in_is_refused_at_load(repository, monkeypatch, where):
     """A parameter's value lands in the schema before the schema is judged: a pattern that Python's
     re could take hours on is refused whether the policy or the configuration sets it."""
-    from kubelint_ports.loading import user_schemas
+    from kubelint_ports import policy_schemas as user_schemas
 
     monkeypatch.setattr(user_schemas, "re2_compiled", lambda pattern: None)  # as without google-re2
     user_schemas.matcher.cache_clear()

@@ -25,7 +25,7 @@ from kubelint_ports.fixes import SHOWN_IN, describe
 from kubelint_ports.fixes.run import ROUND_TRIPS_PER_DOCUMENT
 from kubelint_ports.formatters import FORMATTERS, FormatOptions, get_formatter
 from kubelint_ports.loading import ManifestLoader, budgets
-from kubelint_ports.loading import yamltree as yt
+from kubelint_ports.loading.yaml_files import yamltree as yt
 from kubelint_ports.policies import builtin_policies
 
 LIMITS = budgets.Limits(max_aliases=200_000)

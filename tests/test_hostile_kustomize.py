@@ -31,7 +31,8 @@ import pytest
 
 from test_kustomize import fake_binary, needs_kustomize, write
 
-from kubelint_ports.loading import budgets, kustomize, load
+from kubelint_ports.loading import budgets, load
+from kubelint_ports.loading.kustomize import load as kustomize
 
 ROOT = Path(__file__).resolve().parents[1]
 POD = """\
@@ -165,7 +166,7 @@ def write_form(tmp_path: Path, files: dict[str, str]) -> None:
 
 def disable_precheck(monkeypatch) -> None:
     """Let every remote reference through the check before the build: only the sandbox is left."""
-    from kubelint_ports.loading import kustomize_guard
+    from kubelint_ports.loading.kustomize import guard as kustomize_guard
 
     monkeypatch.setattr(kustomize_guard, "is_remote", lambda text, local: False)
     monkeypatch.setattr(kustomize_guard.KustomizationCheck, "fetched_values", lambda self, node, place: None)
@@ -173,7 +174,7 @@ def disable_precheck(monkeypatch) -> None:
 
 def sandboxed() -> str | None:
     """Why the sandbox cannot be tested here, or None."""
-    from kubelint_ports.loading import kustomize_build
+    from kubelint_ports.loading.kustomize import build as kustomize_build
 
     return kustomize_build.network_sandbox().note or None
 
@@ -384,7 +385,7 @@ def test_alias_bombs_never_reach_kustomize(tmp_path, monkeypatch, where):
 def test_a_bomb_past_the_check_stops_at_the_memory_budget(tmp_path, monkeypatch):
     """The child's own budget, should a file get past the check: 9 ** 7 strings need about 2 GiB in
     kubectl; it stops at 128 MiB."""
-    from kubelint_ports.loading import kustomize_guard
+    from kubelint_ports.loading.kustomize import guard as kustomize_guard
 
     write(tmp_path / "app" / "kustomization.yaml", "resources: [cm.yaml]\n")
     write(tmp_path / "app" / "cm.yaml", bomb_config_map(levels=6))

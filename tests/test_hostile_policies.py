@@ -67,7 +67,7 @@ class CountingPattern:
 def python_re(monkeypatch):
     """Patterns in Python's re, as without google-re2, with a spy on each one compiled: returns
     `spy(pattern)`, the pattern's CountingPattern."""
-    from kubelint_ports.loading import user_schemas
+    from kubelint_ports import policy_schemas as user_schemas
 
     # The deadline and the budget's end are a timer signal, which only the main thread receives.
     assert threading.current_thread() is threading.main_thread(), "tests must run in the main thread"
@@ -88,7 +88,7 @@ def python_re(monkeypatch):
 def tiny_budget(monkeypatch):
     """A policy's patterns may match for 50 ms in a run (and a match for 1 s), so a slow pattern
     spends the budget on its first text, however loaded the machine."""
-    from kubelint_ports.loading import user_schemas
+    from kubelint_ports import policy_schemas as user_schemas
 
     monkeypatch.setattr(user_schemas, "POLICY_PATTERN_SECONDS", 0.05, raising=False)  # raising: the code before had none
     monkeypatch.setattr(user_schemas, "PATTERN_SECONDS", 1.0)
@@ -151,7 +151,7 @@ def test_a_policy_with_a_sane_pattern_keeps_its_findings_within_the_budget(tmp_p
 def test_the_runs_policies_share_a_budget_too(tmp_path, python_re, monkeypatch):
     """Many policies of one repository cannot each spend a policy's budget: the run's is shared.
     The first policy spends it, the second says it ran out for the run."""
-    from kubelint_ports.loading import user_schemas
+    from kubelint_ports import policy_schemas as user_schemas
 
     monkeypatch.setattr(user_schemas, "RUN_PATTERN_SECONDS", 0.05, raising=False)
     monkeypatch.setattr(user_schemas, "PATTERN_SECONDS", 1.0)

@@ -503,7 +503,7 @@ def test_a_large_dump_is_kept_as_columns_and_the_node_state_makes_no_record_per_
     import tracemalloc
 
     from kubelint_ports.loading.snapshot import Snapshot, ipvsadm, ss
-    from kubelint_ports.loading.snapshot.records import SnapshotFile
+    from kubelint_ports.loading.snapshot.dump_records import SnapshotFile
     from kubelint_ports.model.node_state import build_node_state
 
     count = 20_000

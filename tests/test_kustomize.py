@@ -19,8 +19,9 @@ from pathlib import Path
 import pytest
 
 from kubelint_ports.engine import LintOptions, lint_paths
-from kubelint_ports.loading import budgets, discover, kustomize, load
-from kubelint_ports.loading import yamltree as yt
+from kubelint_ports.loading import budgets, discover, load
+from kubelint_ports.loading.kustomize import load as kustomize
+from kubelint_ports.loading.yaml_files import yamltree as yt
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = Path(__file__).resolve().parent / "kustomize"
@@ -286,7 +287,8 @@ def test_a_local_directory_does_not_make_a_repository_local(tmp_path, monkeypatc
 
 
 def test_without_a_network_namespace_a_note_says_what_remains(tmp_path, monkeypatch):
-    from kubelint_ports.loading import children, kustomize_build
+    from kubelint_ports.loading import children
+    from kubelint_ports.loading.kustomize import build as kustomize_build
 
     fake_binary(tmp_path, monkeypatch, "exit 1\n")  # PATH holds only it: no `unshare`
     monkeypatch.setattr(children, "SYSTEM_DIRECTORIES", str(tmp_path / "nothing-here"))
@@ -391,7 +393,7 @@ EOF
 
 def test_plain_manifests_never_import_the_kustomize_module():
     code = ("import sys; from kubelint_ports.engine import lint_paths; lint_paths(['examples/clean.yaml']); "
-            "print('kubelint_ports.loading.kustomize' in sys.modules, 'subprocess' in sys.modules)")
+            "print('kubelint_ports.loading.kustomize.load' in sys.modules, 'subprocess' in sys.modules)")
     output = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
     assert output.stdout.split()[0] == "False"
 

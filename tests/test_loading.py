@@ -9,7 +9,7 @@ import pytest
 
 from kubelint_ports.engine import lint_paths
 from kubelint_ports.loading import load, load_bytes, LoadResult
-from kubelint_ports.loading import yamltree as yt
+from kubelint_ports.loading.yaml_files import yamltree as yt
 from kubelint_ports.model import build_cluster
 
 DEPLOYMENT = """\

@@ -13,7 +13,7 @@ from kubelint_ports.engine import LintOptions, lint_paths
 from kubelint_ports.vocabulary import Severity
 from kubelint_ports.loading import LoadResult, load_bytes
 from kubelint_ports.model import ClusterFacts, build_cluster
-from kubelint_ports.model.network import parse_cidrs, parse_port_range, read_network
+from kubelint_ports.model.cluster_network import parse_cidrs, parse_port_range, read_network
 
 FIXTURES = Path(__file__).resolve().parent / "policies"
 NETWORK_RULES = ("KP400", "KP401", "KP402", "KP403", "KP404", "KP405")
@@ -333,7 +333,7 @@ KUBE_PROXY_CONTAINER = """
      "  jobTemplate:\n    spec:\n      template:\n", "        spec:", False),
 ], ids=["ReplicationController", "DaemonSet", "Job", "CronJob"])
 def test_components_are_read_from_the_workload_kinds_that_keep_running(head, template, read, network_of):
-    """One kind table (loading.workload_kinds): a kube-proxy in any long-running workload counts,
+    """One kind table (workload_kinds): a kube-proxy in any long-running workload counts,
     one in a Job or CronJob (`kube-proxy --cleanup`) says nothing of the running cluster."""
     indent = " " * (len(template) - len(template.lstrip()) - 4)
     containers = "".join(indent + line + "\n" for line in KUBE_PROXY_CONTAINER.strip("\n").splitlines())

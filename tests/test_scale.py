@@ -14,7 +14,8 @@ import yaml
 from kubelint_ports import loading
 from kubelint_ports.engine import LintOptions, lint_paths
 from kubelint_ports.loading import LoadResult, ManifestLoader, load, load_bytes
-from kubelint_ports.loading import yamltree as yt
+from kubelint_ports.loading.yaml_files import manifests
+from kubelint_ports.loading.yaml_files import yamltree as yt
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -62,18 +63,18 @@ def assert_same_positions(documents, items) -> None:
 
 @pytest.mark.parametrize("indent", ["", "  "])
 def test_big_list_is_read_in_runs_with_the_files_own_positions(monkeypatch, indent):
-    monkeypatch.setattr(loading.manifests, "SPLIT_MIN_BYTES", 0)
-    monkeypatch.setattr(loading.manifests, "SPLIT_CHUNK_CHARS", 700)  # several runs
+    monkeypatch.setattr(manifests, "SPLIT_MIN_BYTES", 0)
+    monkeypatch.setattr(manifests, "SPLIT_CHUNK_CHARS", 700)  # several runs
     text = node_list(40, indent)
     composed = []
-    original = loading.manifests._split_documents
+    original = manifests._split_documents
 
     def counting(*args):
         for piece in original(*args):
             composed.append(piece)
             yield piece
 
-    monkeypatch.setattr(loading.manifests, "_split_documents", counting)
+    monkeypatch.setattr(manifests, "_split_documents", counting)
     result = LoadResult()
     load_bytes(text.encode(), "nodes.yaml", result)
     assert len(composed) > 3  # the List, then runs of items: never one tree of them all
@@ -89,8 +90,8 @@ def test_big_list_is_read_in_runs_with_the_files_own_positions(monkeypatch, inde
     lambda text: text.replace("items:\n", "items:\n# a comment\n"),
 ])
 def test_big_list_variants_keep_whole_file_positions(monkeypatch, change):
-    monkeypatch.setattr(loading.manifests, "SPLIT_MIN_BYTES", 0)
-    monkeypatch.setattr(loading.manifests, "SPLIT_CHUNK_CHARS", 700)
+    monkeypatch.setattr(manifests, "SPLIT_MIN_BYTES", 0)
+    monkeypatch.setattr(manifests, "SPLIT_CHUNK_CHARS", 700)
     text = change(node_list(12))
     result = LoadResult()
     load_bytes(text.encode(), "nodes.yaml", result)
@@ -101,8 +102,8 @@ def whole_then_split(text: str, monkeypatch) -> tuple[LoadResult, LoadResult]:
     """The file loaded as it is (too small to split), then split into runs of a few items."""
     whole, split = LoadResult(), LoadResult()
     load_bytes(text.encode(), "nodes.yaml", whole)
-    monkeypatch.setattr(loading.manifests, "SPLIT_MIN_BYTES", 0)
-    monkeypatch.setattr(loading.manifests, "SPLIT_CHUNK_CHARS", 700)
+    monkeypatch.setattr(manifests, "SPLIT_MIN_BYTES", 0)
+    monkeypatch.setattr(manifests, "SPLIT_CHUNK_CHARS", 700)
     load_bytes(text.encode(), "nodes.yaml", split)
     return whole, split
 

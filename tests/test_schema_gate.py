@@ -1,4 +1,4 @@
-"""The configuration's quick gate (loading.schema_gate) never says "valid" where jsonschema finds
+"""The configuration's quick gate (schema_gate) never says "valid" where jsonschema finds
 an error, says it for the configurations users write, and spares `lint` jsonschema's import."""
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kubelint_ports.config import SCHEMA_PATH
-from kubelint_ports.loading.schema_gate import INVALID, UNSURE, VALID, Gate, certainly_valid, json_equal
+from kubelint_ports.schema_gate import INVALID, UNSURE, VALID, Gate, certainly_valid, json_equal
 
 ROOT = Path(__file__).resolve().parents[1]
 SCHEMA = json.loads(SCHEMA_PATH.read_text(encoding="utf-8"))

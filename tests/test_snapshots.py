@@ -435,7 +435,7 @@ def dump_lines() -> list[str]:
 
 def test_rules_read_with_one_match_are_the_rules_read_token_by_token():
     from kubelint_ports.loading.snapshot import iptables_save
-    from kubelint_ports.loading.snapshot.records import Chain, Table
+    from kubelint_ports.loading.snapshot.dump_records import Chain, Table
 
     fast, slow, simple = Table("nat", 1), Table("nat", 1), 0
     for number, line in enumerate(dump_lines(), start=1):
@@ -464,7 +464,7 @@ def test_port_past_65535_in_a_simple_rule_is_still_an_input_error():
 def test_jump_rules_of_kube_proxy_chains_keep_their_line_and_target():
     from dataclasses import MISSING, fields
 
-    from kubelint_ports.loading.snapshot.records import JumpRule, Rule
+    from kubelint_ports.loading.snapshot.dump_records import JumpRule, Rule
 
     dump = QA / "partial-shadow" / "node-802" / "iptables-save"
     lines = dump.read_text(encoding="utf-8").split("\n")

@@ -46,13 +46,13 @@ NOT_FOR_PLAIN_LINT = (
     "kubelint_ports.checks.snapshot_listeners",
     "kubelint_ports.checks.snapshot_drift",
     "kubelint_ports.checks.port_schema",  # custom policies' `check: port-schema` only
-    "kubelint_ports.loading.helm",
-    "kubelint_ports.loading.helm_chart",
-    "kubelint_ports.loading.helm_render",
+    "kubelint_ports.loading.helm.charts",
+    "kubelint_ports.loading.helm.chart",
+    "kubelint_ports.loading.helm.render",
     "kubelint_ports.loading.children",  # child processes: charts and Kustomize only
-    "kubelint_ports.loading.templatemap",
-    "kubelint_ports.loading.kustomize",
-    "kubelint_ports.loading.kustomize_build",
+    "kubelint_ports.loading.helm.templatemap",
+    "kubelint_ports.loading.kustomize.load",
+    "kubelint_ports.loading.kustomize.build",
     "kubelint_ports.portmap",  # made only when a formatter or `ports` asks for the map
     "kubelint_ports.docs",
     "jsonschema",
@@ -75,10 +75,10 @@ NOT_FOR_PLAIN_LINT = (
     "kubelint_ports.fixes.run",  # the fix machinery: only for a fixable finding
     "kubelint_ports.fixes.rules",
     "kubelint_ports.fixes.source",
-    "kubelint_ports.loading.kube_proxy_config",  # the network readers: only for such documents
-    "kubelint_ports.loading.kubeadm_config",
-    "kubelint_ports.loading.cni_config",
-    "kubelint_ports.loading.embedded_config",
+    "kubelint_ports.loading.cluster.kube_proxy_config",  # the network readers: only for such documents
+    "kubelint_ports.loading.cluster.kubeadm_config",
+    "kubelint_ports.loading.cluster.cni_config",
+    "kubelint_ports.loading.cluster.embedded_config",
 )
 
 
@@ -112,7 +112,7 @@ def test_lint_with_findings_and_json_imports_only_its_formatter():
 def test_lint_of_kube_proxy_configuration_loads_its_reader():
     """The other side of the network readers' entry above: a document they read loads them."""
     modules = imported("lint", str(EXAMPLES / "cluster-config" / "kube-proxy.yaml"))
-    assert {"kubelint_ports.loading.kube_proxy_config", "kubelint_ports.loading.embedded_config"} <= modules
+    assert {"kubelint_ports.loading.cluster.kube_proxy_config", "kubelint_ports.loading.cluster.embedded_config"} <= modules
 
 
 def test_a_usage_error_is_said_by_typer():

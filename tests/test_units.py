@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -11,9 +12,12 @@ from typer.testing import CliRunner
 
 from kubelint_ports.cli import app
 from kubelint_ports.engine import LintOptions, lint_paths
+from kubelint_ports.loading.helm.charts import in_process_engine
 from kubelint_ports.model.units import UnitRules
 
 ROOT = Path(__file__).resolve().parents[1]
+needs_engine = pytest.mark.skipif(in_process_engine() is None and shutil.which("helm") is None,
+                                  reason="no Helm engine (helm-python-sdk) nor `helm` binary here")
 SERVICE = """\
 apiVersion: v1
 kind: Service
@@ -334,6 +338,7 @@ spec:
 }
 
 
+@needs_engine
 def test_each_values_set_of_a_chart_is_its_own_unit(chdir):
     """dev's b and prod's a share nodePort 30002, in two clusters: no collision (unless `units:`
     puts the chart, every set of it, in one). Within prod's set, a and b share 30005: a collision
@@ -351,6 +356,7 @@ def test_each_values_set_of_a_chart_is_its_own_unit(chdir):
     assert text.startswith("unit chart[values-dev]\n") and "\n\nunit chart[values-prod]\n" in text
 
 
+@needs_engine
 def test_units_place_a_values_set_by_its_values_file(chdir):
     """The prod set lands with the prod manifests (and collides with them); dev stays its own."""
     write(chdir, {**CHART, "chart/values-prod.yaml": "nodePorts: {a: 30080}\n",

@@ -1,6 +1,6 @@
 """kube-proxy and CIDR rules: the cluster's own configuration (DOMAIN.md D and E, incident 002).
 
-Every rule reads `cluster.network` (model.network): kube-proxy configurations, Service and pod
+Every rule reads `cluster.network` (model.cluster_network): kube-proxy configurations, Service and pod
 ranges with the place that states them, and values that are not CIDRs. Ranges are compared per
 IP family, so a dual-stack pair is two ranges and an IPv4 range never meets an IPv6 one.
 """
@@ -15,7 +15,7 @@ from typing import Any
 from kubelint_ports.checks import Hit, Related, register
 from kubelint_ports.model import Cluster
 from kubelint_ports.model.datapath import masquerade_gap, masqueraded, phrases_rules, version_text
-from kubelint_ports.model.network import CidrSource, NetworkConfig, ProxyConfig, cidr_text, family_name
+from kubelint_ports.model.cluster_network import CidrSource, NetworkConfig, ProxyConfig, cidr_text, family_name
 
 MAX_RELATED = 10
 KNOWN_MODES = ("ipvs", "iptables", "nftables")

@@ -30,8 +30,8 @@ from functools import cache, lru_cache
 from typing import Any, NamedTuple
 
 from kubelint_ports.checks import Hit, register
-from kubelint_ports.loading import user_schemas
-from kubelint_ports.loading.user_schemas import (PatternBudget, PatternBudgetSpent, PatternLimit, charged_to, matcher,
+from kubelint_ports import policy_schemas as user_schemas
+from kubelint_ports.policy_schemas import (PatternBudget, PatternBudgetSpent, PatternLimit, charged_to, matcher,
                                                  pattern_keys, patterns_problem, references_problem)
 from kubelint_ports.model import Cluster
 from kubelint_ports.policies import RuleRun, rule_run

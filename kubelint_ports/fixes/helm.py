@@ -35,7 +35,7 @@ from kubelint_ports.fixes.plan import Context, Plan
 from kubelint_ports.fixes.source import (
     NoFix, SourceFile, Target, line_starts, line_value, scalar_span, scalar_text)
 from kubelint_ports.loading import display_path
-from kubelint_ports.loading import yamltree as yt
+from kubelint_ports.loading.yaml_files import yamltree as yt
 
 COPIES = re.compile(r"\b(toYaml|toJson|toPrettyJson|toRawJson)\b")
 TRANSFORMS = re.compile(r"\b(include|template|tpl|printf|print|default|add|sub|mul|replace|trim\w*)\b")
@@ -117,7 +117,7 @@ def line_of(text: str, starts: list[int], number: int) -> str:
 def exact_reference(action, actions, mapped, line: str, where: str) -> list:
     """The values path the action writes as the line's whole value (`{{ .Values.x }}`, maybe
     piped through quote or int); NoFix when it computes something else."""
-    from kubelint_ports.loading.templatemap_values import template_context, values_references
+    from kubelint_ports.loading.helm.templatemap_values import template_context, values_references
 
     context = template_context(actions, action.line, mapped.range_index)
     references = list(values_references(action, context, line))
@@ -131,7 +131,7 @@ def exact_reference(action, actions, mapped, line: str, where: str) -> list:
 
 def generated_reference(mapped, actions, lines: list[str], path: str) -> tuple[list, str]:
     """(values path, place) of a field a `toYaml .Values.x` wrote: the key under `x`."""
-    from kubelint_ports.loading.templatemap_values import template_context, values_references
+    from kubelint_ports.loading.helm.templatemap_values import template_context, values_references
 
     entry = mapped.entry
     where = f"{path}:{entry.line + 1}"
@@ -298,7 +298,7 @@ def other_uses(document, own_line: int, reference: list, where: str, finding: Fi
     fix's description adds ("; it also sets containerPort at ..."). A key read anywhere but as a
     port of the same object (a flag, a config file, a checksum, another object, a `toYaml` of a
     map holding it) would move that too: NoFix, naming those places."""
-    from kubelint_ports.loading.templatemap_values import template_context, values_references
+    from kubelint_ports.loading.helm.templatemap_values import template_context, values_references
 
     template = document.source
     templates = chart_templates(template.file)
@@ -357,7 +357,7 @@ def chart_templates(template_file: str | None) -> list[tuple[str, tuple]] | None
     """(real path, outline) of every template file of the chart that holds `template_file` (its
     `templates/` directory, subcharts' own apart), or None when they cannot all be read."""
     from kubelint_ports.loading import budgets, files
-    from kubelint_ports.loading.templatemap import parse_outline
+    from kubelint_ports.loading.helm.templatemap import parse_outline
 
     if template_file is None:
         return None

@@ -31,7 +31,7 @@ from kubelint_ports.fixes.plan import SAFE, UNSAFE, Context
 from kubelint_ports.fixes.source import (
     NoFix, SourceFile, line_starts, offset_of, region, scalar_span, scalar_text, target_in)
 from kubelint_ports.loading import Document, ManifestLoader, budgets
-from kubelint_ports.loading import yamltree as yt
+from kubelint_ports.loading.yaml_files import yamltree as yt
 
 FLAG = "--cluster-cidr"
 # The kube-proxy binary inside a shell string: a word of its own, maybe with a directory.
@@ -170,7 +170,7 @@ def unreadable_document(source: SourceFile) -> str:
 
 def embedded_edit(place: Place, block, value: str) -> Edit:
     """clusterCIDR written inside the ConfigMap's literal block, at the block's indentation."""
-    from kubelint_ports.loading.embedded_config import block_indent
+    from kubelint_ports.loading.cluster.embedded_config import block_indent
 
     shown = yt.format_field_path(place.segments)
     if not isinstance(block, yaml.ScalarNode) or block.style != "|":

@@ -30,7 +30,7 @@ from kubelint_ports.fixes.plan import UNSAFE, Context, Plan
 from kubelint_ports.fixes.source import (
     NoFix, SourceFile, Target, line_starts, line_value, scalar_span, scalar_text, target_placed)
 from kubelint_ports.loading import KUSTOMIZATION_FILES
-from kubelint_ports.loading import yamltree as yt
+from kubelint_ports.loading.yaml_files import yamltree as yt
 
 
 def carry(document, target: Target, plan: Plan, finding: Finding, context: Context) -> tuple[Plan, Target]:

@@ -19,7 +19,7 @@ from kubelint_ports.findings import Finding
 from kubelint_ports.fixes.kube_proxy import set_cluster_cidr
 from kubelint_ports.fixes.plan import SAFE, UNSAFE, Context, Plan, place
 from kubelint_ports.fixes.source import Target, scalar_span
-from kubelint_ports.loading import yamltree as yt
+from kubelint_ports.loading.yaml_files import yamltree as yt
 from kubelint_ports.model.free_ports import (
     free_node_ports, held_host_ports, nearest_free_host_port, node_names, node_ports_held)
 

@@ -86,10 +86,10 @@ def rendering(document) -> str:
     """"helm" for an object rendered from a chart, "kustomize" for one a build made, else "". The
     classes are looked up where loading put them, never imported: a run that read no chart and no
     kustomization has none and must not pay for their modules."""
-    templates = sys.modules.get("kubelint_ports.loading.templatemap")
+    templates = sys.modules.get("kubelint_ports.loading.helm.templatemap")
     if templates is not None and isinstance(document, templates.TemplateDocument):
         return "helm"
-    builds = sys.modules.get("kubelint_ports.loading.kustomize_positions")
+    builds = sys.modules.get("kubelint_ports.loading.kustomize.positions")
     if builds is not None and isinstance(document, builds.KustomizeDocument):
         return "kustomize"
     return ""

@@ -19,7 +19,7 @@ import yaml
 
 from kubelint_ports.findings import Finding
 from kubelint_ports.loading import Document, ManifestLoader, budgets, decoded_text
-from kubelint_ports.loading import yamltree as yt
+from kubelint_ports.loading.yaml_files import yamltree as yt
 from kubelint_ports.records import record
 from kubelint_ports.vocabulary import Location
 

@@ -16,7 +16,7 @@ from collections import Counter
 
 import yaml
 
-from kubelint_ports.loading import yamltree as yt
+from kubelint_ports.loading.yaml_files import yamltree as yt
 from kubelint_ports.fixes.source import split_lines
 
 WIDTH = 1 << 30  # never re-wrap a long line

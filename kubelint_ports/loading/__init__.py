@@ -9,9 +9,9 @@ constructs no Python objects (so no tag can run code) and is the fastest marked 
 here (see docs/development.md, design notes). Aliases are shared nodes, never copied, and a document whose
 aliases would expand past a budget is rejected before anything walks it.
 
-A directory holding `Chart.yaml` is a Helm chart: it is rendered (`loading.helm`, imported only
+A directory holding `Chart.yaml` is a Helm chart: it is rendered (`loading.helm.charts`, imported only
 then) and its raw `templates/` are never read as YAML. A directory holding a kustomization is
-rendered the same way (`loading.kustomize`): its patches are fragments, not objects.
+rendered the same way (`loading.kustomize.load`): its patches are fragments, not objects.
 
 Trees are read once and let go. A `Document` keeps where it is, not its tree: the file (or the
 bytes, for standard input and rendered charts), the character span of its root and the line and
@@ -30,7 +30,7 @@ Large inputs are read by a process pool (`loading.pool`): each worker composes w
 runs the reader, and only the documents and the reader's pieces travel back, never trees.
 """
 
-from kubelint_ports.loading.documents import (  # noqa: F401
+from kubelint_ports.loading.yaml_files.documents import (  # noqa: F401
     EMPTY_STDIN,
     KEPT_ANNOTATION_PREFIXES,
     STDIN,
@@ -60,7 +60,7 @@ from kubelint_ports.loading.inputs import (  # noqa: F401
     load,
     read_guarded,
 )
-from kubelint_ports.loading.manifests import (  # noqa: F401
+from kubelint_ports.loading.yaml_files.manifests import (  # noqa: F401
     SPLIT_CHUNK_CHARS,
     SPLIT_MIN_BYTES,
     add_document,

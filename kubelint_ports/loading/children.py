@@ -1,4 +1,4 @@
-"""Every process kubelint-ports starts goes through here: the Helm render worker (`helm_worker.py`),
+"""Every process kubelint-ports starts goes through here: the Helm render worker (`helm/worker.py`),
 `helm template` and `helm package`, and `kustomize build` / `kubectl kustomize`. The linted tree is
 attacker input, and these programs read it; what they may do besides is decided once, here:
 

@@ -460,7 +460,7 @@ class GitIgnored:
 
 
 def _shown(path: str) -> str:
-    from kubelint_ports.loading.documents import display_path
+    from kubelint_ports.loading.yaml_files.documents import display_path
 
     return display_path(path)
 

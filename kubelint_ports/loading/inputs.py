@@ -14,15 +14,15 @@ from kubelint_ports.loading import budgets, files
 from kubelint_ports.vocabulary import COMMAND_LINE, Diagnostic, Location
 
 if TYPE_CHECKING:
-    from kubelint_ports.loading.helm import HelmOptions
-from kubelint_ports.loading.documents import (
+    from kubelint_ports.loading.helm.charts import HelmOptions
+from kubelint_ports.loading.yaml_files.documents import (
     STDIN,
     DocumentReader,
     LoadResult,
     display_path,
     internal_error,
 )
-from kubelint_ports.loading.manifests import load_file
+from kubelint_ports.loading.yaml_files.manifests import load_file
 
 MANIFEST_SUFFIXES = (".yaml", ".yml", ".json", ".conflist")  # .conflist: a CNI network configuration list
 
@@ -130,7 +130,7 @@ def _chart_of_template(path: str) -> str | None:
     while os.path.dirname(directory) != directory:
         if os.path.basename(directory) == "templates" and os.path.isfile(
                 os.path.join(os.path.dirname(directory), CHART_FILE)):
-            from kubelint_ports.loading.helm import chart_of_template
+            from kubelint_ports.loading.helm.charts import chart_of_template
 
             return chart_of_template(path)
         directory = os.path.dirname(directory)
@@ -234,7 +234,7 @@ class Loading:
                 kustomizations.append(path)
                 continue
             if path in self.archives or directory:
-                from kubelint_ports.loading.helm import load_chart
+                from kubelint_ports.loading.helm.charts import load_chart
 
                 options = self.chart_helm.get(os.path.abspath(path), self.helm)
                 read_guarded(path, result, lambda: load_chart(path, options, result, reader, named=self.paths))
@@ -242,7 +242,7 @@ class Loading:
             read_guarded(path, result, lambda: load_file(path, result, stdin=self.stdin, helm=self.helm, reader=reader,
                                                          walked=path in self.walked_files))
         if kustomizations:
-            from kubelint_ports.loading.kustomize import load_kustomizations
+            from kubelint_ports.loading.kustomize.load import load_kustomizations
 
             try:
                 load_kustomizations(kustomizations, self.paths, result, reader)

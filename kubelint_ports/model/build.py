@@ -14,13 +14,13 @@ from collections.abc import Iterable
 from dataclasses import field
 
 from kubelint_ports.loading import Document, held
-from kubelint_ports.loading import yamltree as yt
-from kubelint_ports.loading.network import NodeCidrs, read_node_cidrs
-from kubelint_ports.loading.network_settings import NetworkSettings, object_identity, owner_references
-from kubelint_ports.loading.workload_kinds import CORE_GROUPS, CUSTOM_WORKLOAD_KINDS, ONE_PER_NODE, WORKLOAD_KINDS
+from kubelint_ports.loading.yaml_files import yamltree as yt
+from kubelint_ports.loading.cluster.network_readers import NodeCidrs, read_node_cidrs
+from kubelint_ports.loading.cluster.network_settings import NetworkSettings, object_identity, owner_references
+from kubelint_ports.workload_kinds import CORE_GROUPS, CUSTOM_WORKLOAD_KINDS, ONE_PER_NODE, WORKLOAD_KINDS
 from kubelint_ports.model import placement, units
 from kubelint_ports.model.datapath import Datapath
-from kubelint_ports.model.network import network_from_pieces, read_network_piece
+from kubelint_ports.model.cluster_network import network_from_pieces, read_network_piece
 from kubelint_ports.model.network_facts import cluster_datapath_facts
 from kubelint_ports.model.object_readers import object_ref, read_service, read_workload
 from kubelint_ports.model.objects import (

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from kubelint_ports.model.datapath import DatapathFacts, Fact, parse_version
 
 if TYPE_CHECKING:
-    from kubelint_ports.model.network import NetworkConfig
+    from kubelint_ports.model.cluster_network import NetworkConfig
 
 # Facts a user may state (config `facts:`, `--cni-plugins-version`, `--proxy-mode`) -> DatapathFacts field.
 STATED_FACTS = {

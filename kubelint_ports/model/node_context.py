@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from kubelint_ports.loading.cidrs import parse_cidrs
+from kubelint_ports.loading.cluster.cidrs import parse_cidrs
 from kubelint_ports.loading.snapshot import Snapshot
 from kubelint_ports.model.node_state import (
     NodeSnapshots,

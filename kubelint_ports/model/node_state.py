@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from functools import partial
 
 from kubelint_ports.loading.snapshot import DumpLine, Snapshot
-from kubelint_ports.loading.snapshot.records import Listener, Rule, Ruleset, SnapshotFile, VirtualServer
+from kubelint_ports.loading.snapshot.dump_records import Listener, Rule, Ruleset, SnapshotFile, VirtualServer
 from kubelint_ports.loading.snapshot.tables import DumpRecords
 from kubelint_ports.vocabulary import Diagnostic, Location
 
@@ -482,7 +482,7 @@ def pods_by_ip(pods: Iterable[RunningPod], node: str) -> dict[str, RunningPod]:
 
 def running_pods_from_documents(documents) -> list[RunningPod]:
     """Pods of `kubectl get pods -A -o yaml` with their node and IPs (status.podIP(s))."""
-    from kubelint_ports.loading import yamltree as yt
+    from kubelint_ports.loading.yaml_files import yamltree as yt
 
     pods = []
     for document in documents:

@@ -10,8 +10,8 @@ import re
 from sys import intern
 
 from kubelint_ports.loading import Document
-from kubelint_ports.loading import yamltree as yt
-from kubelint_ports.loading.workload_kinds import ONE_PER_NODE, WORKLOAD_KINDS
+from kubelint_ports.loading.yaml_files import yamltree as yt
+from kubelint_ports.workload_kinds import ONE_PER_NODE, WORKLOAD_KINDS
 from kubelint_ports.model import placement
 from kubelint_ports.model.objects import (
     SIDECAR_HOST_PORT,

@@ -254,7 +254,7 @@ class Cluster:
     node_documents: dict[str, Document] = field(default_factory=dict)
     # kube-proxy mode when known ("ipvs", "iptables", "nftables"); None when unknown.
     proxy_mode: str | None = None
-    network: Any = None  # kube-proxy / CIDR configuration found in the inputs (model.network)
+    network: Any = None  # kube-proxy / CIDR configuration found in the inputs (model.cluster_network)
     datapath: Any = None  # model.datapath.Datapath: who receives a packet on the nodes
     ephemeral_port_range: tuple[int, int] = DEFAULT_EPHEMERAL_PORT_RANGE
     allocation: Any = field(default=None, repr=False)  # model.allocation, built on first use

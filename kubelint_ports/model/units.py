@@ -28,7 +28,7 @@ from collections.abc import Iterable, Mapping, Sequence
 
 from yaml.nodes import MappingNode, ScalarNode, SequenceNode
 
-from kubelint_ports.loading import yamltree as yt
+from kubelint_ports.loading.yaml_files import yamltree as yt
 from kubelint_ports.records import record
 
 ARGO_GROUP = "argoproj.io"

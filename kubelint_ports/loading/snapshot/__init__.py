@@ -3,6 +3,6 @@ the host-local IPAM directory, crictl pods), each file recognised by its content
 
 from kubelint_ports.loading.snapshot.detect import KINDS, detect
 from kubelint_ports.loading.snapshot.read import Snapshot, load_snapshot, read_file
-from kubelint_ports.loading.snapshot.records import DumpLine
+from kubelint_ports.loading.snapshot.dump_records import DumpLine
 
 __all__ = ["KINDS", "DumpLine", "Snapshot", "detect", "load_snapshot", "read_file"]

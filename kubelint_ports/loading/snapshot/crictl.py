@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 
 from kubelint_ports.loading.snapshot import json_text
-from kubelint_ports.loading.snapshot.records import Sandbox
+from kubelint_ports.loading.snapshot.dump_records import Sandbox
 from kubelint_ports.loading.snapshot.text import LineTable, excerpt
 from kubelint_ports.vocabulary import Diagnostic, Location
 

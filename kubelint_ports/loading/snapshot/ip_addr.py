@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 
-from kubelint_ports.loading.snapshot.records import Address
+from kubelint_ports.loading.snapshot.dump_records import Address
 from kubelint_ports.loading.snapshot.text import excerpt, is_address, lines
 from kubelint_ports.vocabulary import Diagnostic, Location
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import ipaddress
 import re
 
-from kubelint_ports.loading.snapshot.records import Lease
+from kubelint_ports.loading.snapshot.dump_records import Lease
 from kubelint_ports.loading.snapshot.text import excerpt
 from kubelint_ports.vocabulary import Diagnostic, Location
 

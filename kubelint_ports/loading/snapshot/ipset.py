@@ -6,7 +6,7 @@ kube-proxy in IPVS mode keeps `KUBE-CLUSTER-IP` (`ip,port` of every ClusterIP), 
 
 from __future__ import annotations
 
-from kubelint_ports.loading.snapshot.records import NamedSet
+from kubelint_ports.loading.snapshot.dump_records import NamedSet
 from kubelint_ports.loading.snapshot.text import excerpt, is_address, lines, port_number, quoted_name
 from kubelint_ports.vocabulary import Diagnostic, Location
 

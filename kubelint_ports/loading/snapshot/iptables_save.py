@@ -21,7 +21,7 @@ from collections.abc import Iterator
 from sys import intern
 
 from kubelint_ports.vocabulary import Diagnostic
-from kubelint_ports.loading.snapshot.records import Chain, JumpRule, Rule, Ruleset, Table
+from kubelint_ports.loading.snapshot.dump_records import Chain, JumpRule, Rule, Ruleset, Table
 from kubelint_ports.loading.snapshot.text import (DumpProblem, destination_problem, excerpt, port_range, quoted_name,
                                                   read_whole)
 

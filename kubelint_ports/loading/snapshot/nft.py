@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 
 from kubelint_ports.vocabulary import Diagnostic
-from kubelint_ports.loading.snapshot.records import Chain, NamedSet, Rule, Ruleset, Table
+from kubelint_ports.loading.snapshot.dump_records import Chain, NamedSet, Rule, Ruleset, Table
 from kubelint_ports.loading.snapshot.text import (DumpProblem, destination_problem, excerpt, is_address, lines,
                                                   port_range, quoted_name, read_whole)
 

@@ -16,7 +16,7 @@ import json
 
 from kubelint_ports.loading.snapshot import json_text
 from kubelint_ports.loading.snapshot.nft import FAMILIES, PRIORITY_NAMES, element_problem
-from kubelint_ports.loading.snapshot.records import Chain, NamedSet, Rule, Ruleset, Table
+from kubelint_ports.loading.snapshot.dump_records import Chain, NamedSet, Rule, Ruleset, Table
 from kubelint_ports.loading.snapshot.text import LineTable, excerpt, is_address, quoted_name
 from kubelint_ports.vocabulary import Diagnostic, Location
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from kubelint_ports.loading import budgets, display_path
 from kubelint_ports.loading import files as input_files
 from kubelint_ports.loading.snapshot.detect import KINDS, detect
-from kubelint_ports.loading.snapshot.records import SnapshotFile
+from kubelint_ports.loading.snapshot.dump_records import SnapshotFile
 from kubelint_ports.loading.snapshot.text import UTF16_BOMS, decode, lines
 from kubelint_ports.vocabulary import COMMAND_LINE, Diagnostic, Location
 

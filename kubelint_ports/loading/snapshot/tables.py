@@ -20,7 +20,7 @@ from itertools import chain, repeat
 from operator import itemgetter
 from typing import Any
 
-from kubelint_ports.loading.snapshot.records import Listener, VirtualServer
+from kubelint_ports.loading.snapshot.dump_records import Listener, VirtualServer
 
 PROTOCOLS = ("tcp", "udp", "sctp")
 PROTOCOL_CODES = {name: code for code, name in enumerate(PROTOCOLS)}

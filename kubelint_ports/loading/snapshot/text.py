@@ -14,7 +14,7 @@ from bisect import bisect_right
 from collections.abc import Callable, Iterator
 from typing import TypeVar
 
-from kubelint_ports.loading import yamltree as yt
+from kubelint_ports.loading.yaml_files import yamltree as yt
 from kubelint_ports.vocabulary import Diagnostic, Location
 
 Records = TypeVar("Records")

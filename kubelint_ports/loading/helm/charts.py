@@ -1,7 +1,7 @@
 """Helm charts -> rendered documents whose positions are template lines.
 
 A chart renders with `helm-python-sdk` (Helm's own engine in a native library, no binary needed)
-in a worker process (`helm_worker.py`) that is killed at the `helm-seconds` deadline and whose
+in a worker process (`helm/worker.py`) that is killed at the `helm-seconds` deadline and whose
 data size and output are capped; or, without the SDK or with `--helm-binary`, with `helm
 template` under the same budgets (`helm_render.py`). Nothing here touches the network nor reads
 outside what the user named: missing dependencies are an error naming them, a symlink leaving the
@@ -25,17 +25,17 @@ from collections.abc import Sequence
 
 from kubelint_ports.vocabulary import Diagnostic, Location
 from kubelint_ports.loading import Document, DocumentReader, LoadResult, SourceText, display_path, files, load_bytes
-from kubelint_ports.loading.helm_archive import ArchivePlace, forget_archives
-from kubelint_ports.loading.helm_chart import (  # noqa: F401 (the API of charts is this module's)
+from kubelint_ports.loading.helm.archive import ArchivePlace, forget_archives
+from kubelint_ports.loading.helm.chart import (  # noqa: F401 (the API of charts is this module's)
     CHART_FILE, URL, HelmOptions, RenderError, aliased_names, chart_metadata, chart_name, chart_of_template,
     chart_places, is_chart, set_keys, values_source)
-from kubelint_ports.loading.helm_files import (
+from kubelint_ports.loading.helm.chart_files import (
     ChartFiles, allowed_roots, check_chart_files, inside_any, note_schemas, read_chart_archive)
-from kubelint_ports.loading.helm_render import (  # noqa: F401 (as above)
+from kubelint_ports.loading.helm.render import (  # noqa: F401 (as above)
     helm_template_command, planned_chart, read_line_in_thread, render_with_binary, render_worker,
     split_template_output)
-from kubelint_ports.loading.helm_worker import merge_set, merge_values  # noqa: F401 (one copy, shared with the worker)
-from kubelint_ports.loading.templatemap import TemplateSource, chart_relative, template_document
+from kubelint_ports.loading.helm.worker import merge_set, merge_values  # noqa: F401 (one copy, shared with the worker)
+from kubelint_ports.loading.helm.templatemap import TemplateSource, chart_relative, template_document
 
 MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
 # Where `helm-python-sdk` ships wheels (kept in step with pyproject.toml's markers).

@@ -21,8 +21,8 @@ import re
 
 from kubelint_ports.loading import budgets, children, display_path, files as input_files
 from kubelint_ports.loading.children import network_sandbox
-from kubelint_ports.loading.kustomize_guard import BuildReads
-from kubelint_ports.loading.kustomize_tree import KustomizeError
+from kubelint_ports.loading.kustomize.guard import BuildReads
+from kubelint_ports.loading.kustomize.tree import KustomizeError
 
 # Origin annotations appeared in kustomize 4.x; kubectl 1.24 bundles kustomize 4.5.4.
 NEEDS = "kustomize 4.5 or later, or kubectl 1.24 or later, which bundles it"

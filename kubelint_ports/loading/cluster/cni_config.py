@@ -8,11 +8,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from kubelint_ports.loading import Document
-from kubelint_ports.loading import yamltree as yt
-from kubelint_ports.loading.network_settings import CniConfig, ConfigObject, NetworkSettings, metadata_ref
+from kubelint_ports.loading.yaml_files import yamltree as yt
+from kubelint_ports.loading.cluster.network_settings import CniConfig, ConfigObject, NetworkSettings, metadata_ref
 
 if TYPE_CHECKING:
-    from kubelint_ports.loading.embedded_config import EmbeddedDocument
+    from kubelint_ports.loading.cluster.embedded_config import EmbeddedDocument
 
 CALICO_POOL_VARIABLES = ("CALICO_IPV4POOL_CIDR", "CALICO_IPV6POOL_CIDR")
 

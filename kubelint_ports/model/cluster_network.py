@@ -1,7 +1,7 @@
 """kube-proxy configuration and the cluster's CIDRs: the network model the rules read (`Cluster.network`).
 
-The inputs are read in `loading` (`loading.network` picks the reader of each document: kube-proxy,
-kubeadm, CNI configurations, component pods; `loading.network_settings` holds the records), one
+The inputs are read in `loading` (`loading.cluster.network_readers` picks the reader of each document: kube-proxy,
+kubeadm, CNI configurations, component pods; `loading.cluster.network_settings` holds the records), one
 `NetworkSettings` per document. Here they are joined, in input order, into the `NetworkConfig`:
 a linted object replaces the running one it names, each `kube-proxy --config` is tied to the
 ConfigMap mounted at that path, the pod ranges are ranked (`POD_SOURCE_ORDER`: the `--pod-cidr`
@@ -16,10 +16,10 @@ from dataclasses import field
 from typing import Any
 
 from kubelint_ports.loading import Document, held
-from kubelint_ports.loading import yamltree as yt
-from kubelint_ports.loading.cidrs import IPNetwork, cidr_text, family_name, parse_cidrs  # noqa: F401 (names the checks use)
-from kubelint_ports.loading.network import NodeCidrs, read_network_settings, read_node_cidrs
-from kubelint_ports.loading.network_settings import (  # noqa: F401 (the records, importable here)
+from kubelint_ports.loading.yaml_files import yamltree as yt
+from kubelint_ports.loading.cluster.cidrs import IPNetwork, cidr_text, family_name, parse_cidrs  # noqa: F401 (names the checks use)
+from kubelint_ports.loading.cluster.network_readers import NodeCidrs, read_network_settings, read_node_cidrs
+from kubelint_ports.loading.cluster.network_settings import (  # noqa: F401 (the records, importable here)
     DEFAULT_DETECT_LOCAL_MODE,
     DEFAULT_PROXY_MODE,
     CidrSource,
@@ -90,14 +90,14 @@ POD_SOURCE_ORDER = ("option", "controller-manager", "kubeadm", "cni", "node")
 
 def image_version(image: str, component: str | None = None) -> tuple[str, tuple[int, ...] | None]:
     """("kube-proxy" | "cni-plugins" | "", version) read from an image reference."""
-    from kubelint_ports.loading.component_pods import image_tag
+    from kubelint_ports.loading.cluster.component_pods import image_tag
 
     kind, tag = image_tag(image, component)
     return (kind, parse_version(tag)) if kind else ("", None)
 
 
 def read_network_piece(document: Document, live: bool) -> NetworkSettings | None:
-    """What one document says about kube-proxy and the cluster's ranges (`loading.network`), read
+    """What one document says about kube-proxy and the cluster's ranges (`loading.cluster.network_readers`), read
     while its tree is held; None when it says nothing (an image tag without a version says
     nothing). Pieces are joined by `network_from_pieces`."""
     piece = read_network_settings(document, live)

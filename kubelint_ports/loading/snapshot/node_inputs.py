@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kubelint_ports.loading import LoadResult, load_bytes, read_guarded
-from kubelint_ports.loading import yamltree as yt
+from kubelint_ports.loading.yaml_files import yamltree as yt
 from kubelint_ports.loading.snapshot import cluster_file
 from kubelint_ports.loading.snapshot.detect import detect
 from kubelint_ports.loading.snapshot.pods_wide import PodRow, read_pods_wide

@@ -1,8 +1,8 @@
 """What the inputs write about kube-proxy and the cluster's ranges, as plain records (DOMAIN.md D and E).
 
 Each network reader (`kube_proxy_config`, `kubeadm_config`, `cni_config`, `component_pods`, chosen
-per document by `loading.network`) adds what one document writes to that document's
-`NetworkSettings`. Nothing here decides: `model.network` joins the pieces in input order, ties
+per document by `loading.cluster.network_readers`) adds what one document writes to that document's
+`NetworkSettings`. Nothing here decides: `model.cluster_network` joins the pieces in input order, ties
 `kube-proxy --config` to its ConfigMap, ranks the pod ranges and applies kubeadm's defaults.
 """
 
@@ -14,8 +14,8 @@ from dataclasses import field
 from typing import Any
 
 from kubelint_ports.loading import Document
-from kubelint_ports.loading import yamltree as yt
-from kubelint_ports.loading.cidrs import IPNetwork, parse_cidrs
+from kubelint_ports.loading.yaml_files import yamltree as yt
+from kubelint_ports.loading.cluster.cidrs import IPNetwork, parse_cidrs
 from kubelint_ports.records import record
 from kubelint_ports.vocabulary import Diagnostic, ObjectRef
 

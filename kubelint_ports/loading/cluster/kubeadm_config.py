@@ -7,15 +7,15 @@ kube-controller-manager's `--cluster-cidr`) and the node-port range (kube-apiser
 
 from __future__ import annotations
 
-from kubelint_ports.loading import yamltree as yt
-from kubelint_ports.loading.network_settings import ConfigObject, NetworkSettings, join_path
+from kubelint_ports.loading.yaml_files import yamltree as yt
+from kubelint_ports.loading.cluster.network_settings import ConfigObject, NetworkSettings, join_path
 
 KUBEADM_DEFAULT_SERVICE_SUBNET = "10.96.0.0/12"
 
 
 def read_kubeadm(settings: NetworkSettings, root: yt.Node, owner: ConfigObject, prefix: str, path: str) -> None:
     """A `ClusterConfiguration` mapping; `prefix` is its path in the owner's document, `path` names
-    its file (a KubeProxyConfiguration of the same file takes its podSubnet: `model.network`)."""
+    its file (a KubeProxyConfiguration of the same file takes its podSubnet: `model.cluster_network`)."""
     path_of = join_path(prefix)
     networking = yt.mapping(yt.get(root, "networking"), "networking")
     api_args = extra_args(root, "apiServer", path_of)

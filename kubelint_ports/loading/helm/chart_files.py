@@ -9,7 +9,7 @@
   `helm_archive` refuses (links or paths leaving it, more data than the budgets, a gzip bomb).
 - A values schema referring outside itself (a `$ref` that is not `#...`, an unknown `$schema`) is
   not refused: Helm validates against a copy with those parts made always-true
-  (`helm_worker.local_schema`), and a note at the first such reference says so. Nothing is fetched.
+  (`worker.local_schema`), and a note at the first such reference says so. Nothing is fetched.
 """
 
 from __future__ import annotations
@@ -23,9 +23,9 @@ from dataclasses import dataclass, field
 
 from kubelint_ports.sourceroot import git_work_tree
 from kubelint_ports.loading import budgets, display_path, files
-from kubelint_ports.loading.helm_archive import ArchiveError, ChartArchive, chart_archive
-from kubelint_ports.loading.helm_chart import RenderError
-from kubelint_ports.loading.helm_worker import SCHEMA_FILE, outside_reference
+from kubelint_ports.loading.helm.archive import ArchiveError, ChartArchive, chart_archive
+from kubelint_ports.loading.helm.chart import RenderError
+from kubelint_ports.loading.helm.worker import SCHEMA_FILE, outside_reference
 
 # `"$ref": "..."` in a schema's text, to point the note at the line of the first outside one
 # (json.loads keeps no positions); an escaped quote (inside a string) starts none.

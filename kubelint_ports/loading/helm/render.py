@@ -1,4 +1,4 @@
-"""Running Helm: the render worker (`helm_worker.py`, the in-process engine in a process of its
+"""Running Helm: the render worker (`helm/worker.py`, the in-process engine in a process of its
 own) and `helm template`, each within the budgets (deadline, memory, output size), and Helm's
 failures turned into errors placed where Helm says. Both are started as every child is
 (`children`): an environment of our making (Helm's directories empty, no plugin), in a network
@@ -17,9 +17,9 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 
 from kubelint_ports.loading import budgets, children, display_path, files
-from kubelint_ports.loading.helm_archive import ChartArchive, private_copy
-from kubelint_ports.loading.helm_chart import HelmOptions, RenderError, chart_name, chart_places, values_source
-from kubelint_ports.loading.templatemap import Segment, chart_relative
+from kubelint_ports.loading.helm.archive import ChartArchive, private_copy
+from kubelint_ports.loading.helm.chart import HelmOptions, RenderError, chart_name, chart_places, values_source
+from kubelint_ports.loading.helm.templatemap import Segment, chart_relative
 from kubelint_ports.vocabulary import Location
 
 _TEMPLATE_POSITION = re.compile(r"\(?([\w.-]+(?:/[\w.-]+)*?/templates/[^\s:()]+):([0-9]{1,9})(?::([0-9]{1,9}))?")
@@ -27,7 +27,7 @@ _SCHEMA_POINTER = re.compile(r"([\w.-]+): - at '(/[^']*)'")  # "<chart>: - at '/
 
 
 class RenderWorker:
-    """The process `helm_worker.py` runs in: started on the first chart of a run, reused for the
+    """The process `helm/worker.py` runs in: started on the first chart of a run, reused for the
     next ones, killed (and started again when needed) when a render outlives `helm-seconds`,
     outgrows `helm-memory-mib`, or its answer outgrows `helm-output-mib`."""
 
@@ -37,7 +37,7 @@ class RenderWorker:
     def start(self, deadline: float | None = None) -> None:
         limits = budgets.current()
         memory = limits.helm_memory_mib * budgets.MIB
-        worker = os.path.join(os.path.dirname(os.path.abspath(__file__)), "helm_worker.py")
+        worker = os.path.join(os.path.dirname(os.path.abspath(__file__)), "worker.py")
         # It writes its error output and, for a chart whose schemas are made local, Helm's archive
         # of the chart (refused past max-file-mib when read back).
         try:
@@ -57,7 +57,7 @@ class RenderWorker:
                archive: ChartArchive | None = None) -> dict[str, str] | None:
         """The rendered chart; None when the worker has no engine (the SDK does not load here).
         `local_schemas`: a values schema refers outside itself, Helm validates against a copy
-        made local (`helm_worker.local_schema`). `archive`: the packaged chart `chart_dir` names,
+        made local (`worker.local_schema`). `archive`: the packaged chart `chart_dir` names,
         as checked; Helm loads a private copy of it."""
         if archive is not None:
             with private_copy(archive.data, chart_dir) as copy:
@@ -271,7 +271,7 @@ def render_with_binary(binary: str, chart_dir: str, options: HelmOptions, local_
 
 def local_schema_package(binary: str, chart_dir: str, directory: str, deadline: float) -> str:
     """`helm package` the chart into `directory`, then write beside it the archive `helm template`
-    renders: every values schema in it made local (`helm_worker.local_schema`)."""
+    renders: every values schema in it made local (`worker.local_schema`)."""
     chart = chart_dir if not chart_dir.startswith("-") else os.path.join(".", chart_dir)
     status, _, stderr = run_helm(binary, [binary, "package", chart, "--destination", directory], deadline, budgets.MIB)
     archives = sorted(name for name in os.listdir(directory) if name.endswith(".tgz"))
@@ -289,8 +289,8 @@ def local_schema_package(binary: str, chart_dir: str, directory: str, deadline: 
 
 
 def local_schema_bytes(data: bytes) -> bytes:
-    """A chart archive with its values schemas made local (`helm_worker.local_schema_archive`)."""
-    from kubelint_ports.loading.helm_worker import local_schema_archive
+    """A chart archive with its values schemas made local (`worker.local_schema_archive`)."""
+    from kubelint_ports.loading.helm.worker import local_schema_archive
 
     try:
         return local_schema_archive(data, files.KNOWN_META_SCHEMAS, budgets.current().max_file_bytes)

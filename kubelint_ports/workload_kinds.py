@@ -1,7 +1,7 @@
 """The kinds that make pods and where their pod template is: the one kind table.
 
 The model reads workloads from these kinds (`model.build`); the network readers look in the same
-pod specs for cluster components (`loading.component_pods`: kube-proxy, the control plane, CNI
+pod specs for cluster components (`loading.cluster.component_pods`: kube-proxy, the control plane, CNI
 installers).
 """
 

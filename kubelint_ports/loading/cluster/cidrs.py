@@ -12,7 +12,7 @@ import re
 from collections.abc import Iterable
 from typing import Union
 
-from kubelint_ports.loading import yamltree as yt
+from kubelint_ports.loading.yaml_files import yamltree as yt
 
 IPNetwork = Union[ipaddress.IPv4Network, ipaddress.IPv6Network]
 

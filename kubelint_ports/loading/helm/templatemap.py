@@ -27,8 +27,8 @@ from dataclasses import dataclass, field, replace
 
 from kubelint_ports.vocabulary import Location
 from kubelint_ports.loading import Document, budgets, files
-from kubelint_ports.loading import yamltree as yt
-from kubelint_ports.loading.templatemap_values import (  # noqa: F401 (ValuesFile, ValuesSource: shared names)
+from kubelint_ports.loading.yaml_files import yamltree as yt
+from kubelint_ports.loading.helm.templatemap_values import (  # noqa: F401 (ValuesFile, ValuesSource: shared names)
     ASSIGN as _ASSIGN, CONTROL_WORDS as _CONTROL_WORDS, Segment, ValuesFile, ValuesSource, branch_taken, open_blocks,
     rendered_branches, template_context, twin_of, values_references)
 _ACTION = re.compile(r"\{\{(.*?)\}\}", re.DOTALL)

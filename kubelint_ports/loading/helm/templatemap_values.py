@@ -18,11 +18,11 @@ from typing import TYPE_CHECKING
 import yaml
 
 from kubelint_ports.loading import ManifestLoader, budgets, display_path, files
-from kubelint_ports.loading import yamltree as yt
+from kubelint_ports.loading.yaml_files import yamltree as yt
 from kubelint_ports.vocabulary import Location
 
 if TYPE_CHECKING:
-    from kubelint_ports.loading.templatemap import Action, Entry
+    from kubelint_ports.loading.helm.templatemap import Action, Entry
 
 Segment = str | int
 CONTROL_WORDS = frozenset(("if", "else", "end", "range", "with", "define", "block", "break", "continue"))

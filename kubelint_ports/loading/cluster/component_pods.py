@@ -17,9 +17,9 @@ import functools
 import re
 
 from kubelint_ports.loading import Document
-from kubelint_ports.loading import yamltree as yt
-from kubelint_ports.loading.network_settings import ConfigObject, Flag, NetworkSettings, metadata_ref
-from kubelint_ports.loading.workload_kinds import WORKLOAD_KINDS
+from kubelint_ports.loading.yaml_files import yamltree as yt
+from kubelint_ports.loading.cluster.network_settings import ConfigObject, Flag, NetworkSettings, metadata_ref
+from kubelint_ports.workload_kinds import WORKLOAD_KINDS
 
 _ARCH = r"(?:-(?:amd64|arm64|arm|ppc64le|s390x))?"
 
@@ -52,9 +52,9 @@ def read_workload(settings: NetworkSettings, document: Document, api_version: st
         container = yt.mapping(container, f"containers[{index}]")
         if container is None or not may_configure_network(container):
             continue  # most containers: one pass over their raw words, nothing typed (nor imported)
-        from kubelint_ports.loading.cni_config import read_calico_env
-        from kubelint_ports.loading.component_flags import command_tokens, find_component, parse_flags
-        from kubelint_ports.loading.kube_proxy_config import read_proxy_flags
+        from kubelint_ports.loading.cluster.cni_config import read_calico_env
+        from kubelint_ports.loading.cluster.component_flags import command_tokens, find_component, parse_flags
+        from kubelint_ports.loading.cluster.kube_proxy_config import read_proxy_flags
 
         owner = owner or settings.owner(document, metadata_ref(root, api_version, kind))
         container_path = f"{pod_spec_path}.containers[{index}]"

@@ -17,8 +17,9 @@ import yaml
 
 from kubelint_ports.records import record
 from kubelint_ports.vocabulary import STDIN_NAME, Diagnostic, Location
-from kubelint_ports.loading import budgets, files, yamltree
-from kubelint_ports.loading.yamltree import MappingNode, Node, ScalarNode, SequenceNode
+from kubelint_ports.loading import budgets, files
+from kubelint_ports.loading.yaml_files import yamltree
+from kubelint_ports.loading.yaml_files.yamltree import MappingNode, Node, ScalarNode, SequenceNode
 
 STDIN = "-"
 

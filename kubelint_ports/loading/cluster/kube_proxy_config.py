@@ -10,9 +10,9 @@ are ignored (cmd/kube-proxy/app/options.go `Complete`; only logging flags and
 
 from __future__ import annotations
 
-from kubelint_ports.loading import yamltree as yt
-from kubelint_ports.loading.component_flags import flag_bool
-from kubelint_ports.loading.network_settings import (
+from kubelint_ports.loading.yaml_files import yamltree as yt
+from kubelint_ports.loading.cluster.component_flags import flag_bool
+from kubelint_ports.loading.cluster.network_settings import (
     DEFAULT_DETECT_LOCAL_MODE,
     ConfigObject,
     Flag,

@@ -39,12 +39,12 @@ from kubelint_ports.loading import (
     load_bytes,
 )
 from kubelint_ports.loading import files as input_files
-from kubelint_ports.loading import yamltree as yt
+from kubelint_ports.loading.yaml_files import yamltree as yt
 # The pieces of the parts that tests and readers reach through this face are imported here too.
-from kubelint_ports.loading.kustomize_build import (  # noqa: F401
+from kubelint_ports.loading.kustomize.build import (  # noqa: F401
     build, kustomize_commands, kustomize_message, network_sandbox, sandbox_note)
-from kubelint_ports.loading.kustomize_guard import BuildReads, Guard
-from kubelint_ports.loading.kustomize_positions import (  # noqa: F401
+from kubelint_ports.loading.kustomize.guard import BuildReads, Guard
+from kubelint_ports.loading.kustomize.positions import (  # noqa: F401
     ORIGIN_ANNOTATION,
     KustomizeDocument,
     SourceFiles,
@@ -53,7 +53,7 @@ from kubelint_ports.loading.kustomize_positions import (  # noqa: F401
     pointer_covers,
     take_origin,
 )
-from kubelint_ports.loading.kustomize_tree import (  # noqa: F401
+from kubelint_ports.loading.kustomize.tree import (  # noqa: F401
     Kustomization,
     KustomizeError,
     Reader,

@@ -1,5 +1,5 @@
 """What one document says about kube-proxy and the cluster's ranges (DOMAIN.md D and E): which
-reader reads it, into one `NetworkSettings` per document (`model.network` joins them).
+reader reads it, into one `NetworkSettings` per document (`model.cluster_network` joins them).
 
 Sources, among linted paths and `--cluster` files:
 - kube-proxy (`kube_proxy_config`): `KubeProxyConfiguration` documents; ConfigMaps whose value is
@@ -23,9 +23,9 @@ import os
 from typing import TYPE_CHECKING, NamedTuple
 
 from kubelint_ports.loading import Document, internal_error
-from kubelint_ports.loading import yamltree as yt
-from kubelint_ports.loading.cidrs import IPNetwork, family_problem, parse_cidr
-from kubelint_ports.loading.network_settings import (
+from kubelint_ports.loading.yaml_files import yamltree as yt
+from kubelint_ports.loading.cluster.cidrs import IPNetwork, family_problem, parse_cidr
+from kubelint_ports.loading.cluster.network_settings import (
     CidrSource,
     InvalidCidr,
     NetworkSettings,
@@ -33,11 +33,11 @@ from kubelint_ports.loading.network_settings import (
     metadata_ref,
     object_identity,
 )
-from kubelint_ports.loading.workload_kinds import runs_components
+from kubelint_ports.workload_kinds import runs_components
 from kubelint_ports.vocabulary import Diagnostic, ObjectRef
 
 if TYPE_CHECKING:
-    from kubelint_ports.loading.embedded_config import EmbeddedDocument
+    from kubelint_ports.loading.cluster.embedded_config import EmbeddedDocument
 
 # Kinds read_document reads besides workloads (its dispatch checks their API groups).
 NETWORK_KINDS = frozenset(("KubeProxyConfiguration", "ClusterConfiguration", "ConfigMap", "ServiceCIDR", "IPPool"))
@@ -75,14 +75,14 @@ def read_document(settings: NetworkSettings, document: Document) -> None:
     kind = yt.as_str(yt.get(root, "kind"))
     group = api_version.rpartition("/")[0]
     if kind == "KubeProxyConfiguration" and group == "kubeproxy.config.k8s.io":
-        from kubelint_ports.loading.kube_proxy_config import proxy_from_config
+        from kubelint_ports.loading.cluster.kube_proxy_config import proxy_from_config
 
         owner = settings.owner(document, config_ref(document, api_version, kind))
         proxy = proxy_from_config(root, owner, f"KubeProxyConfiguration in {document.path}", "")
         settings.add_proxy_config(proxy)
         settings.standalone_proxies.append((proxy, document.path))
     elif kind == "ClusterConfiguration" and group == "kubeadm.k8s.io":
-        from kubelint_ports.loading.kubeadm_config import read_kubeadm
+        from kubelint_ports.loading.cluster.kubeadm_config import read_kubeadm
 
         owner = settings.owner(document, config_ref(document, api_version, kind))
         read_kubeadm(settings, root, owner, "", document.path)
@@ -91,15 +91,15 @@ def read_document(settings: NetworkSettings, document: Document) -> None:
     elif kind == "ServiceCIDR" and group == "networking.k8s.io":
         read_service_cidr(settings, document, api_version)
     elif kind == "IPPool" and group in ("crd.projectcalico.org", "projectcalico.org"):
-        from kubelint_ports.loading.cni_config import read_ip_pool
+        from kubelint_ports.loading.cluster.cni_config import read_ip_pool
 
         read_ip_pool(settings, document, api_version)
     elif runs_components(group, kind):
-        from kubelint_ports.loading.component_pods import read_workload
+        from kubelint_ports.loading.cluster.component_pods import read_workload
 
         read_workload(settings, document, api_version, kind)
     elif not kind and yt.get(root, "cniVersion") is not None:
-        from kubelint_ports.loading.cni_config import read_cni_config
+        from kubelint_ports.loading.cluster.cni_config import read_cni_config
 
         read_cni_config(settings, root, os.path.basename(document.path))
 
@@ -107,8 +107,8 @@ def read_document(settings: NetworkSettings, document: Document) -> None:
 def read_config_map(settings: NetworkSettings, document: Document, api_version: str) -> None:
     """Values that hold a kube-proxy or kubeadm configuration, flannel's net-conf.json, a CNI
     configuration list."""
-    from kubelint_ports.loading.cni_config import read_cni_config, read_flannel
-    from kubelint_ports.loading.embedded_config import MAX_EMBEDDED_CHARS, SourceLines, compose_embedded
+    from kubelint_ports.loading.cluster.cni_config import read_cni_config, read_flannel
+    from kubelint_ports.loading.cluster.embedded_config import MAX_EMBEDDED_CHARS, SourceLines, compose_embedded
 
     root = document.root
     data = yt.mapping(yt.get(root, "data"), "data")
@@ -144,8 +144,8 @@ def read_config_map(settings: NetworkSettings, document: Document, api_version: 
 def read_embedded_config(settings: NetworkSettings, embedded: EmbeddedDocument, ref: ObjectRef, key: str) -> None:
     """A kube-proxy or kubeadm configuration held in a ConfigMap value (kubeadm's `kube-system/kube-proxy`,
     key `config.conf`; `kube-system/kubeadm-config`); a field of the wrong type costs this value only."""
-    from kubelint_ports.loading.kube_proxy_config import proxy_from_config
-    from kubelint_ports.loading.kubeadm_config import read_kubeadm
+    from kubelint_ports.loading.cluster.kube_proxy_config import proxy_from_config
+    from kubelint_ports.loading.cluster.kubeadm_config import read_kubeadm
 
     root, owner = embedded.root, settings.owner(embedded, ref)
     try:

@@ -1,11 +1,11 @@
 """The Helm render worker: a separate process that renders charts with helm-python-sdk.
 
 Helm's engine is Go code in a native library: a template that loops forever or builds a 1 GiB
-string cannot be interrupted from Python, so it runs here, where the parent (`loading.helm`)
+string cannot be interrupted from Python, so it runs here, where the parent (`loading.helm.charts`)
 can kill it at the deadline, and where the address space is capped (RLIMIT_DATA: Go dies with
 "out of memory" instead of taking the machine).
 
-Run by path (`python .../helm_worker.py MEMORY_BYTES`), it imports nothing of kubelint_ports:
+Run by path (`python .../helm/worker.py MEMORY_BYTES`), it imports nothing of kubelint_ports:
 start-up is Python's and the SDK's alone. Protocol: one JSON request per line on stdin, one JSON
 answer per line on stdout: {"manifests": {...}} or {"error": KIND, "message": TEXT}. A request with
 `local_schemas` renders the chart with its values schemas made local (`local_schema`): the parent

@@ -9,8 +9,8 @@ from __future__ import annotations
 import re
 import shlex
 
-from kubelint_ports.loading import yamltree as yt
-from kubelint_ports.loading.network_settings import Flag
+from kubelint_ports.loading.yaml_files import yamltree as yt
+from kubelint_ports.loading.cluster.network_settings import Flag
 
 COMPONENTS = ("kube-proxy", "kube-apiserver", "kube-controller-manager")
 SHELLS = frozenset(("sh", "bash", "ash", "dash"))

@@ -37,8 +37,8 @@ from dataclasses import dataclass, field
 import yaml
 
 from kubelint_ports.loading import budgets, display_path, files
-from kubelint_ports.loading import yamltree as yt
-from kubelint_ports.loading.helm_worker import SCHEMA_FILE
+from kubelint_ports.loading.yaml_files import yamltree as yt
+from kubelint_ports.loading.helm.worker import SCHEMA_FILE
 
 GZIP_MAGIC = b"\x1f\x8b"
 MAX_ARCHIVE_MEMBERS = 10_000  # members of one chart archive, those of archives inside it included

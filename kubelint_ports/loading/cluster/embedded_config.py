@@ -14,7 +14,7 @@ from typing import Any
 import yaml
 
 from kubelint_ports.loading import STDIN_NAME, Document, ManifestLoader, budgets, files
-from kubelint_ports.loading import yamltree as yt
+from kubelint_ports.loading.yaml_files import yamltree as yt
 from kubelint_ports.records import record
 from kubelint_ports.vocabulary import Diagnostic, Location
 

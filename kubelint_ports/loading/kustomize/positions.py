@@ -16,8 +16,8 @@ from dataclasses import dataclass, field, replace
 import yaml
 
 from kubelint_ports.loading import Document, budgets
-from kubelint_ports.loading import yamltree as yt
-from kubelint_ports.loading.kustomize_tree import (
+from kubelint_ports.loading.yaml_files import yamltree as yt
+from kubelint_ports.loading.kustomize.tree import (
     Kustomization,
     Patch,
     _text,

@@ -14,14 +14,15 @@ from typing import TYPE_CHECKING
 import yaml
 
 from kubelint_ports.vocabulary import Diagnostic, Location
-from kubelint_ports.loading import budgets, files, yamltree
-from kubelint_ports.loading.documents import (EMPTY_STDIN, KEPT_ANNOTATION_PREFIXES, STDIN, Document, DocumentReader,
+from kubelint_ports.loading import budgets, files
+from kubelint_ports.loading.yaml_files import yamltree
+from kubelint_ports.loading.yaml_files.documents import (EMPTY_STDIN, KEPT_ANNOTATION_PREFIXES, STDIN, Document, DocumentReader,
                                               LoadResult, ManifestLoader, SourceText, decoded_text, display_path,
                                               node_location, read_bytes)
-from kubelint_ports.loading.yamltree import MappingNode, Node, ScalarNode
+from kubelint_ports.loading.yaml_files.yamltree import MappingNode, Node, ScalarNode
 
 if TYPE_CHECKING:
-    from kubelint_ports.loading.helm import HelmOptions
+    from kubelint_ports.loading.helm.charts import HelmOptions
 
 _SOURCE_LINE = re.compile(rb"# Source: ([^\r\n]+?)[ \t]*\r?")
 
@@ -74,7 +75,7 @@ def load_file(path: str, result: LoadResult, *, stdin=None, helm: HelmOptions | 
         if not document.origin:
             return document
         if mapper is None:
-            from kubelint_ports.loading.helm import TemplateOutput
+            from kubelint_ports.loading.helm.charts import TemplateOutput
 
             mapper = TemplateOutput(helm)
         return mapper(document)
