@@ -279,15 +279,68 @@ def test_default_services_are_assumed_unless_the_cluster_shows_its_own(tmp_path)
     assert not [f for f in lint_paths([str(tmp_path / "m.yaml")], options).findings if f.rule_id == "KP304"]
 
 
-def test_lab_is_reported_when_it_cannot_run():
-    """The lab skips with a reason (root, tools), never silently: the reason names what is missing."""
+LAB_TOOLS_PRESENT = "iptables v1.8.9 (nf_tables)"
+LEGACY_IPTABLES = "iptables v1.8.7 (legacy)"
+NO_NETNS = "mount --make-shared /run/netns failed: Operation not permitted"
+NO_BRIDGE = "Error: Unknown device type."
+
+
+@pytest.mark.parametrize("machine, reason", [
+    ({"platform": "darwin"}, "the datapath lab needs Linux network namespaces"),
+    ({"euid": 1000}, "the datapath lab needs root (network namespaces, iptables, nft)"),
+    ({"missing_tool": "nft"}, "the datapath lab needs `nft` is not installed: apt-get install nftables"),
+    ({"missing_tool": "conntrack"}, "the datapath lab needs `conntrack` is not installed: apt-get install conntrack"),
+    ({"missing_plugin": "portmap"},
+     "the datapath lab needs the CNI portmap plugin in {cni} (apt-get install containernetworking-plugins)"),
+    ({"iptables_version": LEGACY_IPTABLES},
+     f"the datapath lab needs iptables with the nf_tables backend, found: {LEGACY_IPTABLES}"),
+    ({"netns_error": NO_NETNS}, f"cannot create a network namespace: {NO_NETNS}"),
+    ({"bridge_error": NO_BRIDGE}, f"cannot create a bridge in a network namespace: {NO_BRIDGE}"),
+    ({}, ""),
+], ids=["not-linux", "not-root", "no-nft", "no-conntrack", "no-portmap-plugin", "legacy-iptables",
+        "no-network-namespace", "no-bridge", "everything-present"])
+def test_lab_names_what_keeps_it_from_running(machine, reason, tmp_path, monkeypatch):
+    """The lab skips with a reason, never silently (tests/lab/conftest.py): each missing requirement
+    gives its own reason, naming the package to install. The machine is simulated (no command
+    runs), so every case is checked everywhere, not only the one this machine happens to be."""
+    import subprocess
     import sys
 
     sys.path.insert(0, str(Path(__file__).resolve().parent / "lab"))
     import netlab
 
-    reason = netlab.missing_requirements()
-    assert reason == "" or "lab" in reason or "namespace" in reason
+    monkeypatch.setattr(netlab.sys, "platform", machine.get("platform", "linux"))
+    monkeypatch.setattr(netlab.os, "geteuid", lambda: machine.get("euid", 0))
+    monkeypatch.setattr(netlab, "missing_tool_reason", lambda tool, package: (
+        f"`{tool}` is not installed: apt-get install {package}" if tool == machine.get("missing_tool") else None))
+    for plugin in ("bridge", "host-local", "portmap"):
+        if plugin != machine.get("missing_plugin"):
+            (tmp_path / plugin).write_text("#!/bin/sh\n")
+            (tmp_path / plugin).chmod(0o755)
+    monkeypatch.setattr(netlab, "CNI_PATH", str(tmp_path))
+    namespaces: set[str] = set()
+
+    def run(*command: str, check: bool = True, **_) -> subprocess.CompletedProcess:
+        def done(returncode: int = 0, stdout: str = "", stderr: str = "") -> subprocess.CompletedProcess:
+            return subprocess.CompletedProcess(command, returncode, stdout, stderr)
+
+        if command == ("iptables", "--version"):
+            return done(stdout=machine.get("iptables_version", LAB_TOOLS_PRESENT) + "\n")
+        if command[:3] == ("ip", "netns", "add"):
+            if "netns_error" in machine:
+                return done(1, stderr=machine["netns_error"] + "\n")
+            namespaces.add(command[3])
+            return done()
+        if command[:3] == ("ip", "netns", "exec") and command[4:7] == ("ip", "link", "add"):
+            return done(2, stderr=machine["bridge_error"] + "\n") if "bridge_error" in machine else done()
+        if command[:3] == ("ip", "netns", "del"):
+            namespaces.discard(command[3])
+            return done()
+        raise AssertionError(f"the probe ran a command the simulated machine does not know: {command}")
+
+    monkeypatch.setattr(netlab, "run", run)
+    assert netlab.missing_requirements() == reason.format(cni=tmp_path)
+    assert not namespaces, "the probe left its network namespace behind"
 
 
 # --- every story is the model's ---------------------------------------------------------------------

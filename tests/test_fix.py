@@ -18,10 +18,13 @@ from kubelint_ports.cli import app
 from kubelint_ports.engine import lint_paths
 from kubelint_ports.fixes import FIXES, changes, describe
 from kubelint_ports.loading.yaml_files import yamltree as yt
+from kubelint_ports.loading.helm.charts import in_process_engine
 
 ROOT = Path(__file__).resolve().parents[1]
 POLICIES = ROOT / "tests" / "policies"
 runner = CliRunner()
+needs_engine = pytest.mark.skipif(in_process_engine() is None and shutil.which("helm") is None,
+                                  reason="no Helm engine (helm-python-sdk) nor `helm` binary here")
 
 
 def run(*args: str):
@@ -75,6 +78,11 @@ FIXABLE_TREES = {
 }
 
 
+def is_chart(source: str) -> bool:
+    """A tree Helm renders: without an engine its lint is an input error and there is nothing to fix."""
+    return (ROOT / source / "Chart.yaml").is_file()
+
+
 def lint_tree(paths: list[str], values: tuple[str, ...]):
     from kubelint_ports.engine import LintOptions
     from kubelint_ports.loading.helm.charts import HelmOptions
@@ -115,16 +123,133 @@ def assert_fixes_touch_only_their_lines_and_make_no_new_finding(before, found, u
     assert not new, f"the fix made new findings: {[f'{f.location} {f.rule_id} {f.message[:80]}' for f in new]}"
 
 
-@pytest.mark.parametrize("unsafe", [False, True], ids=["safe", "unsafe"])
-@pytest.mark.parametrize("source", fixable_fixtures(), ids=lambda path: f"{path.parent.name}/{path.name}")
-def test_fix_changes_only_its_lines_and_makes_no_new_finding(source, unsafe, tmp_path, monkeypatch):
+def fixture_name(path: Path) -> str:
+    return f"{path.parent.name}/{path.name}"
+
+
+# What one pass of `--fix` fixes in each fixture of fixable_fixtures(), linted alone: the rules of
+# the findings it fixes without --unsafe-fixes, then with it. Stated, not worked out from a run, so
+# a fix that stops applying fails here instead of turning its case into a mere re-lint.
+FIXED_RULES: dict[str, tuple[set[str], set[str]]] = {
+    "KP001/fail-probe-and-init-ports.yaml": ({"KP001"}, {"KP001"}),
+    "KP001/fail-quoted-ports.yaml": ({"KP001"}, {"KP001"}),
+    "KP003/fail-host-ports.yaml": ({"KP104"}, {"KP104"}),
+    "KP003/fail-service-duplicates.yaml": (set(), {"KP003"}),
+    "KP104/fail-init-containers.yaml": ({"KP104"}, {"KP104"}),
+    "KP201/fail-health-check-and-udp.yaml": (set(), {"KP201"}),
+    "KP203/fail-within-one-service.yaml": (set(), {"KP203"}),
+    "KP204/fail-below-range.yaml": (set(), {"KP204"}),
+    "KP204/fail-default-range-ports.yaml": (set(), {"KP204"}),
+    "KP303/fail-agents-conflict-on-the-kubelet-port.yaml": (set(), {"KP301", "KP303"}),
+    "KP303/fail-debug-agent-kubelet-port.yaml": (set(), {"KP303"}),
+    "host-ports/collisions.yaml": (set(), {"KP201", "KP301", "KP303"}),
+    "kp401/configmap-flannel.yaml": (set(), {"KP401"}),
+    "kp401/configmap-kubeadm.yaml": ({"KP401"}, {"KP401"}),
+    "kp401/flags-static-pod.yaml": ({"KP401"}, {"KP401"}),
+    "kp401/standalone-controller-manager.yaml": ({"KP401"}, {"KP401"}),
+    "move-rules/gossip.yaml": (set(), {"KP301"}),
+    "examples/host-port-pitfalls.yaml": ({"KP104"}, {"KP104"}),
+    "examples/invalid-ports.yaml": ({"KP001"}, {"KP001"}),
+    "examples/nginx-hostport-nodeport.yaml": (set(), {"KP201"}),
+    "examples/node-agents.yaml": (set(), {"KP301", "KP303"}),
+    "examples/port-names.yaml": (set(), {"KP003"}),
+    "examples/services.yaml": (set(), {"KP203", "KP204"}),
+}
+
+# Why `--fix` changes nothing in the other fixtures (and, without --unsafe-fixes, in those above
+# whose fixes are all unsafe).
+NOTHING_FOUND_ALONE = "linted alone it has no finding: its findings need its directory's other files, or it is clean"
+NO_FIX_OFFERED = "none of its findings has a fix: the value to choose is its author's"
+FIX_BLOCKED = "its fix is blocked: no input states the pod CIDR, and the fix never guesses it"
+ONLY_UNSAFE_FIXES = "its fixes are all unsafe and --unsafe-fixes is not given"
+NOT_FIXED: dict[str, str] = {
+    "KP001/fail-incomplete.yaml": NO_FIX_OFFERED,
+    "KP001/fail-out-of-range.yaml": NO_FIX_OFFERED,
+    "KP003/fail-container-port-names.yaml": NO_FIX_OFFERED,
+    "KP201/fail-nginx-31123-deployment.yaml": NO_FIX_OFFERED,  # its KP201 needs the Service of the other file
+    "KP201/fail-nginx-31123-service.yaml": NOTHING_FOUND_ALONE,
+    "KP203/fail-monitoring.yaml": NOTHING_FOUND_ALONE,
+    "KP203/fail-shop.yaml": NOTHING_FOUND_ALONE,
+    "KP303/fail-apiserver-lb-host-network.yaml": NO_FIX_OFFERED,
+    "KP303/fail-host-metrics-host-network.yaml": NO_FIX_OFFERED,
+    "KP401/fail-incident-configmap.yaml": FIX_BLOCKED,
+    "KP401/fail-iptables-daemonset.yaml": FIX_BLOCKED,
+    "KP401/fail-standalone-nftables.yaml": FIX_BLOCKED,
+    "KP401/fail-static-pod-flags.yaml": FIX_BLOCKED,
+    "examples/.kubelint-ports.yaml": NOTHING_FOUND_ALONE,  # the examples' configuration, no manifest
+    "examples/clean.yaml": NOTHING_FOUND_ALONE,
+    "examples/hostnetwork-web.yaml": NO_FIX_OFFERED,
+    "examples/mysql-hostport.yaml": NO_FIX_OFFERED,
+    "examples/node-addresses.yaml": NO_FIX_OFFERED,
+    "examples/org-policies.yaml": NOTHING_FOUND_ALONE,  # its findings need the examples' policies
+    "examples/service-routing.yaml": NO_FIX_OFFERED,
+    "examples/service-without-ports.yaml": NO_FIX_OFFERED,
+}
+
+
+def fixing_cases() -> list:
+    """(fixture, unsafe, rules it fixes) for every fixture and mode where --fix changes something."""
+    return [pytest.param(source, unsafe, rules, id=f"{fixture_name(source)}-{'unsafe' if unsafe else 'safe'}")
+            for source in fixable_fixtures()
+            for unsafe, rules in zip((False, True), FIXED_RULES.get(fixture_name(source), (set(), set())))
+            if rules]
+
+
+def not_fixing_cases() -> list:
+    """(fixture, unsafe, why) for every fixture and mode where --fix changes nothing."""
+    cases = []
+    for source in fixable_fixtures():
+        name = fixture_name(source)
+        for unsafe in (False, True):
+            if name in NOT_FIXED:
+                why = NOT_FIXED[name]
+            elif name in FIXED_RULES and not FIXED_RULES[name][unsafe]:
+                why = ONLY_UNSAFE_FIXES
+            else:
+                continue
+            cases.append(pytest.param(source, unsafe, why, id=f"{name}-{'unsafe' if unsafe else 'safe'}"))
+    return cases
+
+
+def test_every_fixable_fixture_states_what_fix_does_with_it():
+    """A new fixture is listed in FIXED_RULES or NOT_FIXED, so no case of the tests below is a
+    mere re-lint that passes whatever --fix does."""
+    names = [fixture_name(source) for source in fixable_fixtures()]
+    assert not set(FIXED_RULES) & set(NOT_FIXED)
+    assert sorted(set(FIXED_RULES) | set(NOT_FIXED)) == sorted(names)
+    assert all(unsafe_rules >= safe_rules and unsafe_rules for safe_rules, unsafe_rules in FIXED_RULES.values())
+
+
+@pytest.mark.parametrize("source, unsafe, rules", fixing_cases())
+def test_fix_changes_only_its_lines_and_makes_no_new_finding(source, unsafe, rules, tmp_path, monkeypatch):
     before, found, target = fixed_copy(tmp_path, source, unsafe, monkeypatch)
-    assert all(Path(change.file).resolve() == target.resolve() for change in found)
+    assert found, f"--fix changed nothing; it should fix {sorted(rules)}"
+    assert all(Path(change.file).resolve() == target.resolve() and change.new != change.old for change in found)
+    assert {finding.rule_id for change in found for finding in change.fixed} == rules
+    # ... and, written, those findings are gone (checked below with every other finding).
     assert_fixes_touch_only_their_lines_and_make_no_new_finding(before, found, unsafe, lambda: lint_paths([source.name]))
 
 
+@pytest.mark.parametrize("source, unsafe, why", not_fixing_cases())
+def test_fix_changes_nothing_where_it_has_nothing_to_apply(source, unsafe, why, tmp_path, monkeypatch):
+    before, found, _ = fixed_copy(tmp_path, source, unsafe, monkeypatch)
+    assert found == [], f"--fix changed {[change.path for change in found]} though {why}"
+    findings = list(fingerprints(before).values())
+    fixes = [finding.fix for finding in findings if finding.fix is not None]
+    if why == NOTHING_FOUND_ALONE:
+        assert not findings
+    elif why == NO_FIX_OFFERED:
+        assert findings and not fixes
+    elif why == FIX_BLOCKED:
+        assert fixes and all("no input states the pod CIDR" in fix.blocked for fix in fixes)
+    else:
+        assert why == ONLY_UNSAFE_FIXES and not unsafe
+        assert fixes and all(fix.applicability == "unsafe" and not fix.blocked for fix in fixes)
+
+
 @pytest.mark.parametrize("unsafe", [False, True], ids=["safe", "unsafe"])
-@pytest.mark.parametrize("tree", sorted(FIXABLE_TREES))
+@pytest.mark.parametrize("tree", [pytest.param(tree, marks=needs_engine if is_chart(FIXABLE_TREES[tree][0]) else ())
+                                  for tree in sorted(FIXABLE_TREES)])
 def test_fix_of_a_chart_or_a_kustomization_changes_only_its_lines_and_makes_no_new_finding(
         tree, unsafe, tmp_path, monkeypatch):
     source, paths, values = FIXABLE_TREES[tree]

@@ -26,13 +26,6 @@ from external_tools import unavailable  # noqa: E402
 
 MISSING = browser_missing()
 
-
-@pytest.fixture(autouse=True)
-def _browser():
-    """No browser: skip with the package to install; under CI=true, fail."""
-    if MISSING:
-        unavailable(f"no browser to drive: {MISSING}")
-
 INVENTORY = "examples/inventory/nodes.yaml"
 LETTER = {"conflict": "C", "capture": "X", "reserved": "R", "runs": "H", "may run": "?"}
 STRENGTH = ["conflict", "capture", "reserved", "runs", "may run"]
@@ -53,6 +46,12 @@ def lint(*args: str) -> str:
 
 @pytest.fixture(scope="module")
 def browser(tmp_path_factory):
+    """Headless Chromium for the module. No browser: skip with the package to install; under
+    CI=true, fail (external_tools.unavailable). The check is here, not in a function-scoped
+    autouse fixture: pytest sets module-scoped fixtures up first, so such a check came too late
+    and every test errored on starting a driver that is not there."""
+    if MISSING:
+        unavailable(f"no browser to drive: {MISSING}")
     driver = chromium_driver(str(tmp_path_factory.mktemp("chromium-profile")), 1400, 900)
     yield driver
     driver.quit()

@@ -504,10 +504,21 @@ def test_reading_the_commit_never_hangs(tmp_path, monkeypatch):
     (fake / "git").write_text("#!/bin/sh\nsleep 30\n")
     (fake / "git").chmod(0o755)
     monkeypatch.setenv("PATH", f"{fake}:{__import__('os').environ['PATH']}")
+    # Counted, not timed: a process started is the hang, however fast this machine ends it.
+    import subprocess
+
+    started = []
+
+    def no_process(self, args, *rest, **options):
+        started.append(args)
+        raise AssertionError(f"reading the commit started a process: {args}")
+
+    monkeypatch.setattr(subprocess.Popen, "__init__", no_process)
     assert portmap.repository_commit([str(tmp_path / "m.yaml")]) == "0123456789abcdef0123456789abcdef01234567"
     (tmp_path / ".git" / "HEAD").write_text("<script>alert(1)</script>\n")  # not an object name
     assert portmap.repository_commit([str(tmp_path / "m.yaml")]) == ""
     assert portmap.repository_commit(["<stdin>"]) == portmap.repository_commit([]) == ""  # no repository
+    assert started == []
 
 
 @pytest.mark.parametrize("link_base, linked", [
