@@ -151,7 +151,7 @@ def lint(
         if fixable(report, {report_args.output_format.value, *(kind for kind, _ in extra_reports)}):
             from kubelint_ports.fixes import describe, reserved_ports_of
 
-            describe(report, edits=sarif, reserved=reserved_ports_of(settings.policies),
+            describe(report, edits=sarif, reserved=reserved_ports_of(report),
                      choices=settings.config.fix_choices)
     echo_notes(report.notes)
     from kubelint_ports.loading import EMPTY_STDIN
@@ -198,7 +198,7 @@ def run_fixes(report, args: FixArgs, settings, options, quiet: bool):
     def relint():
         return lint_paths(settings.paths, options, policies=settings.policies)
     roots = fix_roots(settings.paths)
-    planner = Planner(relint, unsafe=args.unsafe_fixes, reserved=reserved_ports_of(settings.policies),
+    planner = Planner(relint, unsafe=args.unsafe_fixes, reserved=reserved_ports_of(report),
                       choices=settings.config.fix_choices, roots=roots, passes=MAX_FIX_PASSES,
                       presence=frozenset(policy.id for policy in settings.policies if policy.presence))
     plan = planner.plan(report)
@@ -395,9 +395,8 @@ def write_free(report, settings, output_format, output, near, count) -> None:
     """`ports --free`: each unit's free nodePorts and host ports (model.free_ports), then exit as `ports` does."""
     from kubelint_ports.formatters.port_map import write_free_json, write_free_text
     from kubelint_ports.model.free_ports import free_ports_by_unit
-    from kubelint_ports.portmap import reserved_for_free_ports
 
-    found = free_ports_by_unit(report.cluster, reserved_for_free_ports(settings.policies), near, count)
+    found = free_ports_by_unit(report.cluster, report.cluster.node_daemons, near, count)
     write_and_exit(report, output, lambda stream: (
         write_free_json if output_format is PortsFormat.json else write_free_text)(found, stream))
 

@@ -24,7 +24,7 @@ from kubelint_ports.loading import Loading, LoadResult, budgets, changed_sources
 from kubelint_ports.model import Cluster, ClusterFacts
 from kubelint_ports.model.build import INVENTORY, LINTED, LIVE, ModelReader, assemble, custom_workload_kinds, split_by_unit
 from kubelint_ports.model.units import UnitRules
-from kubelint_ports.policies import Policy, builtin_policies, enabled_by_default, rules_run
+from kubelint_ports.policies import Policy, builtin_policies, enabled_by_default, node_daemon_ports, rules_run
 from kubelint_ports.suppressions import annotation_reason, apply_exemptions, unknown_rule_notes
 
 if TYPE_CHECKING:  # not imported at run time: plain manifests never load the Helm module
@@ -56,6 +56,9 @@ class LintOptions:
     say_workers: bool = False  # -v, --statistics: a note says how many worker processes read the input, and why
     units: UnitRules = UnitRules()  # deployment units: the config's `units:` (model.units)
     unit_inputs: tuple[tuple[str, UnitInputs], ...] = ()  # per unit name: its own inventory, running objects, facts
+    # (port, daemon) of every node daemon the configuration knows (`settings.node_daemons`), whether
+    # or not the node-reserved-port rule runs; None: the built-in ones and the run's policies' own.
+    node_daemons: tuple[tuple[int, str], ...] | None = None
 
 
 def lint_paths(paths: Sequence[str], options: LintOptions = LintOptions(), *, stdin=None,
@@ -63,6 +66,9 @@ def lint_paths(paths: Sequence[str], options: LintOptions = LintOptions(), *, st
     with collector_paused(), budgets.applied(options.limits):
         cluster, loaded, diagnostics = load_cluster(paths, options, stdin=stdin)
         policies = tuple(policies if policies is not None else enabled_by_default(builtin_policies()))
+        daemons = node_daemons_of(policies, options)
+        for each in (cluster, *(unit for _, unit in cluster.units)):
+            each.node_daemons = daemons
         findings = run_checks_by_unit(cluster, policies, diagnostics)
         if options.exemptions or options.baseline:
             findings = apply_exemptions(findings, options.exemptions, options.baseline)
@@ -82,6 +88,16 @@ def lint_paths(paths: Sequence[str], options: LintOptions = LintOptions(), *, st
         notes=loaded.notes + unknown_rule_notes(loaded.documents, known_policies(policies)),
         make_port_map=make_port_map,  # the map: a view of the model and the findings, made when asked
     )
+
+
+def node_daemons_of(policies: Sequence[Policy], options: LintOptions) -> dict[int, str]:
+    """port -> node daemon, the one list a free port avoids (`Cluster.node_daemons`): a fact about
+    the nodes, so it does not depend on which rules run (`--select KP201` keeps the kubelet's ports)."""
+    if options.node_daemons is not None:
+        return dict(options.node_daemons)
+    by_id = {policy.id: policy for policy in builtin_policies()}
+    by_id.update((policy.id, policy) for policy in policies)
+    return node_daemon_ports(by_id.values())
 
 
 def make_port_map(report: Report):

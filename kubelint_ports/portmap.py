@@ -298,7 +298,7 @@ def build_port_map(cluster: Cluster, findings: Sequence[Finding] = (), policies:
         holder.index = index
     port_map = PortMap(node_order(cluster, holders), holders, list(findings), cluster.nodes is not None,
                        node_info={node.name: node_info(node) for node in cluster.nodes or ()}, cluster=cluster,
-                       reserved=reserved_for_free_ports(policies))
+                       reserved=cluster.node_daemons)
     place_findings(port_map, {policy.id: policy.port_map for policy in policies})
     answer_receivers(port_map, cluster)
     return port_map

@@ -117,7 +117,8 @@ def resolve_within(command: CommandLine, config: Config, limits: budgets.Limits)
         if not given:
             check_config_paths(config, key)
     known = policies_with([*config_paths(config, "policies"), *command.policies])
-    policies = selected_policies(known, apply_rules(known, config), command, config)
+    configured = apply_rules(known, config)
+    policies = selected_policies(known, configured, command, config)
     if command.scope == "object":
         from kubelint_ports.checks import cross_object_of  # knows without importing every check
 
@@ -142,6 +143,7 @@ def resolve_within(command: CommandLine, config: Config, limits: budgets.Limits)
         limits=limits,
         units=unit_rules(config),
         unit_inputs=unit_inputs(command, config),
+        node_daemons=node_daemons(known, configured),
     )
     paths = tuple(command.paths) or tuple(config_paths(config, "paths")) or DEFAULT_PATHS
     return Settings(paths, options, tuple(policies), command.fail_on or config.get("fail-on") or "error", config,
@@ -225,6 +227,15 @@ def check_config_paths(config: Config, key: str) -> None:
 
 def split_references(values) -> list[str]:
     return [token.strip() for value in values for token in str(value).split(",") if token.strip()]
+
+
+def node_daemons(known: list[Policy], configured: list[Policy]) -> tuple[tuple[int, str], ...]:
+    """Every node daemon's port the configuration knows: each node-reserved-port policy with the
+    configuration's params, whether or not it is selected, on or off (a daemon still listens)."""
+    from kubelint_ports.policies import node_daemon_ports
+
+    by_id = {policy.id: policy for policy in configured}
+    return tuple(sorted(node_daemon_ports([by_id.get(policy.id, policy) for policy in known]).items()))
 
 
 def selected_policies(known: list[Policy], active: list[Policy], command: CommandLine,

@@ -61,9 +61,9 @@ def fix_once(file: Path, unsafe: bool, choices, what: str) -> int:
 
     policies = all_policies()
     roots = fix_roots([str(file)])
-    planner = Planner(lambda: linted(file, policies, what), unsafe=unsafe, reserved=reserved_ports_of(policies),
-                      choices=choices, roots=roots, passes=MAX_FIX_PASSES)
     report = linted(file, policies, what)
+    planner = Planner(lambda: linted(file, policies, what), unsafe=unsafe, reserved=reserved_ports_of(report),
+                      choices=choices, roots=roots, passes=MAX_FIX_PASSES)
     try:
         plan = planner.plan(report)
         patch_of(plan, roots)  # `--diff` prints it

@@ -17,8 +17,6 @@ from kubelint_ports.findings import split_message
 from kubelint_ports.model.free_ports import (free_host_port_runs, free_ports, free_ranges, free_runs, host_port_holders,
                                              host_port_holders_by_node, nearest, nearest_free_host_port,
                                              nearest_in_runs, run_ports)
-from kubelint_ports.policies import builtin_policies, enabled_by_default
-from kubelint_ports.portmap import reserved_for_free_ports
 
 COLLISIONS = Path(__file__).resolve().parent / "fix" / "host-ports" / "collisions.yaml"
 
@@ -155,7 +153,7 @@ def pools_cluster(tmp_path):
 
 def test_each_nodes_free_host_ports_are_those_a_walk_over_every_port_finds(tmp_path):
     cluster = pools_cluster(tmp_path)
-    reserved = reserved_for_free_ports(enabled_by_default(builtin_policies()))
+    reserved = cluster.node_daemons
     found = free_ports(cluster, reserved, near=8090, count=3)
     node_ports, *hosts = found.scopes
     assert [scope.node for scope in hosts] == ["a1", "a2", "b1"]
@@ -212,6 +210,23 @@ def test_host_port_collisions_name_the_free_host_port_the_fix_takes(tmp_path, mo
     assert named.group(1) == ("free hostPort on every node this pod may run on" if inventory
                               else "hostPort that no pod, nodePort or node daemon of the inputs holds")
     assert "nearest" not in split_message(finding["message"])[0]  # the claim stays the claim
+
+
+def test_a_daemon_port_the_configuration_adds_is_kept_free_by_the_message_the_fix_and_ports_free(tmp_path, monkeypatch):
+    """One truth for the node daemons (Cluster.node_daemons, from the run's policies): with 29999
+    reserved in the configuration, KP201 names 29998, the fix moves to 29998, `ports --free` says
+    29998; none of them 29999."""
+    shutil.copyfile(COLLISIONS, tmp_path / "c.yaml")
+    (tmp_path / ".kubelint-ports.yaml").write_text(
+        "rules:\n  KP303:\n    ports:\n      - {port: 10250, daemon: kubelet}\n      - {port: 29999, daemon: node-agent}\n")
+    monkeypatch.chdir(tmp_path)
+    # KP303 not selected: the daemons are a fact about the nodes, whichever rules run
+    [finding] = lint_json(tmp_path, "c.yaml", "--select", "KP201")
+    named = re.search(r"The nearest .* is (\d+) \(`kubelint-ports ports --free --near 31123`\)\.$", finding["message"])
+    moved = re.match(r"move hostPort 31123 to (\d+),", finding["fix"]["description"])
+    free_json = json.loads(runner.invoke(app, ["ports", "--free", "--near", "31123", "--format", "json", "c.yaml"]).stdout)
+    [host_ports] = [scope for scope in free_json["scopes"] if scope["kind"] == "hostPort"]
+    assert named and moved and int(named.group(1)) == int(moved.group(1)) == host_ports["suggested"][0] == 29998, finding
 
 
 SECOND_CLAIM = MANIFESTS + "---\n" + json.dumps(  # a second Service on web's nodePort 30002

@@ -9,7 +9,6 @@ the check, at its first finding.
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from functools import cache
 from itertools import islice
 from typing import Any
 
@@ -28,7 +27,6 @@ from kubelint_ports.model.datapath import (
 )
 from kubelint_ports.model.datapath.service import service_use
 from kubelint_ports.model.free_ports import HeldHostPorts, free_host_port_for, free_node_port, held_host_ports
-from kubelint_ports.model.port_holders import reserved_ports
 
 MAX_RELATED = 10
 
@@ -41,20 +39,9 @@ def node_port_related(service: Service, claim: NodePortClaim) -> Related:
     return Related(service, claim.field_path, f"{claim.label} {claim.port} of {service.ref}")
 
 
-@cache
-def node_daemon_ports() -> Mapping[int, str]:
-    """port -> node daemon, from the built-in node-reserved-port policy: the ports a suggested free
-    port avoids. A check is handed its own policy's params only, so a configuration that changes
-    that policy's list is not seen here (the fixes and `ports --free` read the run's)."""
-    from kubelint_ports.policies import builtin_policies
-
-    return {port: daemon for policy in builtin_policies() if policy.check == "node-reserved-port"
-            for (_, port), daemon in sorted(reserved_ports(policy.params).items(), reverse=True)}
-
-
 def lowest_free_node_port(cluster: Cluster) -> str:
     """The sentence naming the lowest free nodePort of the range (`phrases_rules.free_node_port`)."""
-    return phrases_rules.free_node_port(free_node_port(cluster, node_daemon_ports()), cluster.node_port_range_text)
+    return phrases_rules.free_node_port(free_node_port(cluster, cluster.node_daemons), cluster.node_port_range_text)
 
 
 class FreeHostPort:
@@ -68,7 +55,7 @@ class FreeHostPort:
 
     def sentence(self, workload: Workload, port: int, via: str) -> str:
         if self.held is None:
-            self.held = held_host_ports(self.cluster, node_daemon_ports())
+            self.held = held_host_ports(self.cluster, self.cluster.node_daemons)
         found = free_host_port_for(self.cluster, workload, port, self.held)
         return phrases_rules.free_host_port(found, port, "hostPort" if via == "hostPort" else "port",
                                             bool(self.cluster.nodes))

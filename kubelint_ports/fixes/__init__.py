@@ -51,11 +51,10 @@ def fixable(report, formats=SHOWN_IN) -> bool:
             and any(finding.rule_id in FIXABLE for finding in report.findings))
 
 
-def reserved_ports_of(policies) -> frozenset[int]:
-    """The node daemons' ports the run's node-reserved-port policies list (a moved port avoids them)."""
-    from kubelint_ports.policies import node_daemon_ports
-
-    return frozenset(node_daemon_ports(policies))
+def reserved_ports_of(report) -> frozenset[int]:
+    """The node daemons' ports of the run (`Cluster.node_daemons`, from its node-reserved-port
+    policies): a moved port avoids them."""
+    return frozenset(report.cluster.node_daemons) if report.cluster is not None else frozenset()
 
 
 def fixable_rules() -> tuple[str, ...]:

@@ -268,6 +268,10 @@ class Cluster:
     # Views derived from the above and asked for by several checks and the fixes, each worked out
     # once (model.free_ports.held_host_ports); never part of what the cluster is.
     derived: dict = field(default_factory=dict, repr=False, compare=False)
+    # port -> node daemon (etcd, the kubelet, ...): the ports the run's node-reserved-port policies
+    # list, which a suggested or moved free port avoids. One fact, set by the engine from the run's
+    # policies (`policies.node_daemon_ports`); the checks, the fixes and `ports --free` read it here.
+    node_daemons: dict[int, str] = field(default_factory=dict, repr=False, compare=False)
 
     def node_ports_by_number(self) -> dict[int, list[tuple[Service, NodePortClaim]]]:
         """Every nodePort claim indexed by port number (how the allocator counts them)."""
