@@ -16,22 +16,26 @@ from typing import List, Optional
 
 from kubelint_ports import __version__
 from kubelint_ports.cli_options import (
-    CLUSTER,
+    BASELINE_OPTION,
     CLUSTER_OPTION,
-    CNI_PLUGINS_VERSION_OPTION,
+    COLOR_OPTION,
+    FAIL_ON_OPTION,
+    LINK_BASE_OPTION,
     NODES_OPTION,
+    OUTPUT_OPTION,
     POD_CIDR_OPTION,
-    POLICY,
-    PROXY_MODE_OPTION,
     SARIF_CATEGORY_OPTION,
+    SCOPE_OPTION,
     SERVICE_CIDR_OPTION,
+    SHOW_SUPPRESSED_OPTION,
+    WRITE_BASELINE_OPTION,
     BudgetArgs,
     ConfigArgs,
     FactArgs,
+    FailOn,
     FixArgs,
     HelmArgs,
     OutputFormat,
-    ProxyMode,
     ReportArgs,
     RuleChoice,
     Scope,
@@ -108,18 +112,13 @@ def lint(
     report_args: ReportArgs,
     fix_args: FixArgs,
     rule_choice: RuleChoice,
-    show_suppressed: bool = option(False, "--show-suppressed", help="Show suppressed findings in text output."),
+    show_suppressed: bool = SHOW_SUPPRESSED_OPTION,
     sarif_category: str = SARIF_CATEGORY_OPTION,
-    link_base: str = option("", "--link-base", metavar="URL",
-                            help="Markdown and HTML reports: link locations under this http(s) URL (a blob URL "
-                                 "of the commit)."),
+    link_base: str = LINK_BASE_OPTION,
     config_args: ConfigArgs,
-    scope: Scope = option(Scope.all, "--scope", rich_help_panel=POLICY,
-                          help="object: only rules that need no other object (the per-file pre-commit hook)."),
-    baseline: Optional[str] = option(None, "--baseline", metavar="FILE", rich_help_panel=POLICY,
-                                     help="Report only findings not recorded in this baseline."),
-    write_baseline: Optional[str] = option(None, "--write-baseline", metavar="FILE", rich_help_panel=POLICY,
-                                           help="Record today's findings as the baseline and exit 0."),
+    scope: Scope = SCOPE_OPTION,
+    baseline: Optional[str] = BASELINE_OPTION,
+    write_baseline: Optional[str] = WRITE_BASELINE_OPTION,
     fact_args: FactArgs,
     helm_args: HelmArgs,
     budget_args: BudgetArgs,
@@ -134,10 +133,7 @@ def lint(
         report_args, config_args, fact_args, helm_args, rule_choice, budget_args, paths=tuple(paths or ()),
         baseline=baseline, scope=scope.value, writing_baseline=bool(write_baseline)))
     quiet = report_args.quiet
-    if getattr(settings.options.baseline, "version", None) == 1 and not quiet:
-        echo(f"kubelint-ports: note: {baseline or settings.config.get('baseline')} is a version 1 baseline "
-             "(its keys count list items, so a new sidecar breaks them); rewrite it with --write-baseline",
-             err=True)
+    note_old_baseline(settings, baseline, quiet)
     options = dataclasses.replace(settings.options, jobs=budget_args.jobs,
                                   say_workers=report_args.explain or report_args.statistics)
     report = lint_paths(settings.paths, options, policies=settings.policies)
@@ -168,6 +164,19 @@ def lint(
                                    source_root=find_source_root(settings.config.path), quiet=quiet,
                                    unsafe_fixes=fix_args.unsafe_fixes)
     write_reports(report, report_args, extra_reports, format_options)
+    exit_recording(report, settings.fail_on, write_baseline, quiet)
+
+
+def note_old_baseline(settings, baseline: Optional[str], quiet: bool) -> None:
+    if getattr(settings.options.baseline, "version", None) == 1 and not quiet:
+        echo(f"kubelint-ports: note: {baseline or settings.config.get('baseline')} is a version 1 baseline "
+             "(its keys count list items, so a new sidecar breaks them); rewrite it with --write-baseline",
+             err=True)
+
+
+def exit_recording(report, fail_on: str, write_baseline: Optional[str], quiet: bool) -> None:
+    """Exit with the run's code; with --write-baseline (and no input error), record its findings
+    first and exit 0."""
     if write_baseline and not report.diagnostics:
         from kubelint_ports.suppressions import write_baseline as record
 
@@ -180,42 +189,25 @@ def lint(
         if not quiet:
             echo(f"kubelint-ports: wrote {count} findings to the baseline {write_baseline}", err=True)
         raise SystemExit(EXIT_CLEAN)
-    raise SystemExit(exit_code(report, settings.fail_on))
-
-
-MAX_FIX_PASSES = 4  # passes of one plan: a fix left out for overlapping another is made on the next
+    raise SystemExit(exit_code(report, fail_on))
 
 
 def run_fixes(report, args: FixArgs, settings, options, quiet: bool):
-    """`--diff` and `--fix` print and write one plan (`fixes.apply`), worked out in memory first:
-    `--diff` prints it and exits (1 when there is a change); `--fix` writes exactly those bytes,
-    every file or none, and returns the report of the fixed files."""
-    from kubelint_ports.engine import lint_paths
-    from kubelint_ports.fixes import reserved_ports_of
-    from kubelint_ports.fixes.apply import Planner, fix_roots, outcome_lines, patch_of
-    from kubelint_ports.fixes.write import WriteFailure, write_changes
+    """`--diff` and `--fix` (`fixes.loop`): `--diff` prints the plan and exits (1 when there is a
+    change); `--fix` writes it, every file or none, and returns the report of the fixed files."""
+    from kubelint_ports.fixes.loop import run_fixes as fix
 
-    def relint():
-        return lint_paths(settings.paths, options, policies=settings.policies)
-    roots = fix_roots(settings.paths)
-    planner = Planner(relint, unsafe=args.unsafe_fixes, reserved=reserved_ports_of(report),
-                      choices=settings.config.fix_choices, roots=roots, passes=MAX_FIX_PASSES,
-                      presence=frozenset(policy.id for policy in settings.policies if policy.presence))
-    plan = planner.plan(report)
+    done = fix(report, settings.paths, options, settings.policies, args, choices=settings.config.fix_choices,
+               quiet=quiet)
+    if done.failure:
+        echo(printable(f"kubelint-ports: error: {done.failure}"), err=True)
+        raise SystemExit(EXIT_USAGE)
+    echo_lines(done.before)
+    sys.stdout.write(done.patch)
+    echo_lines(done.after)
     if args.diff:
-        base, patch = patch_of(plan, roots)
-        if plan.changes and not quiet:
-            echo(printable(f"kubelint-ports: apply with `git apply` (or `patch -p1`) in {base}"), err=True)
-        sys.stdout.write(patch)
-        echo_lines(outcome_lines(plan, plan.report, plan.notes, args, quiet))
-        raise SystemExit(EXIT_FINDINGS if plan.changes else EXIT_CLEAN)
-    try:
-        write_changes(plan.changes)
-    except WriteFailure as failure:
-        echo(printable(f"kubelint-ports: error: {failure}"), err=True)
-        raise SystemExit(EXIT_USAGE) from None
-    echo_lines(outcome_lines(plan, plan.report, plan.notes, args, quiet))
-    return plan.report
+        raise SystemExit(EXIT_FINDINGS if done.changed else EXIT_CLEAN)
+    return done.report
 
 
 def echo_lines(lines) -> None:
@@ -223,32 +215,36 @@ def echo_lines(lines) -> None:
         echo(printable(line), err=True)
 
 
+@with_option_groups
 def show_config(
     paths: Optional[List[str]] = argument(None, show_default=False,
                                           help="Also read these inputs and show the datapath facts they "
                                                "state, with their sources."),
-    config: Optional[str] = option(None, "--config", metavar="FILE", help="Configuration file."),
-    policies: List[str] = option([], "--policies", metavar="DIR", help="A directory of your own policies."),
-    nodes: List[str] = NODES_OPTION,
-    cluster: List[str] = CLUSTER_OPTION,
-    proxy_mode: Optional[ProxyMode] = PROXY_MODE_OPTION,
-    cni_plugins_version: Optional[str] = CNI_PLUGINS_VERSION_OPTION,
+    *,
+    fail_on: Optional[FailOn] = FAIL_ON_OPTION,
+    rule_choice: RuleChoice,
+    config_args: ConfigArgs,
+    scope: Scope = SCOPE_OPTION,
+    baseline: Optional[str] = BASELINE_OPTION,
+    fact_args: FactArgs,
+    helm_args: HelmArgs,
+    budget_args: BudgetArgs,
 ) -> None:
     """Print the effective configuration: the config file over the policy defaults."""
     import yaml
 
-    from kubelint_ports.settings import CommandLine, effective
+    from kubelint_ports.settings import effective
 
-    settings = run_settings(CommandLine(paths=tuple(paths or ()), config=config, policies=tuple(policies),
-                                        nodes=tuple(nodes), cluster=tuple(cluster),
-                                        proxy_mode=proxy_mode.value if proxy_mode else None,
-                                        cni_plugins_version=cni_plugins_version))
+    settings = run_settings(command_line(
+        config_args, fact_args, helm_args, rule_choice, budget_args, paths=tuple(paths or ()),
+        fail_on=fail_on.value if fail_on else None, baseline=baseline, scope=scope.value))
     data = effective(settings)
-    if paths or nodes or cluster:
+    if paths or fact_args.nodes or fact_args.cluster:
         from kubelint_ports.engine import load_cluster
         from kubelint_ports.model.datapath import facts_table
 
-        model, _, diagnostics = load_cluster(settings.paths, settings.options)
+        model, _, diagnostics = load_cluster(settings.paths, dataclasses.replace(settings.options,
+                                                                                   jobs=budget_args.jobs))
         for diagnostic in diagnostics:
             echo(f"{diagnostic.location}: input-error {diagnostic.message}", err=True)
         data["facts"] = facts_table(model.datapath.facts)
@@ -323,10 +319,8 @@ def ports(
     output_format: PortsFormat = option(PortsFormat.text, "--format",
                                         help="text, json, or html: one self-contained page (grid, filters, "
                                              "the findings beside it)."),
-    output: Optional[Path] = option(None, "--output", "-o", help="Write the map to this file."),
-    color: Optional[bool] = option(None, "--color/--no-color",
-                                   help="Colour conflicts (default: on a terminal, unless NO_COLOR is set; "
-                                        "FORCE_COLOR forces it)."),
+    output: Optional[Path] = OUTPUT_OPTION,
+    color: Optional[bool] = COLOR_OPTION,
     config_args: ConfigArgs,
     fact_args: FactArgs,
     helm_args: HelmArgs,
@@ -337,8 +331,7 @@ def ports(
     near: Optional[int] = option(None, "--near", metavar="PORT", min=1, max=65535,
                                  help="With --free: the free ports nearest to PORT."),
     count: int = option(5, "--count", min=1, metavar="N", help="With --free --near: how many (default 5)."),
-    link_base: str = option("", "--link-base", metavar="URL",
-                            help="HTML: link locations under this http(s) URL (a blob URL of the commit)."),
+    link_base: str = LINK_BASE_OPTION,
 ) -> None:
     """Show each node's host ports: who holds them (hostPort, hostNetwork, nodePort, node daemon) and
     what `lint` finds there; conflicts and captures are marked with their rule."""
@@ -407,22 +400,26 @@ SNAPSHOT_HELP = ("Snapshot directories, one per node (named after the node), hol
                  "files or directories may follow: their Services and pods are compared with the nodes.")
 
 
+@with_option_groups
 def node_command(
     paths: List[str] = argument(..., help=SNAPSHOT_HELP, metavar="SNAPSHOT... [MANIFEST...]"),
     *,
     report_args: ReportArgs,
     rule_choice: RuleChoice,
+    show_suppressed: bool = SHOW_SUPPRESSED_OPTION,
     sarif_category: str = SARIF_CATEGORY_OPTION,
+    link_base: str = LINK_BASE_OPTION,
     node_name: Optional[str] = option(None, "--node", metavar="NAME",
                                       help="The node's name when one snapshot is given (default: its directory's name)."),
-    config: Optional[str] = option(None, "--config", metavar="FILE", rich_help_panel=POLICY,
-                                   help="Configuration file (rules, severities, exemptions)."),
+    config_args: ConfigArgs,
+    baseline: Optional[str] = BASELINE_OPTION,
+    write_baseline: Optional[str] = WRITE_BASELINE_OPTION,
     nodes: List[str] = NODES_OPTION,
-    cluster: List[str] = option([], "--cluster", metavar="FILE", rich_help_panel=CLUSTER,
-                                help="Pods and Services running: `kubectl get pods,svc -A -o yaml`, or "
-                                     "`kubectl get pods -A -o wide` text (repeatable)."),
+    cluster: List[str] = CLUSTER_OPTION,
     service_cidr: Optional[str] = SERVICE_CIDR_OPTION,
     pod_cidr: Optional[str] = POD_CIDR_OPTION,
+    helm_args: HelmArgs,
+    budget_args: BudgetArgs,
 ) -> None:
     """Diagnose live nodes from their own dumps: stale or shadowed hostPort DNATs, hostPorts ahead of
     kube-proxy, a missing or wrong masquerade rule, host processes that lose their port, drift."""
@@ -431,19 +428,23 @@ def node_command(
     from kubelint_ports.loading.snapshot.node_inputs import split_snapshot_paths
 
     extra_reports = report_args.extra_reports()
-    check_writable(report_args.output, *(path for _, path in extra_reports))
+    check_writable(report_args.output, write_baseline, *(path for _, path in extra_reports))
     snapshots, manifests = split_snapshot_paths(paths)
     if not snapshots:
         raise UsageError("no snapshot among the paths (a directory of dumps from a node)", param_hint="SNAPSHOT")
     if node_name and len(snapshots) > 1:
         raise UsageError("--node names one snapshot; several were given", param_hint="--node")
     settings = run_settings(command_line(
-        report_args, rule_choice, config=config, service_cidr=service_cidr, pod_cidr=pod_cidr, nodes=tuple(nodes),
-        cluster=tuple(cluster)))
-    report = lint_snapshots(snapshots, manifests, settings.options, node=node_name, policies=settings.policies)
-    format_options = FormatOptions(sarif_category=sarif_category, quiet=report_args.quiet)
+        report_args, rule_choice, config_args, helm_args, budget_args, service_cidr=service_cidr, pod_cidr=pod_cidr,
+        nodes=tuple(nodes), cluster=tuple(cluster), baseline=baseline, writing_baseline=bool(write_baseline)))
+    if baseline:  # a configured one is noted by `lint`
+        note_old_baseline(settings, baseline, report_args.quiet)
+    report = lint_snapshots(snapshots, manifests, dataclasses.replace(settings.options, jobs=budget_args.jobs),
+                            node=node_name, policies=settings.policies)
+    format_options = FormatOptions(show_suppressed=show_suppressed, sarif_category=sarif_category,
+                                   link_base=link_base, quiet=report_args.quiet)
     write_reports(report, report_args, extra_reports, format_options)
-    raise SystemExit(exit_code(report, settings.fail_on))
+    exit_recording(report, settings.fail_on, write_baseline, report_args.quiet)
 
 
 def write_reports(report, args: ReportArgs, extra_reports, format_options) -> None:
@@ -508,6 +509,10 @@ def make_app():
 def __getattr__(name: str):
     if name == "app":  # `from kubelint_ports.cli import app`: the typer app (tests run it with CliRunner)
         return make_app()
+    if name == "MAX_FIX_PASSES":  # now fixes.loop's (tests/fuzzing_fix.py still asks here)
+        from kubelint_ports.fixes.loop import MAX_FIX_PASSES
+
+        return MAX_FIX_PASSES
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 

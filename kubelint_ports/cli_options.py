@@ -356,7 +356,8 @@ POLICY = "Configuration and policies"
 NODES_OPTION = option([], "--nodes", metavar="FILE", rich_help_panel=CLUSTER,
                       help="Node inventory: the output of `kubectl get nodes -o yaml` (repeatable).")
 CLUSTER_OPTION = option([], "--cluster", metavar="FILE", rich_help_panel=CLUSTER,
-                        help="Objects already running: `kubectl get pods,svc,ds,deploy -A -o yaml` (repeatable).")
+                        help="Objects already running: `kubectl get pods,svc,ds,deploy -A -o yaml` (repeatable; "
+                             "`node` also reads `kubectl get pods -A -o wide` text).")
 PROXY_MODE_OPTION = option(None, "--proxy-mode", rich_help_panel=CLUSTER,
                            help="kube-proxy mode, when the inputs do not say.")
 SERVICE_CIDR_OPTION = option(None, "--service-cidr", metavar="CIDR[,CIDR]", rich_help_panel=CLUSTER,
@@ -367,6 +368,21 @@ CNI_PLUGINS_VERSION_OPTION = option(
     None, "--cni-plugins-version", metavar="VERSION", rich_help_panel=CLUSTER,
     help="containernetworking/plugins release on the nodes (decides portmap's rule order), e.g. 1.1.1.")
 SARIF_CATEGORY_OPTION = option("", "--sarif-category", help="SARIF automationDetails.id (a category).")
+OUTPUT_OPTION = option(None, "--output", "-o", help="Write the report to this file.")
+COLOR_OPTION = option(None, "--color/--no-color", help="Colour text output (default: on a terminal, unless NO_COLOR "
+                                                        "is set; FORCE_COLOR forces it).")
+FAIL_ON_OPTION = option(None, "--fail-on", show_default=False,
+                        help="Exit 1 when a finding has this severity or higher (default: the config's, else error).")
+LINK_BASE_OPTION = option("", "--link-base", metavar="URL",
+                          help="Markdown and HTML reports: link locations under this http(s) URL (a blob URL of the "
+                               "commit).")
+SHOW_SUPPRESSED_OPTION = option(False, "--show-suppressed", help="Show suppressed findings in text output.")
+SCOPE_OPTION = option(Scope.all, "--scope", rich_help_panel=POLICY,
+                      help="object: only rules that need no other object (the per-file pre-commit hook).")
+BASELINE_OPTION = option(None, "--baseline", metavar="FILE", rich_help_panel=POLICY,
+                         help="Report only findings not recorded in this baseline.")
+WRITE_BASELINE_OPTION = option(None, "--write-baseline", metavar="FILE", rich_help_panel=POLICY,
+                               help="Record today's findings as the baseline and exit 0.")
 
 
 # Option groups (`cli_options`): each declared once, taken whole by the commands that share it.
@@ -377,15 +393,11 @@ class ReportArgs:
 
     output_format: OutputFormat = group_option(OutputFormat.text, "--format", "--output-format",
                                                help="Report format (--output-format, as ruff names it, too).")
-    output: Optional[Path] = group_option(None, "--output", "-o", help="Write the report to this file.")
+    output: Optional[Path] = group_option(OUTPUT_OPTION)
     reports: List[str] = group_option([], "--report", metavar="FORMAT:FILE",
                                       help="Also write a report in another format (repeatable), e.g. sarif:out.sarif.")
-    fail_on: Optional[FailOn] = group_option(None, "--fail-on", show_default=False,
-                                             help="Exit 1 when a finding has this severity or higher (default: the "
-                                                  "config's, else error).")
-    color: Optional[bool] = group_option(None, "--color/--no-color",
-                                         help="Colour text output (default: on a terminal, unless NO_COLOR is set; "
-                                              "FORCE_COLOR forces it).")
+    fail_on: Optional[FailOn] = group_option(FAIL_ON_OPTION)
+    color: Optional[bool] = group_option(COLOR_OPTION)
     explain: bool = group_option(False, "--explain", "--verbose", "-v",
                                  help="Text: each finding's explanation (who receives the packet), object and related "
                                       "places under its headline.")
@@ -428,7 +440,7 @@ class FixArgs:
 
 @record(frozen=True)
 class RuleChoice:
-    """Which rules run (`lint`, `ports`, `node`)."""
+    """Which rules run (`lint`, `ports`, `node`, and the rules `config` shows)."""
 
     select: List[str] = group_option([], "--select", metavar="RULES", rich_help_panel=POLICY,
                                      help="Run only these rules: ids, names or id prefixes (KP2), comma-separated, "
@@ -443,7 +455,7 @@ class RuleChoice:
 
 @record(frozen=True)
 class ConfigArgs:
-    """The configuration file and policies of one's own (`lint`, `ports`)."""
+    """The configuration file and policies of one's own (every command that runs rules, and `config`)."""
 
     config: Optional[str] = group_option(None, "--config", metavar="FILE", rich_help_panel=POLICY,
                                          help="Configuration file (default: .kubelint-ports.yaml or pyproject.toml "
@@ -457,7 +469,8 @@ class ConfigArgs:
 
 @record(frozen=True)
 class FactArgs:
-    """What the cluster is like, when the inputs do not say (`lint`, `ports`)."""
+    """What the cluster is like, when the inputs do not say (`lint`, `ports`, `config`; `node` takes the
+    four its rules read, alone)."""
 
     node_port_range: Optional[str] = group_option(
         None, "--node-port-range", metavar="LOW-HIGH", rich_help_panel=CLUSTER,
@@ -481,7 +494,7 @@ class FactArgs:
 
 @record(frozen=True)
 class HelmArgs:
-    """How charts render (`lint`, `ports`)."""
+    """How charts render (`lint`, `ports`, `node`'s manifests, `config`'s facts)."""
 
     values: List[str] = group_option([], "--values", "-f", metavar="FILE", rich_help_panel=HELM,
                                      help="Values file for the charts linted (repeatable; later files win).")
@@ -511,7 +524,8 @@ class HelmArgs:
 
 @record(frozen=True)
 class BudgetArgs:
-    """Budgets against hostile input, and the processes that read large inputs (`lint`, `ports`)."""
+    """Budgets against hostile input, and the processes that read large inputs (`lint`, `ports`, `node`,
+    `config`)."""
 
     limits: List[str] = group_option(
         [], "--limit", metavar="NAME=VALUE", rich_help_panel=POLICY,

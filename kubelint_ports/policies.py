@@ -18,15 +18,18 @@ import yaml
 from kubelint_ports.records import record
 from kubelint_ports.vocabulary import Diagnostic, Location, Severity
 
-PACKAGE_DIR = Path(__file__).resolve().parent
+from kubelint_ports.policy_data import (  # noqa: F401 (the policies' names for them)
+    INDEX,
+    INDEX_VERSION,
+    PACKAGE_DIR,
+    builtin_policy_data,
+    builtin_policy_dir,
+    indexed_data,
+    read_index,
+)
+
 SCHEMA_PATH = PACKAGE_DIR / "schemas" / "policy.schema.json"
 _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-
-
-def builtin_policy_dir() -> Path:
-    """Inside a wheel the policies ship as `kubelint_ports/_policies`; in a checkout they are top-level."""
-    shipped = PACKAGE_DIR / "_policies"
-    return shipped if shipped.is_dir() else PACKAGE_DIR.parent / "policies"
 
 
 @record(frozen=True, slots=True)
@@ -208,14 +211,42 @@ def line_of_key(path: Path, keys) -> int:
     return (key_node or value_node).start_mark.line + 1
 
 
+# Where a built-in check lives and what it is: declared by the built-in policies that name it
+# (`checks.placements`), never by a policy of one's own.
+PLACEMENT_KEYS = frozenset({"module", "reads", "cross-object", "fix"})
+
+
+def moved_placement(data: dict[str, Any]) -> str:
+    """The first placement key (`PLACEMENT_KEYS`) a policy of one's own gives otherwise than the
+    built-in policies naming its check: "" when it gives none or repeats theirs (a copy of a
+    built-in policy, made one's own, loads as it is)."""
+    theirs = [builtin for _, builtin in builtin_policy_data()
+              if isinstance(builtin, dict) and builtin.get("check") == data.get("check")]
+    for key in sorted(PLACEMENT_KEYS.intersection(data)):
+        if not any(builtin.get(key, DEFAULT_PLACEMENT.get(key)) == data[key] for builtin in theirs):
+            return key
+    return ""
+
+
+DEFAULT_PLACEMENT = {"reads": "cluster", "cross-object": False}
+
+
 def load_policies(directory: Path | None = None, *, validate: bool = False) -> list[Policy]:
     """The policies of a directory of one's own, or (None) the built-in ones (through the index)."""
     shipped = directory is None
-    directory = directory or builtin_policy_dir()
-    indexed = read_index(directory) if shipped else {}
+    own = not shipped and directory.resolve() != builtin_policy_dir().resolve()
+    files = builtin_policy_data() if shipped else [(path, None) for path in sorted(directory.glob("*.y*ml"))]
     policies = []
-    for path in sorted(directory.glob("*.y*ml")):
-        data = indexed_data(path, indexed) if shipped else read_policy_file(path)
+    for path, data in files:
+        if not shipped:
+            data = read_policy_file(path)
+            if own and (moved := moved_placement(data)):
+                raise PolicyError(str(path), line_of_key(path, [moved]),
+                                  f"{moved}: only the built-in policies say where a check lives, what it reads and "
+                                  "how it is fixed; a policy of your own names a built-in check (or port-schema) with "
+                                  "`check:` and may repeat what the built-in policies say of it, nothing else")
+        elif not isinstance(data, dict):
+            raise PolicyError(str(path), 1, "a policy file must be a mapping")
         if validate:
             try:
                 validate_policy(data, path)
@@ -231,37 +262,6 @@ def load_policies(directory: Path | None = None, *, validate: bool = False) -> l
 @cache
 def builtin_policies() -> tuple[Policy, ...]:
     return tuple(load_policies())
-
-
-# The built-in policies' data in one JSON document beside them, written by `python -m
-# kubelint_ports.docs` (`write_policy_index`): every run reads the policies, and parsing 40-odd YAML
-# files was a tenth of a `lint` of one small file. Each entry holds its file's size and CRC32: a
-# file that is not the one indexed (edited since) is read from its YAML, so the index can make a
-# run slower when it is stale, never different (tests/test_startup.py keeps it fresh).
-INDEX = "index.json"
-INDEX_VERSION = 1
-
-
-def read_index(directory: Path) -> dict[str, dict[str, Any]]:
-    """The index's entries by file name; none when it is missing or not one this version wrote."""
-    try:
-        index = json.loads((directory / INDEX).read_text(encoding="utf-8"))
-        return {entry["name"]: entry for entry in index["policies"]} if index["version"] == INDEX_VERSION else {}
-    except (OSError, ValueError, KeyError, TypeError):
-        return {}
-
-
-def indexed_data(path: Path, indexed: dict[str, dict[str, Any]]) -> dict[str, Any]:
-    """A built-in policy's data: the index's when the file is the one indexed, else read from it."""
-    entry = indexed.get(path.name)
-    if entry is not None:
-        try:
-            raw = path.read_bytes()
-        except OSError:
-            raw = None
-        if raw is not None and entry.get("size") == len(raw) and entry.get("crc32") == zlib.crc32(raw):
-            return entry["data"]
-    return read_policy_file(path, shipped=True)
 
 
 def policy_index(directory: Path | None = None) -> dict[str, Any]:

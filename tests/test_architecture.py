@@ -20,6 +20,7 @@ STAGES = {
     "sourceroot": 0,    # where the repository's top is (no project imports)
     "workload_kinds": 0,  # the kinds that make pods and where their pod template is (no project imports)
     "schema_gate": 0,   # start-up only: a quick yes for our own JSON Schemas before jsonschema (no project imports)
+    "policy_data": 0,   # the built-in policies as data, read through their index (no project imports)
     "policy_schemas": 3,  # a user's JSON Schema (a port-schema policy's) made safe to validate with
     "loading": 1,       # every input format: files, charts, Kustomize, stdin, node dumps
     "model": 2,         # workloads, Services, nodes, proxy config, placement, the datapath model

@@ -199,18 +199,39 @@ def test_policies_from_the_index_are_the_policies_from_their_files(tmp_path):
 
 
 def test_the_check_registry_names_every_check_in_its_module():
-    """`checks.MODULES` says where each check lives, so `lint` loads only the families it uses;
-    `register` refuses a check it places elsewhere. Every entry exists, with what it reads."""
+    """The built-in policies say where each check lives (`module:`), so `lint` loads only the
+    families it uses; `register` refuses a check placed elsewhere. Every placement exists, with
+    what it reads."""
     from kubelint_ports import checks
 
     registered = dict(checks.CHECKS.items())  # imports every family
-    assert set(registered) == set(checks.MODULES)
+    places = checks.placements()
+    assert set(registered) == set(places)
     for name, check in registered.items():
-        assert check.function.__module__ == f"kubelint_ports.checks.{checks.MODULES[name]}", name
+        assert check.function.__module__ == f"kubelint_ports.checks.{places[name].module}", name
         assert checks.reads_of(name) == check.reads, name
         assert checks.cross_object_of(name) == check.cross_object, name
     # The modules of checks/ that hold no check: the registry, and the helpers the manifest rules
     # (traffic) and the node-snapshot rules (node_snapshot) share.
     helpers = {"__init__", "traffic", "node_snapshot"}
-    family_files = {path.stem for path in (ROOT / "kubelint_ports" / "checks").glob("*.py")} - helpers
-    assert family_files == set(checks.MODULES.values())
+    family_files = {str(path.relative_to(ROOT / "kubelint_ports" / "checks").with_suffix("")).replace("/", ".")
+                    for path in (ROOT / "kubelint_ports" / "checks").rglob("*.py")}
+    assert {name for name in family_files if name.rpartition(".")[2] not in helpers} == {
+        place.module for place in places.values()}
+
+
+def test_every_built_in_policy_places_its_check_and_no_policy_of_ones_own_may(tmp_path):
+    from kubelint_ports import policies
+    from kubelint_ports.policy_data import builtin_policy_data
+
+    assert all("module" in data for _, data in builtin_policy_data())
+    (tmp_path / "KP901-mine.yaml").write_text(
+        "id: KP901\nname: mine\nseverity: error\nsummary: a policy of my own here\ncheck: host-port\n"
+        "cross-object: true\ndocs: {what: x}\n")
+    with pytest.raises(policies.PolicyError, match="cross-object: only the built-in policies say where a check lives"):
+        policies.load_policies(tmp_path)
+    # a copy of a built-in policy made one's own repeats what the built-in one says: it loads
+    (tmp_path / "KP901-mine.yaml").write_text(
+        (ROOT / "policies" / "KP301-host-port-conflict.yaml").read_text().replace("id: KP301", "id: KP901"))
+    [mine] = policies.load_policies(tmp_path)
+    assert mine.id == "KP901" and mine.check == "host-port-conflict"

@@ -3,14 +3,16 @@
 A check reads the cluster model and yields `Hit`s. It never knows its rule id or severity: the
 engine stamps those from the policy, so severity stays configuration.
 
-The registry stays explicit (`MODULES` names every check's module) and loads lazily: a family's
-module is imported, and registers its checks, when one of them is first looked up.
+The registry stays explicit (each built-in policy names its check's module, `placements`) and
+loads lazily: a family's module is imported, and registers its checks, when one of them is first
+looked up.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import field
+from functools import cache
 from typing import Any, Protocol
 
 from kubelint_ports.loading import Document
@@ -64,62 +66,46 @@ class Check:
     check_params: Callable[[Mapping[str, Any]], tuple[list, str] | None] | None = None
 
 
-# Where each built-in check lives: its name -> its family's module under `checks/`. A module is
-# imported when one of its checks is first looked up (`CHECKS[name]`), so a run imports only the
-# families its rules use: `lint` never loads the node-snapshot rules (and with them the dump
-# readers), nor `port-schema` unless a custom policy uses it. `register` refuses a check missing
-# here or placed in another module, so the table cannot drift from the code.
-MODULES: dict[str, str] = {
-    **dict.fromkeys(("invalid-port-name", "duplicate-port", "service-without-ports"), "api_validation"),
-    **dict.fromkeys(("host-port-in-ephemeral-range", "node-port-range-overlaps-ephemeral-range"), "ephemeral_ports"),
-    **dict.fromkeys(("host-port", "host-port-in-node-port-range"), "host_ports"),
-    "host-port-in-init-container": "init_container_ports",
-    "invalid-port": "invalid_ports",
-    **dict.fromkeys(("invalid-cidr", "kube-proxy-cluster-cidr-missing", "kube-proxy-cluster-cidr-overlaps-service-cidr",
-                     "kube-proxy-cluster-cidr-excludes-pod-cidr", "service-cidr-overlaps-pod-cidr",
-                     "kube-proxy-config-inconsistent"), "network"),
-    **dict.fromkeys(("external-ip-host-port-collision", "host-ip-not-on-node"), "node_addresses"),
-    **dict.fromkeys(("host-port-conflict", "host-port-host-network-capture", "node-reserved-port",
-                     "host-port-service-port-capture"), "node_model"),
-    **dict.fromkeys(("host-port-node-port-collision", "node-port-collision", "node-port-out-of-range"), "node_ports"),
-    **dict.fromkeys(("stale-host-port-dnat", "shadowed-host-port", "host-ports-ahead-of-kube-proxy"),
-                    "snapshot_host_ports"),
-    "kube-proxy-masquerade-rule": "snapshot_kube_proxy",
-    "host-process-loses-port": "snapshot_listeners",
-    "node-drift": "snapshot_drift",
-    "host-network": "peer_policies",
-    "port-schema": "port_schema",
-    **dict.fromkeys(("dangling-service", "target-port-name-not-declared", "target-port-number-not-declared",
-                     "service-protocol-mismatch", "probe-port-name-not-declared"), "service_routing"),
-}
-# The families whose checks read node dumps (`node`); every other check reads the cluster (`lint`).
-NODE_SNAPSHOT_MODULES = frozenset({"snapshot_host_ports", "snapshot_kube_proxy", "snapshot_listeners",
-                                   "snapshot_drift"})
-# The built-in checks that compare several objects (`register(..., cross_object=True)`), which
-# `--scope object` (the per-file pre-commit hook) leaves out.
-CROSS_OBJECT = frozenset({
-    "dangling-service", "external-ip-host-port-collision", "host-ip-not-on-node",
-    "host-port-conflict", "host-port-host-network-capture", "host-port-node-port-collision",
-    "host-port-service-port-capture", "kube-proxy-cluster-cidr-excludes-pod-cidr",
-    "kube-proxy-cluster-cidr-overlaps-service-cidr", "kube-proxy-config-inconsistent", "node-port-collision",
-    "node-port-range-overlaps-ephemeral-range", "service-cidr-overlaps-pod-cidr", "service-protocol-mismatch",
-    "target-port-name-not-declared", "target-port-number-not-declared",
-})
+@record(frozen=True, slots=True)
+class Placement:
+    """Where a built-in check lives and what it is, as the built-in policies naming it declare
+    (`module:`, `reads:`, `cross-object:` in `policies/*.yaml`): the one place these are said."""
+
+    module: str  # its family's module under `checks/` (`manifest.host_ports`)
+    reads: str = "cluster"  # "cluster" (manifests, `lint`) or "node-snapshot" (dumps, `node`)
+    cross_object: bool = False  # `--scope object` (the per-file pre-commit hook) leaves it out
+
+
+@cache
+def placements() -> dict[str, Placement]:
+    """Each built-in check's placement, from the built-in policies (their index: no YAML parsed).
+    A module is imported when one of its checks is first looked up (`CHECKS[name]`), so a run
+    imports only the families its rules use: `lint` never loads the node-snapshot rules (and with
+    them the dump readers), nor `port-schema` unless a policy uses it. `register` refuses a check
+    its policy does not place in its module, so the policies cannot drift from the code."""
+    from kubelint_ports.policy_data import builtin_policy_data
+
+    found: dict[str, Placement] = {}
+    for path, data in builtin_policy_data():
+        if not isinstance(data, dict) or "module" not in data:
+            continue
+        place = Placement(data["module"], data.get("reads", "cluster"), bool(data.get("cross-object", False)))
+        if found.setdefault(data["check"], place) != place:
+            raise ValueError(f"{path.name} places check {data['check']!r} otherwise than another built-in policy "
+                             f"({found[data['check']]} != {place})")
+    return found
 
 
 def reads_of(name: str) -> str:
     """What the check `name` reads ("cluster" or "node-snapshot"), without importing its module."""
-    module = MODULES.get(name)
-    if module is not None and not dict.__contains__(CHECKS, name):
-        return "node-snapshot" if module in NODE_SNAPSHOT_MODULES else "cluster"
-    return CHECKS[name].reads
+    place = placements().get(name)
+    return place.reads if place is not None else CHECKS[name].reads
 
 
 def cross_object_of(name: str) -> bool:
     """Whether the check `name` compares several objects, without importing its module."""
-    if name in MODULES and not dict.__contains__(CHECKS, name):
-        return name in CROSS_OBJECT
-    return CHECKS[name].cross_object
+    place = placements().get(name)
+    return place.cross_object if place is not None else CHECKS[name].cross_object
 
 
 def load(module: str) -> None:
@@ -134,14 +120,14 @@ class Registry(dict):
     them all: listing the registry is for validation and docs, not for a run)."""
 
     def __missing__(self, name: str) -> Check:
-        module = MODULES.get(name) if isinstance(name, str) else None
-        if module is None:
+        place = placements().get(name) if isinstance(name, str) else None
+        if place is None:
             raise KeyError(name)
-        load(module)
+        load(place.module)
         return dict.__getitem__(self, name)
 
     def __contains__(self, name: object) -> bool:
-        return dict.__contains__(self, name) or name in MODULES
+        return dict.__contains__(self, name) or name in placements()
 
     def get(self, name, default=None):
         try:
@@ -150,7 +136,7 @@ class Registry(dict):
             return default
 
     def load_all(self) -> None:
-        for module in sorted(set(MODULES.values())):
+        for module in sorted({place.module for place in placements().values()}):
             load(module)
 
     def __iter__(self):
@@ -178,23 +164,22 @@ CHECKS: dict[str, Check] = Registry()
 
 
 def register(name: str, params_schema: Mapping[str, Any] | None = None, *,
-             cross_object: bool = False, reads: str = "cluster",
              check_params: Callable[[Mapping[str, Any]], tuple[list, str] | None] | None = None
              ) -> Callable[[CheckFunction], CheckFunction]:
+    """Register `function` as the check `name`. What it reads and whether it compares objects
+    are its policy's (`placements`); a check outside `checks/` (a test's) reads the cluster,
+    one object at a time."""
     def decorate(function: CheckFunction) -> CheckFunction:
         if dict.__contains__(CHECKS, name):
             raise ValueError(f"check {name!r} registered twice")
-        module = MODULES.get(name)
-        family = function.__module__.rpartition(".")[2]
-        if function.__module__.startswith(f"{__name__}.") and module != family:
-            raise ValueError(f"check {name!r} is registered in checks/{family}.py but checks.MODULES says "
-                             f"{module!r}: add it there")
-        if module is not None and reads != ("node-snapshot" if module in NODE_SNAPSHOT_MODULES else "cluster"):
-            raise ValueError(f"check {name!r} reads {reads!r}: checks.NODE_SNAPSHOT_MODULES disagrees")
-        if module is not None and cross_object != (name in CROSS_OBJECT):
-            raise ValueError(f"check {name!r}: cross_object={cross_object} but checks.CROSS_OBJECT disagrees")
+        place = placements().get(name)
+        family = function.__module__.removeprefix(f"{__name__}.")
+        if function.__module__.startswith(f"{__name__}.") and (place is None or place.module != family):
+            raise ValueError(f"check {name!r} is registered in {function.__module__} but no built-in policy places it "
+                             f"there: add `module: {family}` to the policy whose `check:` is {name!r}")
+        place = place or Placement(family)
         CHECKS[name] = Check(name, function, params_schema or {"type": "object", "additionalProperties": False},
-                             cross_object, reads, check_params)
+                             place.cross_object, place.reads, check_params)
         return function
 
     return decorate

@@ -48,7 +48,7 @@ def bind_may_fail(cluster: Cluster, claim: HostClaim, source: str) -> str:
             f"{cluster.ephemeral_port_range[0]}, or list it in the nodes' net.ipv4.ip_local_reserved_ports.")
 
 
-@register("node-port-range-overlaps-ephemeral-range", cross_object=True)
+@register("node-port-range-overlaps-ephemeral-range")
 def node_port_range_overlaps_ephemeral_range(cluster: Cluster, params: Mapping[str, Any]) -> Iterator[Hit]:
     low, high = cluster.ephemeral_port_range
     network = cluster.network

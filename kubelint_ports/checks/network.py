@@ -28,7 +28,7 @@ def network_of(cluster: Cluster) -> NetworkConfig | None:
 NetworkCheck = Callable[[NetworkConfig, Cluster], Iterator[Hit]]
 
 
-def network_check(name: str, *, cross_object: bool = False) -> Callable[[NetworkCheck], Callable]:
+def network_check(name: str) -> Callable[[NetworkCheck], Callable]:
     """Register a rule of the cluster's network configuration: `function(network, cluster)`, run
     only when the inputs built one (`cluster.network`). None of these rules takes params."""
     def decorate(function: NetworkCheck) -> Callable:
@@ -37,7 +37,7 @@ def network_check(name: str, *, cross_object: bool = False) -> Callable[[Network
             network = network_of(cluster)
             if network is not None:
                 yield from function(network, cluster)
-        return register(name, cross_object=cross_object)(check)
+        return register(name)(check)
     return decorate
 
 
@@ -132,7 +132,7 @@ def checked_cluster_cidrs(proxy: ProxyConfig):
     return proxy.cluster_cidrs
 
 
-@network_check("kube-proxy-cluster-cidr-overlaps-service-cidr", cross_object=True)
+@network_check("kube-proxy-cluster-cidr-overlaps-service-cidr")
 def kube_proxy_cluster_cidr_overlaps_service_cidr(network: NetworkConfig, cluster: Cluster) -> Iterator[Hit]:
     for proxy in network.proxies:
         for cluster_range in checked_cluster_cidrs(proxy):
@@ -159,7 +159,7 @@ def kube_proxy_cluster_cidr_overlaps_service_cidr(network: NetworkConfig, cluste
 
 # --- KP403 -----------------------------------------------------------------------------------
 
-@network_check("kube-proxy-cluster-cidr-excludes-pod-cidr", cross_object=True)
+@network_check("kube-proxy-cluster-cidr-excludes-pod-cidr")
 def kube_proxy_cluster_cidr_excludes_pod_cidr(network: NetworkConfig, cluster: Cluster) -> Iterator[Hit]:
     for proxy in network.proxies:
         cluster_ranges = checked_cluster_cidrs(proxy)
@@ -188,7 +188,7 @@ def kube_proxy_cluster_cidr_excludes_pod_cidr(network: NetworkConfig, cluster: C
 
 # --- KP404 -----------------------------------------------------------------------------------
 
-@network_check("service-cidr-overlaps-pod-cidr", cross_object=True)
+@network_check("service-cidr-overlaps-pod-cidr")
 def service_cidr_overlaps_pod_cidr(network: NetworkConfig, cluster: Cluster) -> Iterator[Hit]:
     """Reported at the Service range; at the pod range when the Service range is not in a linted file."""
     reported: dict[tuple[int, int], list] = {}  # (id of subject source, family) -> overlapping ranges
@@ -236,7 +236,7 @@ def describe_setting(proxy: ProxyConfig) -> str:
     return f"{proxy.effective_mode} mode with {cidr}"
 
 
-@network_check("kube-proxy-config-inconsistent", cross_object=True)
+@network_check("kube-proxy-config-inconsistent")
 def kube_proxy_config_inconsistent(network: NetworkConfig, cluster: Cluster) -> Iterator[Hit]:
     """Configurations that differ from the most common setting; on a tie, every configuration."""
     proxies = [proxy for proxy in network.proxies if proxy.cluster_cidr_known]

@@ -50,7 +50,7 @@ def address_owners(cluster: Cluster) -> dict[str, list[str]]:
 
 # --- external-ip-host-port-collision ---------------------------------------------------------------
 
-@register("external-ip-host-port-collision", cross_object=True)
+@register("external-ip-host-port-collision")
 def external_ip_host_port_collision(cluster: Cluster, params: Mapping[str, Any]) -> Iterator[Hit]:
     """kube-proxy accepts a Service's `port` on its externalIPs and load-balancer IPs (iptables,
     IPVS and nftables alike) and DNATs it to the endpoints before any socket of the node sees it."""
@@ -134,7 +134,7 @@ def collision_hits(cluster: Cluster, service, port, address, victims) -> Iterato
 
 # --- host-ip-not-on-node ------------------------------------------------------------------------------
 
-@register("host-ip-not-on-node", cross_object=True)
+@register("host-ip-not-on-node")
 def host_ip_not_on_node(cluster: Cluster, params: Mapping[str, Any]) -> Iterator[Hit]:
     if not cluster.nodes:
         return

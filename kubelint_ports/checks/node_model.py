@@ -63,7 +63,7 @@ def claimant_related(claimant: Claimant) -> Related:
 
 # --- host-port-conflict ------------------------------------------------------------------------
 
-@register("host-port-conflict", cross_object=True)
+@register("host-port-conflict")
 def host_port_conflict(cluster: Cluster, params: Mapping[str, Any]) -> Iterator[Hit]:
     free_host_port = FreeHostPort(cluster)
     for conflict in conflicts(allocate(cluster)):
@@ -123,7 +123,7 @@ def others_text(others: list[Claimant]) -> str:
 
 # --- host-port-host-network-capture --------------------------------------------------------------
 
-@register("host-port-host-network-capture", cross_object=True)
+@register("host-port-host-network-capture")
 def host_port_host_network_capture(cluster: Cluster, params: Mapping[str, Any]) -> Iterator[Hit]:
     """A hostNetwork pod's declared ports are host ports: the scheduler keeps hostPort pods off
     its node (host-port-conflict reports what cannot fit). Ports it listens on *without* declaring
@@ -283,7 +283,7 @@ def service_targets(cluster: Cluster) -> dict[tuple[str, int], list[ServiceTarge
     return by_port
 
 
-@register("host-port-service-port-capture", cross_object=True)
+@register("host-port-service-port-capture")
 def host_port_service_port_capture(cluster: Cluster, params: Mapping[str, Any]) -> Iterator[Hit]:
     by_port = service_targets(cluster)
     allocation = allocate(cluster) if cluster.nodes is not None else None

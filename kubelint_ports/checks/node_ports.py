@@ -61,7 +61,7 @@ class FreeHostPort:
                                             bool(self.cluster.nodes))
 
 
-@register("host-port-node-port-collision", params_schema=HOLDER_PARAMS, cross_object=True)
+@register("host-port-node-port-collision", params_schema=HOLDER_PARAMS)
 def host_port_node_port_collision(cluster: Cluster, params: Mapping[str, Any]) -> Iterator[Hit]:
     """A hostPort's DNAT and kube-proxy's nodePort rule, or a hostNetwork pod's socket and
     kube-proxy's rule (or its health-check server), on one port: the datapath model says who wins."""
@@ -136,7 +136,7 @@ def legal_share(a: NodePortClaim, b: NodePortClaim) -> bool:
             and a.protocol != b.protocol)
 
 
-@register("node-port-collision", cross_object=True)
+@register("node-port-collision")
 def node_port_collision(cluster: Cluster, params: Mapping[str, Any]) -> Iterator[Hit]:
     free = None  # the lowest free nodePort's sentence, made at the first finding
     for number, entries in cluster.node_ports_by_number().items():

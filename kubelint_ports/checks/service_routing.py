@@ -43,7 +43,7 @@ def target_of(port: ServicePort) -> tuple[int | str | None, str]:
 
 # --- dangling-service -----------------------------------------------------------------------------
 
-@register("dangling-service", cross_object=True, params_schema={
+@register("dangling-service", params_schema={
     "type": "object",
     "additionalProperties": False,
     "properties": {"strict": {"type": "boolean"}, "selectorless": {"type": "boolean"}},
@@ -107,7 +107,7 @@ def routed_ports(cluster: Cluster) -> Iterator[tuple[Service, ServicePort, list[
             yield service, port, workloads
 
 
-@register("target-port-name-not-declared", cross_object=True)
+@register("target-port-name-not-declared")
 def target_port_name_not_declared(cluster: Cluster, params: Mapping[str, Any]) -> Iterator[Hit]:
     for service, port, workloads in routed_ports(cluster):
         if isinstance(port.target_port, str):
@@ -139,7 +139,7 @@ def unresolved_name(service: Service, port: ServicePort, workloads: list[Workloa
         related, variant="some", port=port.port)
 
 
-@register("target-port-number-not-declared", cross_object=True)
+@register("target-port-number-not-declared")
 def target_port_number_not_declared(cluster: Cluster, params: Mapping[str, Any]) -> Iterator[Hit]:
     for service, port, workloads in routed_ports(cluster):
         number, field = target_of(port)
@@ -153,7 +153,7 @@ def target_port_number_not_declared(cluster: Cluster, params: Mapping[str, Any])
                 f"declare."), port=number)
 
 
-@register("service-protocol-mismatch", cross_object=True)
+@register("service-protocol-mismatch")
 def service_protocol_mismatch(cluster: Cluster, params: Mapping[str, Any]) -> Iterator[Hit]:
     for service, port, workloads in routed_ports(cluster):
         number, _ = target_of(port)

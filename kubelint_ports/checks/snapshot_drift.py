@@ -64,7 +64,7 @@ def missing_rule_answer(node: NodeState, rule: NodePortRule | ClusterIpRule, lab
     return explain(answer, parties), traffic_data(answer, parties)
 
 
-@register("node-drift", reads="node-snapshot")
+@register("node-drift")
 def node_drift(context: NodeSnapshots, params: Mapping[str, Any]) -> Iterator[Hit]:
     nodes = [node for node in context.nodes if node.entry_jumps or node.node_ports or node.cluster_ips]
     if len(nodes) < 2:

@@ -149,7 +149,7 @@ def port_list(entries: list[HostPortEntry]) -> str:
     return f"{protocol}/{listed(ports)}" if len(ports) > 1 else f"{protocol}/{ports[0]}"
 
 
-@register("stale-host-port-dnat", reads="node-snapshot")
+@register("stale-host-port-dnat")
 def stale_host_port_dnat(context: NodeSnapshots, params: Mapping[str, Any]) -> Iterator[Hit]:
     for node in context.nodes:
         for jump, entries in by_jump(node.host_ports).items():
@@ -186,7 +186,7 @@ def stale_host_port_dnat(context: NodeSnapshots, params: Mapping[str, Any]) -> I
                 port=entry.port, traffic=traffic)
 
 
-@register("shadowed-host-port", reads="node-snapshot")
+@register("shadowed-host-port")
 def shadowed_host_port(context: NodeSnapshots, params: Mapping[str, Any]) -> Iterator[Hit]:
     for node in context.nodes:
         for jump, entries in by_jump(node.host_ports).items():
@@ -259,7 +259,7 @@ def captured_services(node: NodeState, entries: list[HostPortEntry], context: No
     return captured
 
 
-@register("host-ports-ahead-of-kube-proxy", reads="node-snapshot")
+@register("host-ports-ahead-of-kube-proxy")
 def host_ports_ahead_of_kube_proxy(context: NodeSnapshots, params: Mapping[str, Any]) -> Iterator[Hit]:
     for node in context.nodes:
         for hook in ("PREROUTING", "OUTPUT"):

@@ -49,7 +49,7 @@ def contains(cidr, item: str) -> bool:
     return network is not None and network.version == cidr.version and network.subnet_of(cidr)
 
 
-@register("kube-proxy-masquerade-rule", reads="node-snapshot")
+@register("kube-proxy-masquerade-rule")
 def kube_proxy_masquerade_rule(context: NodeSnapshots, params: Mapping[str, Any]) -> Iterator[Hit]:
     for node in context.nodes:
         mode = node.proxy_mode

@@ -38,7 +38,7 @@ def covers(listener_address: str, host_ip: str) -> bool:
     return listener_address in ("*", "0.0.0.0", "::", host_ip)
 
 
-@register("host-process-loses-port", reads="node-snapshot")
+@register("host-process-loses-port")
 def host_process_loses_port(context: NodeSnapshots, params: Mapping[str, Any]) -> Iterator[Hit]:
     for node in context.nodes:
         node_ports: dict[tuple[str, int], list] = {}

@@ -24,10 +24,12 @@ from __future__ import annotations
 
 from typing import Any
 
-# The rules whose findings `--fix` mends: the keys of `FIXES` (fixes.rules), which maps each to its
-# fix. Said here too so that a run without such a finding never imports the fix machinery (ruamel,
-# the free-port search); tests/test_startup.py keeps the two equal.
-FIXABLE = frozenset({"KP001", "KP003", "KP104", "KP201", "KP203", "KP204", "KP301", "KP303", "KP401"})
+from kubelint_ports.policy_data import builtin_policy_data
+
+# The rules whose findings `--fix` mends: the built-in policies that name a fix (`fix:`), read
+# here from their data so that a run without such a finding never imports the fix machinery
+# (ruamel, the free-port search); `FIXES` (fixes.rules) maps each to its fix.
+FIXABLE = frozenset(data["id"] for _, data in builtin_policy_data() if "fix" in data)
 
 # What `fixes.run` (one run's fixes) provides, imported from it when first asked for.
 _FROM_RUN = frozenset({"Choices", "FileChange", "changes", "describe", "unified_diff"})

@@ -15,6 +15,7 @@ import re
 
 import yaml
 
+from kubelint_ports.policy_data import builtin_policy_data
 from kubelint_ports.findings import Finding
 from kubelint_ports.fixes.kube_proxy import set_cluster_cidr
 from kubelint_ports.fixes.plan import SAFE, UNSAFE, Context, Plan, place
@@ -365,16 +366,15 @@ def node_ports_kept(findings: list[Finding], origins=lambda finding: ()) -> set[
     return kept
 
 
-# The table: rule id -> its fix. Explicit, so `kubelint-ports explain` and the docs can say
-# which rules have one.
-FIXES = {
-    "KP001": unquote_port,
-    "KP003": remove_duplicate_service_port,
-    "KP104": remove_init_host_port,
-    "KP201": move_host_port,
-    "KP203": move_node_port,
-    "KP204": move_node_port,
-    "KP301": move_host_port,
-    "KP303": move_host_port,
-    "KP401": set_cluster_cidr,
+# Each fix by the name a built-in policy gives it (`fix:` in `policies/*.yaml`), and the table
+# of rule id -> its fix made from those names: `kubelint-ports explain` and the docs say which
+# rules have one, and a new rule gets one with a line in its policy.
+FIXERS = {
+    "unquote-port": unquote_port,
+    "remove-duplicate-service-port": remove_duplicate_service_port,
+    "remove-init-host-port": remove_init_host_port,
+    "move-host-port": move_host_port,
+    "move-node-port": move_node_port,
+    "set-cluster-cidr": set_cluster_cidr,
 }
+FIXES = {data["id"]: FIXERS[data["fix"]] for _, data in builtin_policy_data() if "fix" in data}
