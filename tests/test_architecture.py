@@ -63,11 +63,13 @@ def type_checking_lines(tree: ast.AST) -> set[int]:
     return lines
 
 
-def imports(path: Path) -> list[tuple[int, str]]:
-    """(line, imported module) for every project import in a file, wherever it stands."""
+def imported_names(path: Path) -> list[tuple[int, str, str | None, str | None]]:
+    """(line, module, name, bound as) for every project import in a file, wherever it stands, but
+    not under `if TYPE_CHECKING:`: `from M import X as Y` gives (line, M, X, Y), `import M` gives
+    (line, M, None, None)."""
     tree = ast.parse(path.read_text(encoding="utf-8"))
     skip = type_checking_lines(tree)
-    found = []
+    found: list[tuple[int, str, str | None, str | None]] = []
     package = module_name(path).rsplit(".", 0 if path.name == "__init__.py" else 1)[0]
     for node in ast.walk(tree):
         if node.lineno in skip if hasattr(node, "lineno") else False:
@@ -78,11 +80,17 @@ def imports(path: Path) -> list[tuple[int, str]]:
                 anchor = package.split(".")
                 base = ".".join(anchor[: len(anchor) - node.level + 1] + ([base] if base else []))
             if base.startswith("kubelint_ports"):
-                found += [(node.lineno, f"{base}.{alias.name}" if base == "kubelint_ports" else base)
-                          for alias in node.names]
+                found += [(node.lineno, base, alias.name, alias.asname or alias.name) for alias in node.names]
         elif isinstance(node, ast.Import):
-            found += [(node.lineno, alias.name) for alias in node.names if alias.name.startswith("kubelint_ports")]
+            found += [(node.lineno, alias.name, None, None)
+                      for alias in node.names if alias.name.startswith("kubelint_ports")]
     return found
+
+
+def imports(path: Path) -> list[tuple[int, str]]:
+    """(line, imported module) for every project import in a file, wherever it stands."""
+    return [(line, f"{base}.{name}" if base == "kubelint_ports" and name else base)
+            for line, base, name, _ in imported_names(path)]
 
 
 MODULES = sorted(PACKAGE.rglob("*.py"))
@@ -115,3 +123,86 @@ def test_the_scan_sees_imports_inside_functions(tmp_path):
 @pytest.mark.parametrize("path", MODULES, ids=[str(path.relative_to(PACKAGE)) for path in MODULES])
 def test_no_module_grows_past_600_lines(path):
     assert len(path.read_text(encoding="utf-8").splitlines()) <= 600
+
+
+# ---------------------------------------------------------------------------------------------
+# No import cycle at all, between rooms or inside one (issue 33). The graph has one node per
+# module and one edge per import, top-level or inside a function (never under TYPE_CHECKING).
+# `from package import X` goes to the module that defines X: the submodule X itself, or, when the
+# package's face only re-exports X, the module the face took it from. A face importing its own
+# submodules to re-export them is an edge face -> submodule. So a lazy import through a face is
+# seen for what it is, and a face is no hiding place.
+
+MODULE_PATHS = {module_name(path): path for path in MODULES}
+FACES = {module_name(path) for path in MODULES if path.name == "__init__.py"}
+
+
+def face_definitions(face: str) -> dict[str, str]:
+    """What a package face re-exports: bound name -> the module that defines it (followed through
+    other faces). Names the face defines itself are not listed."""
+    tree = ast.parse(MODULE_PATHS[face].read_text(encoding="utf-8"))
+    top = {node.lineno for node in tree.body if isinstance(node, ast.ImportFrom | ast.Import)}
+    found = {}
+    for line, base, name, bound in imported_names(MODULE_PATHS[face]):
+        if line in top and name is not None:
+            found[bound] = resolve(base, name)
+    return found
+
+
+def resolve(base: str, name: str | None) -> str:
+    """The module an import of `name` from `base` runs for: see above."""
+    if name is None or base not in MODULE_PATHS:
+        return base if base in MODULE_PATHS else base.rsplit(".", 1)[0]
+    if f"{base}.{name}" in MODULE_PATHS:
+        return f"{base}.{name}"
+    if base in FACES and base != "kubelint_ports":
+        return face_definitions(base).get(name, base)
+    return base
+
+
+def import_graph() -> dict[str, dict[str, list[str]]]:
+    """module -> imported module -> the import lines ("path:line"), self-imports left out."""
+    graph: dict[str, dict[str, list[str]]] = {name: {} for name in MODULE_PATHS}
+    for name, path in MODULE_PATHS.items():
+        for line, base, imported, _ in imported_names(path):
+            target = resolve(base, imported)
+            if target != name and target in MODULE_PATHS:
+                where = f"{path.relative_to(PACKAGE.parent)}:{line}"
+                if where not in graph[name].setdefault(target, []):
+                    graph[name][target].append(where)
+    return graph
+
+
+def import_cycles(graph: dict[str, dict[str, list[str]]]) -> list[list[str]]:
+    """Every strongly connected component of more than one module, each sorted, largest first."""
+    import networkx
+
+    digraph = networkx.DiGraph([(source, target) for source, targets in graph.items() for target in targets])
+    return sorted((sorted(component) for component in networkx.strongly_connected_components(digraph)
+                   if len(component) > 1), key=lambda component: (-len(component), component))
+
+
+def cycle_report(graph: dict[str, dict[str, list[str]]], cycles: list[list[str]]) -> str:
+    lines = []
+    for component in cycles:
+        members = set(component)
+        lines.append(f"{len(component)} modules import one another: " + ", ".join(component))
+        lines += [f"    {source} -> {target}  ({', '.join(graph[source][target])})"
+                  for source in component for target in sorted(graph[source]) if target in members]
+    return "\n".join(lines)
+
+
+def test_no_import_cycle_between_modules():
+    graph = import_graph()
+    cycles = import_cycles(graph)
+    assert not cycles, "\n" + cycle_report(graph, cycles)
+
+
+def test_the_cycle_scan_sees_lazy_imports_through_a_face():
+    """The check itself can fail: a function-level import through a package face, of a name the
+    face re-exports, is an edge to the module that defines the name."""
+    assert resolve("kubelint_ports.loading", "load") == "kubelint_ports.loading.inputs"
+    assert resolve("kubelint_ports.loading", "files") == "kubelint_ports.loading.files"
+    assert resolve("kubelint_ports.model", "Cluster") == "kubelint_ports.model.objects"
+    graph = {"a": {"b": ["a.py:1"]}, "b": {"c": ["b.py:2"]}, "c": {"a": ["c.py:3"]}, "d": {"a": ["d.py:4"]}}
+    assert import_cycles(graph) == [["a", "b", "c"]]

@@ -1,8 +1,9 @@
 """Files, directories, standard input, Helm charts and Kustomize directories -> Kubernetes object
 documents with positions. This face re-exports the stage's parts: `inputs` (what the command line
 names, walked and read, in worker processes when large), `manifests` (the YAML/JSON reader),
-`documents` (a document's place and `LoadResult`); `helm`, `kustomize` and `snapshot` read the
-other formats, `budgets` and `files` bound what any of them reads.
+`documents` (a document's place and `LoadResult`), `paths` (how a path is shown); `helm`,
+`kustomize` and `snapshot` read the other formats, `budgets` and `files` bound what any of them
+reads. The stage's own modules import from the module that defines a name, never through this face.
 
 libyaml's C composer (PyYAML `CSafeLoader`) builds the node tree: it keeps line/column marks,
 constructs no Python objects (so no tag can run code) and is the fastest marked path measured
@@ -30,35 +31,33 @@ Large inputs are read by a process pool (`loading.pool`): each worker composes w
 runs the reader, and only the documents and the reader's pieces travel back, never trees.
 """
 
+from kubelint_ports.loading.paths import STDIN, display_path  # noqa: F401
+from kubelint_ports.loading.yaml_files.loader import ManifestLoader  # noqa: F401
 from kubelint_ports.loading.yaml_files.documents import (  # noqa: F401
     EMPTY_STDIN,
     KEPT_ANNOTATION_PREFIXES,
-    STDIN,
     Document,
     DocumentReader,
     LoadResult,
-    ManifestLoader,
     SourceText,
     changed_sources,
     decoded_text,
-    display_path,
+    forget_input,
     held,
     internal_error,
     node_location,
     read_bytes,
+    read_guarded,
 )
+from kubelint_ports.loading.kustomize import KUSTOMIZATION_FILES, KUSTOMIZATION_FILES_SET  # noqa: F401
 from kubelint_ports.loading.inputs import (  # noqa: F401
     CHART_FILE,
-    KUSTOMIZATION_FILES,
-    KUSTOMIZATION_FILES_SET,
     MANIFEST_SUFFIXES,
     SKIPPED_DIRECTORIES,
     Loading,
     discover,
-    forget_input,
     is_kustomization,
     load,
-    read_guarded,
 )
 from kubelint_ports.loading.yaml_files.manifests import (  # noqa: F401
     SPLIT_CHUNK_CHARS,

@@ -374,7 +374,7 @@ def may_have_aliases(data: bytes | str) -> bool:
 # --- composing ---------------------------------------------------------------------------------
 
 def _loader_class():
-    from kubelint_ports.loading import ManifestLoader
+    from kubelint_ports.loading.yaml_files.loader import ManifestLoader
 
     return ManifestLoader
 

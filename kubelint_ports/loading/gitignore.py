@@ -24,6 +24,7 @@ import os
 import time
 from collections.abc import Iterable
 
+from kubelint_ports.loading.paths import display_path
 from kubelint_ports.sourceroot import git_directories, git_work_tree, read_bounded
 
 MAX_IGNORE_FILE_BYTES = 4 * 2**20  # larger than any real .gitignore; one over it is not read
@@ -460,8 +461,6 @@ class GitIgnored:
 
 
 def _shown(path: str) -> str:
-    from kubelint_ports.loading.yaml_files.documents import display_path
-
     return display_path(path)
 
 

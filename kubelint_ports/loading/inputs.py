@@ -11,18 +11,14 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING
 
 from kubelint_ports.loading import budgets, files
+from kubelint_ports.loading.kustomize import KUSTOMIZATION_FILES, KUSTOMIZATION_FILES_SET
+from kubelint_ports.loading.paths import STDIN, display_path
+from kubelint_ports.loading.yaml_files.documents import DocumentReader, LoadResult, internal_error, read_guarded
+from kubelint_ports.loading.yaml_files.manifests import load_file
 from kubelint_ports.vocabulary import COMMAND_LINE, Diagnostic, Location
 
 if TYPE_CHECKING:
-    from kubelint_ports.loading.helm.charts import HelmOptions
-from kubelint_ports.loading.yaml_files.documents import (
-    STDIN,
-    DocumentReader,
-    LoadResult,
-    display_path,
-    internal_error,
-)
-from kubelint_ports.loading.yaml_files.manifests import load_file
+    from kubelint_ports.loading.helm.chart import HelmOptions
 
 MANIFEST_SUFFIXES = (".yaml", ".yml", ".json", ".conflist")  # .conflist: a CNI network configuration list
 
@@ -31,10 +27,6 @@ SKIPPED_DIRECTORIES = frozenset(("node_modules", "__pycache__"))  # never manife
 CHART_FILE = "Chart.yaml"  # a directory holding it is a Helm chart
 
 ARCHIVE_SUFFIXES = (".tgz", ".tar.gz")  # a packaged Helm chart, when named directly
-
-KUSTOMIZATION_FILES = ("kustomization.yaml", "kustomization.yml", "Kustomization")  # a Kustomize directory
-
-KUSTOMIZATION_FILES_SET = frozenset(KUSTOMIZATION_FILES)
 
 
 def discover(paths: Iterable[str], notes: list[str] | None = None,
@@ -249,27 +241,3 @@ class Loading:
             except Exception as error:  # a bug: name the builds, keep what the other inputs gave
                 result.diagnostics.append(internal_error(", ".join(map(display_path, kustomizations)), error))
         return result
-
-
-def read_guarded(path: str, result: LoadResult, read: Callable[[], None]) -> None:
-    """`read()` one input within the `input-seconds` budget; past it, or on an unexpected failure
-    (a bug), what it added is dropped and the input is reported by name: the others still count."""
-    seconds = budgets.current().input_seconds
-    before = (len(result.documents), len(result.diagnostics), result.files, result.skipped)
-    try:
-        with files.time_limit(seconds):
-            read()
-    except files.InputTimeout:
-        forget_input(result, before)
-        result.diagnostics.append(Diagnostic(Location(display_path(path), 0, 0), (
-            f"reading it took longer than {seconds:g} s (limit input-seconds); not linted")))
-    except Exception as error:  # a bug: name the input, keep the others
-        forget_input(result, before)
-        result.diagnostics.append(internal_error(display_path(path), error))
-
-
-def forget_input(result: LoadResult, before: tuple[int, int, int, int]) -> None:
-    """Drop what a failed input added, but count it as read."""
-    documents, diagnostics, files_read, skipped = before
-    del result.documents[documents:], result.diagnostics[diagnostics:]
-    result.files, result.skipped = files_read + 1, skipped

@@ -26,7 +26,10 @@ import stat
 import sys
 from typing import TYPE_CHECKING
 
-from kubelint_ports.loading import STDIN, DocumentReader, LoadResult, budgets, files, load_file, read_guarded
+from kubelint_ports.loading.paths import STDIN
+from kubelint_ports.loading.yaml_files.documents import DocumentReader, LoadResult, read_guarded
+from kubelint_ports.loading import budgets, files
+from kubelint_ports.loading.yaml_files.manifests import load_file
 
 if TYPE_CHECKING:  # imported when a pool starts: a small run never pays for multiprocessing
     from concurrent.futures import Future, ProcessPoolExecutor

@@ -19,7 +19,7 @@ from kubelint_ports.loading.cluster.network_readers import NodeCidrs, read_node_
 from kubelint_ports.loading.cluster.network_settings import NetworkSettings, object_identity, owner_references
 from kubelint_ports.workload_kinds import CORE_GROUPS, CUSTOM_WORKLOAD_KINDS, ONE_PER_NODE, WORKLOAD_KINDS
 from kubelint_ports.model import placement, units
-from kubelint_ports.model.datapath import Datapath
+from kubelint_ports.model.datapath.answer import Datapath
 from kubelint_ports.model.cluster_network import network_from_pieces, read_network_piece
 from kubelint_ports.model.network_facts import cluster_datapath_facts
 from kubelint_ports.model.object_readers import object_ref, read_service, read_workload

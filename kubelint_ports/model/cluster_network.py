@@ -36,7 +36,7 @@ from kubelint_ports.loading.cluster.network_settings import (  # noqa: F401 (the
     owner_references,
     parse_port_range,
 )
-from kubelint_ports.model.datapath import PROXY_MODES, parse_version
+from kubelint_ports.model.datapath.facts import PROXY_MODES, parse_version
 from kubelint_ports.records import record
 from kubelint_ports.vocabulary import COMMAND_LINE, Diagnostic, Location, ObjectRef
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
-from kubelint_ports.model.datapath import DatapathFacts, Fact, parse_version
+from kubelint_ports.model.datapath.facts import DatapathFacts, Fact, parse_version
 
 if TYPE_CHECKING:
     from kubelint_ports.model.cluster_network import NetworkConfig

@@ -533,7 +533,7 @@ class NodeSnapshots:
 def facts_from_dumps(node: NodeState):
     """What the node's own dumps establish for the datapath model: kube-proxy's mode, how hostPorts
     are implemented, and the order of the hostPort and kube-proxy jumps the rules show."""
-    from kubelint_ports.model.datapath import DatapathFacts, Fact
+    from kubelint_ports.model.datapath.facts import DatapathFacts, Fact
 
     facts: dict[str, Fact] = {}
     if node.proxy_mode is not None:
@@ -558,7 +558,7 @@ def jump_orders(jumps: list[EntryJump]):
     hostPort jump and kube-proxy's. Positions are compared within a source only: an
     iptables-legacy table and an iptables-nft one hook the same priority, so which runs first
     is no rule's position (the datapath model answers "undefined" for them)."""
-    from kubelint_ports.model.datapath import HOSTPORT_FIRST, KUBE_PROXY_FIRST
+    from kubelint_ports.model.datapath.facts import HOSTPORT_FIRST, KUBE_PROXY_FIRST
 
     observed = []
     for source in sorted({jump.source for jump in jumps}):

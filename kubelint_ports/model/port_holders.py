@@ -8,8 +8,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from kubelint_ports.model import Cluster, Workload
-from kubelint_ports.model.datapath import HOST_IP, NODE_IP, WILDCARD, Datapath
+from kubelint_ports.model.objects import Cluster, Workload
+from kubelint_ports.model.datapath.facts import HOST_IP, NODE_IP, WILDCARD
+from kubelint_ports.model.datapath.answer import Datapath
 from kubelint_ports.model.objects import HostClaim
 
 

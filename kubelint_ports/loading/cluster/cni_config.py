@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from kubelint_ports.loading import Document
+from kubelint_ports.loading.yaml_files.documents import Document
 from kubelint_ports.loading.yaml_files import yamltree as yt
 from kubelint_ports.loading.cluster.network_settings import CniConfig, ConfigObject, NetworkSettings, metadata_ref
 

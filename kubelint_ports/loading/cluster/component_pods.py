@@ -16,7 +16,7 @@ from __future__ import annotations
 import functools
 import re
 
-from kubelint_ports.loading import Document
+from kubelint_ports.loading.yaml_files.documents import Document
 from kubelint_ports.loading.yaml_files import yamltree as yt
 from kubelint_ports.loading.cluster.network_settings import ConfigObject, Flag, NetworkSettings, metadata_ref
 from kubelint_ports.workload_kinds import WORKLOAD_KINDS

@@ -13,10 +13,12 @@ from typing import Any
 
 import yaml
 
-from kubelint_ports.loading import STDIN_NAME, Document, ManifestLoader, budgets, files
+from kubelint_ports.loading.yaml_files.documents import Document
+from kubelint_ports.loading.yaml_files.loader import ManifestLoader
+from kubelint_ports.loading import budgets, files
 from kubelint_ports.loading.yaml_files import yamltree as yt
 from kubelint_ports.records import record
-from kubelint_ports.vocabulary import Diagnostic, Location
+from kubelint_ports.vocabulary import STDIN_NAME, Diagnostic, Location
 
 MAX_EMBEDDED_CHARS = 1024 * 1024
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, NamedTuple
 
-from kubelint_ports.loading import Document, internal_error
+from kubelint_ports.loading.yaml_files.documents import Document, internal_error
 from kubelint_ports.loading.yaml_files import yamltree as yt
 from kubelint_ports.loading.cluster.cidrs import IPNetwork, family_problem, parse_cidr
 from kubelint_ports.loading.cluster.network_settings import (

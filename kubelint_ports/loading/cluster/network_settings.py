@@ -13,7 +13,7 @@ import re
 from dataclasses import field
 from typing import Any
 
-from kubelint_ports.loading import Document
+from kubelint_ports.loading.yaml_files.documents import Document
 from kubelint_ports.loading.yaml_files import yamltree as yt
 from kubelint_ports.loading.cluster.cidrs import IPNetwork, parse_cidrs
 from kubelint_ports.records import record

@@ -36,7 +36,8 @@ from dataclasses import dataclass, field
 
 import yaml
 
-from kubelint_ports.loading import budgets, display_path, files
+from kubelint_ports.loading import budgets, files
+from kubelint_ports.loading.paths import display_path
 from kubelint_ports.loading.yaml_files import yamltree as yt
 from kubelint_ports.loading.helm.worker import SCHEMA_FILE
 

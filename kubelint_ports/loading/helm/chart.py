@@ -18,7 +18,7 @@ from kubelint_ports.vocabulary import Location
 from kubelint_ports.loading import budgets, files
 from kubelint_ports.loading.helm.archive import (
     ArchiveError, ArchivePlace, ChartArchive, aliased, chart_archive, parse_chart_yaml, pick_subchart)
-from kubelint_ports.loading.helm.templatemap import Segment, ValuesFile, ValuesSource
+from kubelint_ports.loading.helm.templatemap_values import Segment, ValuesFile, ValuesSource
 
 CHART_FILE = "Chart.yaml"
 URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")

@@ -22,7 +22,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from kubelint_ports.sourceroot import git_work_tree
-from kubelint_ports.loading import budgets, display_path, files
+from kubelint_ports.loading import budgets, files
+from kubelint_ports.loading.paths import display_path
 from kubelint_ports.loading.helm.archive import ArchiveError, ChartArchive, chart_archive
 from kubelint_ports.loading.helm.chart import RenderError
 from kubelint_ports.loading.helm.worker import SCHEMA_FILE, outside_reference

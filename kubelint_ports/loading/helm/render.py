@@ -16,10 +16,12 @@ import re
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 
-from kubelint_ports.loading import budgets, children, display_path, files
+from kubelint_ports.loading import budgets, children, files
+from kubelint_ports.loading.paths import display_path
 from kubelint_ports.loading.helm.archive import ChartArchive, private_copy
 from kubelint_ports.loading.helm.chart import HelmOptions, RenderError, chart_name, chart_places, values_source
-from kubelint_ports.loading.helm.templatemap import Segment, chart_relative
+from kubelint_ports.loading.helm.templatemap import chart_relative
+from kubelint_ports.loading.helm.templatemap_values import Segment
 from kubelint_ports.vocabulary import Location
 
 _TEMPLATE_POSITION = re.compile(r"\(?([\w.-]+(?:/[\w.-]+)*?/templates/[^\s:()]+):([0-9]{1,9})(?::([0-9]{1,9}))?")

@@ -17,16 +17,17 @@ from typing import TYPE_CHECKING
 
 import yaml
 
-from kubelint_ports.loading import ManifestLoader, budgets, display_path, files
+from kubelint_ports.loading.yaml_files.loader import ManifestLoader
+from kubelint_ports.loading import budgets, files
+from kubelint_ports.loading.paths import display_path
 from kubelint_ports.loading.yaml_files import yamltree as yt
+from kubelint_ports.loading.helm.template_outline import ASSIGN, CONTROL_WORDS
 from kubelint_ports.vocabulary import Location
 
 if TYPE_CHECKING:
-    from kubelint_ports.loading.helm.templatemap import Action, Entry
+    from kubelint_ports.loading.helm.template_outline import Action, Entry
 
 Segment = str | int
-CONTROL_WORDS = frozenset(("if", "else", "end", "range", "with", "define", "block", "break", "continue"))
-ASSIGN = re.compile(r"^\s*(\$\w+)\s*:?=\s*(.*)$", re.DOTALL)
 _STRING = re.compile(r'"(?:[^"\\]|\\.)*"|`[^`]*`')
 _INDEX = re.compile(r'\bindex\s+(\$?\.Values(?:\.\w+)*|\$\w+(?:\.\w+)*)((?:\s+"[^"]*")+)')
 _FIELD_CHAIN = re.compile(r"(?<![\w)\].$])(?:(\$\w*)((?:\.[A-Za-z_]\w*)*)|((?:\.[A-Za-z_]\w*)+|\.(?![\w.])))")

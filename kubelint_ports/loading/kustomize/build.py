@@ -19,7 +19,8 @@ import json
 import os
 import re
 
-from kubelint_ports.loading import budgets, children, display_path, files as input_files
+from kubelint_ports.loading import budgets, children, files as input_files
+from kubelint_ports.loading.paths import display_path
 from kubelint_ports.loading.children import network_sandbox
 from kubelint_ports.loading.kustomize.guard import BuildReads
 from kubelint_ports.loading.kustomize.tree import KustomizeError

@@ -41,7 +41,9 @@ import yaml
 
 from kubelint_ports.sourceroot import git_work_tree
 from kubelint_ports.vocabulary import Location
-from kubelint_ports.loading import ManifestLoader, budgets, display_path, files as input_files
+from kubelint_ports.loading.yaml_files.loader import ManifestLoader
+from kubelint_ports.loading import budgets, files as input_files
+from kubelint_ports.loading.paths import display_path
 from kubelint_ports.loading.yaml_files import yamltree as yt
 from kubelint_ports.loading.kustomize.tree import (
     MAX_KUSTOMIZATIONS,

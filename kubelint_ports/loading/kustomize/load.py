@@ -29,15 +29,10 @@ import zlib
 from collections.abc import Iterable
 
 from kubelint_ports.vocabulary import Diagnostic, Location
-from kubelint_ports.loading import (
-    Document,
-    DocumentReader,
-    LoadResult,
-    SourceText,
-    budgets,
-    display_path,
-    load_bytes,
-)
+from kubelint_ports.loading.yaml_files.documents import Document, DocumentReader, LoadResult, SourceText
+from kubelint_ports.loading import budgets
+from kubelint_ports.loading.paths import display_path
+from kubelint_ports.loading.yaml_files.manifests import load_bytes
 from kubelint_ports.loading import files as input_files
 from kubelint_ports.loading.yaml_files import yamltree as yt
 # The pieces of the parts that tests and readers reach through this face are imported here too.

@@ -15,7 +15,8 @@ from dataclasses import dataclass, field, replace
 
 import yaml
 
-from kubelint_ports.loading import Document, budgets
+from kubelint_ports.loading.yaml_files.documents import Document
+from kubelint_ports.loading import budgets
 from kubelint_ports.loading.yaml_files import yamltree as yt
 from kubelint_ports.loading.kustomize.tree import (
     Kustomization,

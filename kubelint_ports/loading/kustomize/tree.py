@@ -16,7 +16,9 @@ import yaml
 
 from kubelint_ports.vocabulary import Location
 from kubelint_ports.loading import budgets, files as input_files
-from kubelint_ports.loading import KUSTOMIZATION_FILES, ManifestLoader, display_path
+from kubelint_ports.loading.kustomize import KUSTOMIZATION_FILES
+from kubelint_ports.loading.yaml_files.loader import ManifestLoader
+from kubelint_ports.loading.paths import display_path
 from kubelint_ports.loading.yaml_files import yamltree as yt
 
 MAX_KUSTOMIZATIONS = 1000  # directories one build may reach (bases of bases ...)

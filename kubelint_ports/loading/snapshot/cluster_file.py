@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from kubelint_ports.loading import budgets
 from kubelint_ports.loading import files as input_files
-from kubelint_ports.loading.yaml_files.documents import display_path
+from kubelint_ports.loading.paths import display_path
 from kubelint_ports.loading.snapshot.pods_wide import is_pods_wide
 
 # kubectl prints its warnings on stderr; `kubectl get ... > f 2>&1` puts them among the output.

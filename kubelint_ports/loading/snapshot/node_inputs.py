@@ -10,7 +10,8 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from kubelint_ports.loading import LoadResult, load_bytes, read_guarded
+from kubelint_ports.loading.yaml_files.documents import LoadResult, read_guarded
+from kubelint_ports.loading.yaml_files.manifests import load_bytes
 from kubelint_ports.loading.yaml_files import yamltree as yt
 from kubelint_ports.loading.snapshot import cluster_file
 from kubelint_ports.loading.snapshot.detect import detect

@@ -15,7 +15,8 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
-from kubelint_ports.loading import budgets, display_path
+from kubelint_ports.loading import budgets
+from kubelint_ports.loading.paths import display_path
 from kubelint_ports.loading import files as input_files
 from kubelint_ports.loading.snapshot.detect import KINDS, detect
 from kubelint_ports.loading.snapshot.dump_records import SnapshotFile

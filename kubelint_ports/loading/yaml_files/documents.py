@@ -1,14 +1,13 @@
 """A document of the inputs: where a Kubernetes object is (file or kept bytes, character span,
 first line and column), never its tree once the model has read it; `location(field_path)` composes
-the span again to find any field. Also the loader every reader composes with, and `LoadResult`.
+the span again to find any field. Also `LoadResult`, what a load gives, and `read_guarded`, one
+input read within its time budget.
 """
 
 from __future__ import annotations
 
-import operator
-import os
 import zlib
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager, nullcontext
 from dataclasses import field, fields, replace
 from typing import Protocol
@@ -16,12 +15,12 @@ from typing import Protocol
 import yaml
 
 from kubelint_ports.records import record
-from kubelint_ports.vocabulary import STDIN_NAME, Diagnostic, Location
+from kubelint_ports.vocabulary import Diagnostic, Location
 from kubelint_ports.loading import budgets, files
+from kubelint_ports.loading.paths import STDIN, display_path
 from kubelint_ports.loading.yaml_files import yamltree
-from kubelint_ports.loading.yaml_files.yamltree import MappingNode, Node, ScalarNode, SequenceNode
-
-STDIN = "-"
+from kubelint_ports.loading.yaml_files.loader import ManifestLoader
+from kubelint_ports.loading.yaml_files.yamltree import MappingNode, Node, SequenceNode
 
 # Empty standard input is an input error: `helm template ... | kubelint-ports lint -` whose first
 # command failed must not pass as "nothing found".
@@ -31,24 +30,6 @@ EMPTY_STDIN = "standard input is empty: nothing was linted (did the command befo
 KEPT_ANNOTATION_PREFIXES = ("kubelint-ports.io/", "helm.sh/")
 
 _FIELD_NAMES: dict[type, tuple[str, ...]] = {}
-
-
-class ManifestLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):
-    """Composes without implicit typing: the readers in `yamltree` type the few fields they read.
-
-    PyYAML's resolver runs a Python regex per scalar, which costs more than libyaml's parsing.
-    The composer also calls two resolver hooks per node that only path resolvers use (none here):
-    C builtins that do nothing take their place (10% of compose time measured on the 10k corpus;
-    `resolve` itself stays Python: replacing it with a C builtin measured no gain).
-    """
-
-    descend_resolver = operator.is_  # called as (parent, index): two arguments, no effect
-    ascend_resolver = tuple  # called with none: returns the empty tuple singleton
-
-    def resolve(self, kind, value, implicit):
-        if kind is ScalarNode:
-            return yamltree.PLAIN if implicit[0] else yamltree.STR
-        return yamltree.SEQ if kind is SequenceNode else yamltree.MAP
 
 
 @record(slots=True, eq=False)
@@ -286,23 +267,6 @@ class LoadResult:
         self.skipped += other.skipped
 
 
-def display_path(path: str) -> str:
-    """Paths as the user will click them: relative to the working directory when inside it."""
-    if path == STDIN:
-        return STDIN_NAME
-    if not path:
-        return "''"  # an empty argument: reported as unreadable, never read as the current directory
-    if not os.path.isabs(path):
-        # relpath is lexical: a relative path that stays inside the working directory is its
-        # normal form (and relpath would ask the system for the directory twice per file).
-        relative = os.path.normpath(path)
-        if not relative.startswith(".."):
-            return relative.replace(os.sep, "/")
-    relative = os.path.relpath(path)
-    shown = path if relative.startswith("..") else relative
-    return shown.replace(os.sep, "/")
-
-
 def internal_error(where: str, error: BaseException) -> Diagnostic:
     """An unexpected exception, reported against the input that caused it (exit code 3)."""
     return Diagnostic(Location(where, 0, 0), f"internal error (a bug in kubelint-ports; please report it): {type(error).__name__}: "
@@ -322,3 +286,27 @@ def read_bytes(path: str, stdin, *, no_symlink: bool = False) -> bytes:
 def node_location(path: str, node: Node) -> Location:
     mark = node.start_mark
     return Location(path, mark.line + 1, mark.column + 1)
+
+
+def read_guarded(path: str, result: LoadResult, read: Callable[[], None]) -> None:
+    """`read()` one input within the `input-seconds` budget; past it, or on an unexpected failure
+    (a bug), what it added is dropped and the input is reported by name: the others still count."""
+    seconds = budgets.current().input_seconds
+    before = (len(result.documents), len(result.diagnostics), result.files, result.skipped)
+    try:
+        with files.time_limit(seconds):
+            read()
+    except files.InputTimeout:
+        forget_input(result, before)
+        result.diagnostics.append(Diagnostic(Location(display_path(path), 0, 0), (
+            f"reading it took longer than {seconds:g} s (limit input-seconds); not linted")))
+    except Exception as error:  # a bug: name the input, keep the others
+        forget_input(result, before)
+        result.diagnostics.append(internal_error(display_path(path), error))
+
+
+def forget_input(result: LoadResult, before: tuple[int, int, int, int]) -> None:
+    """Drop what a failed input added, but count it as read."""
+    documents, diagnostics, files_read, skipped = before
+    del result.documents[documents:], result.diagnostics[diagnostics:]
+    result.files, result.skipped = files_read + 1, skipped

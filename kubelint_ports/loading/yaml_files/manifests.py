@@ -22,7 +22,7 @@ from kubelint_ports.loading.yaml_files.documents import (EMPTY_STDIN, KEPT_ANNOT
 from kubelint_ports.loading.yaml_files.yamltree import MappingNode, Node, ScalarNode
 
 if TYPE_CHECKING:
-    from kubelint_ports.loading.helm.charts import HelmOptions
+    from kubelint_ports.loading.helm.chart import HelmOptions
 
 _SOURCE_LINE = re.compile(rb"# Source: ([^\r\n]+?)[ \t]*\r?")
 
@@ -75,7 +75,7 @@ def load_file(path: str, result: LoadResult, *, stdin=None, helm: HelmOptions | 
         if not document.origin:
             return document
         if mapper is None:
-            from kubelint_ports.loading.helm.charts import TemplateOutput
+            from kubelint_ports.loading.helm.template_output import TemplateOutput
 
             mapper = TemplateOutput(helm)
         return mapper(document)
