@@ -93,6 +93,26 @@ def rule_docs(policies) -> dict[str, str]:
     return pages
 
 
+OVERVIEW_START = "<!-- the table: written by `python -m kubelint_ports.docs` from each policy's docs.finds -->"
+OVERVIEW_END = "<!-- end of the table -->"
+
+
+def overview_table(policies) -> str:
+    """The rules table of docs/rules-overview.md: a row per built-in rule, what it finds in a few
+    words (`docs.finds`) and its severity (`docs.severity-text` when it depends on the case)."""
+    rows = ["| id | name | severity | finds |", "|---|---|---|---|"]
+    for policy in policies:
+        severity = policy.docs.get("severity-text") or f"{policy.severity}{'' if policy.enabled else ', off'}"
+        rows.append(f"| {policy.id} | {policy.name} | {severity} | {policy.docs.get('finds') or policy.summary} |")
+    return "\n".join(rows) + "\n"
+
+
+def overview_page(text: str, policies) -> str:
+    """docs/rules-overview.md with its table between the markers written again."""
+    start, end = text.index(OVERVIEW_START) + len(OVERVIEW_START), text.index(OVERVIEW_END)
+    return text[:start] + "\n" + overview_table(policies) + text[end:]
+
+
 def main(argv: list[str] | None = None) -> int:
     """Regenerate docs/rules (or the directory given) and the built-in policies' index
     (`policies.INDEX`); tests fail when the checked-in pages or the index are stale."""
@@ -111,6 +131,11 @@ def main(argv: list[str] | None = None) -> int:
     for name, text in pages.items():
         (target / name).write_text(text, encoding="utf-8", newline="\n")
     print(f"wrote {len(pages)} pages to {target}")
+    overview = target.parent / "rules-overview.md"
+    if overview.is_file():
+        overview.write_text(overview_page(overview.read_text(encoding="utf-8"), builtin_policies()), encoding="utf-8",
+                            newline="\n")
+        print(f"wrote the rules table of {overview}")
     print(f"wrote the policies' index {write_policy_index()}")
     return 0
 
