@@ -135,3 +135,44 @@ def test_a_key_of_a_ranged_map_is_found_where_the_values_file_holds_it(tmp_path,
     before = values.read_text()
     run("lint", "--fix", "--unsafe-fixes", "otel-ports")
     assert values.read_text() == before.replace("    hostPort: 4317\n", "    hostPort: 4316\n")
+
+
+# Two entries of one Service written by one `include` line: the finding and the entry it collides
+# with sit on the same template line, which is no other finding, so this finding's entry moves;
+# the include writes it, so the move is not applied and says why (seen on the traefik chart).
+SERVICE_PORTS = """\
+{{- define "web.ports" }}
+    - name: web
+      port: 80
+      nodePort: {{ .Values.web }}
+    - name: websecure
+      port: 443
+      nodePort: {{ .Values.websecure }}
+{{- end }}
+"""
+SERVICE = """\
+apiVersion: v1
+kind: Service
+metadata:
+  name: web
+spec:
+  type: NodePort
+  selector: {app: web}
+  ports:
+  {{- include "web.ports" . }}
+"""
+
+
+@needs_engine
+def test_a_duplicate_nodeport_written_by_one_include_line_has_a_fix_that_says_why_it_is_not_applied(
+        tmp_path, monkeypatch):
+    chart = tmp_path / "web"
+    (chart / "templates").mkdir(parents=True)
+    (chart / "Chart.yaml").write_text("apiVersion: v2\nname: web\nversion: 0.1.0\n")
+    (chart / "values.yaml").write_text("web: 32080\nwebsecure: 32080\n")
+    (chart / "templates" / "_ports.tpl").write_text(SERVICE_PORTS)
+    (chart / "templates" / "service.yaml").write_text(SERVICE)
+    monkeypatch.chdir(tmp_path)
+    [kp203] = [f for f in fixes("--unsafe-fixes", "web") if f["rule"] == "KP203"]
+    assert kp203["fix"]["description"].startswith("move nodePort 32080 to 30000"), kp203["fix"]
+    assert kp203["fix"]["notApplied"].startswith('`{{ include "web.ports" . }}` writes it'), kp203["fix"]

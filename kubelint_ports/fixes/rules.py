@@ -358,7 +358,9 @@ def node_ports_kept(findings: list[Finding], origins=lambda finding: ()) -> set[
     kept = set()
     for group in groups.values():
         first = min(group, key=place)
-        others = {place(finding) for finding in group}
+        # The other findings' places: a claim on the first's own place (two entries a chart writes
+        # from one template line) is no other finding, and that claim does not move.
+        others = {place(finding) for finding in group} - {place(first)}
         own = {place(location) for location in origins(first)}
         claims = [related for related in first.related if place(related) not in own]
         if claims and all(place(related) in others for related in claims):
