@@ -385,11 +385,12 @@ def write_and_exit(report, output: Optional[Path], write) -> None:
 
 
 def write_free(report, settings, output_format, output, near, count) -> None:
-    """`ports --free`: each unit's free nodePorts and host ports (model.free_ports), then exit as `ports` does."""
+    """`ports --free`: each unit's free nodePorts and host ports, from the port map's view (the runs the page
+    shows, `portmap.free_ports_of`), then exit as `ports` does."""
     from kubelint_ports.formatters.port_map import write_free_json, write_free_text
-    from kubelint_ports.model.free_ports import free_ports_by_unit
+    from kubelint_ports.portmap import free_ports_of
 
-    found = free_ports_by_unit(report.cluster, report.cluster.node_daemons, near, count)
+    found = free_ports_of(report, near, count)  # the port map's view: the runs the page shows
     write_and_exit(report, output, lambda stream: (
         write_free_json if output_format is PortsFormat.json else write_free_text)(found, stream))
 

@@ -9,11 +9,9 @@ findings made after the checks (`portmap`), for the formatters to write."""
 from __future__ import annotations
 
 import gc
-import os
 from collections.abc import Callable, Iterable, Sequence
 from contextlib import contextmanager, nullcontext
 from dataclasses import replace
-from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
 from kubelint_ports.checks import CHECKS, Hit, reads_of
@@ -47,7 +45,9 @@ class LintOptions:
     node_files: tuple[str, ...] = ()  # --nodes: the inventory (`kubectl get nodes -o yaml`)
     cluster_files: tuple[str, ...] = ()  # --cluster: what already runs
     helm: HelmOptions | None = None  # how charts render (--values, --set, ...); None: Helm's defaults
-    chart_helm: tuple[tuple[str, HelmOptions], ...] = ()  # per chart (absolute path), from the config
+    # per chart (absolute path), from the config; a chart named once per values set is rendered
+    # once per set, each its own deployment unit (loading.inputs.Loading)
+    chart_helm: tuple[tuple[str, HelmOptions], ...] = ()
     exclude: Callable[[str], bool] | None = None  # paths to skip (the config's `exclude` globs)
     exemptions: tuple[Exemption, ...] = ()  # accepted findings, from the config
     baseline: frozenset[str] = frozenset()  # fingerprints of findings accepted by --baseline
@@ -128,22 +128,21 @@ def load_cluster(paths: Sequence[str], options: LintOptions, *, stdin=None, live
         running_reader = ModelReader(LIVE) if options.cluster_files and live is None else None
         live = live or running_reader
         inventory = ModelReader(INVENTORY) if options.node_files else None
-        value_sets = several_value_sets(options.chart_helm)
-        set_aside: list[str] = []  # charts among the inputs that are rendered once per values set
         # Started in this order, so a big inventory (one `kind: List` file: one worker's job) is
         # not queued behind the manifests' batches; and finished in this order, so this process
         # reads what stays in-process while the workers read the manifests.
         pending = [Loading(files, reader=reader, workers=workers) if reader is not None else None
                    for files, reader in ((options.node_files, inventory), (options.cluster_files, running_reader))]
-        pending.append(Loading(paths, stdin, options.helm, chart_helm=dict(options.chart_helm),
-                               exclude=setting_aside(options.exclude, value_sets, set_aside),
+        # A chart the configuration gives several values sets comes back rendered once per set,
+        # each set its own unit (`LoadResult.value_sets`): loading expands it, not this module.
+        pending.append(Loading(paths, stdin, options.helm, chart_helm=options.chart_helm, exclude=options.exclude,
                                reader=linted, workers=workers))
         nodes, running, loaded = (loading.finish() if loading is not None else None for loading in pending)
-        rendered_sets = load_value_sets(set_aside, value_sets, linted, loaded, workers)
         if options.say_workers and workers is not None and (said := workers.summary()):
             loaded.notes.append(said)  # only where workers were weighed: a large input
         cluster, model_diagnostics = assemble(linted, live, inventory, options.facts)
-        rules = UnitRules(options.units.configured, tuple(linted.gitops_targets), options.units.root, rendered_sets)
+        rules = UnitRules(options.units.configured, tuple(linted.gitops_targets), options.units.root,
+                          loaded.value_sets)
         parts = split_by_unit(linted, rules)
         if len(parts) > 1 or not own_inputs.keys().isdisjoint(parts):
             own_files = UnitFiles(workers)
@@ -196,62 +195,6 @@ class UnitFiles:
                 self.diagnostics.append(Diagnostic(Location(display_path(files[0]), 0, 0), NO_NODES))
             self.read_files[key] = reader
         return self.read_files[key]
-
-
-def several_value_sets(chart_helm: Sequence[tuple[str, HelmOptions]]) -> dict[str, list[HelmOptions]]:
-    """Charts (absolute paths) the configuration's `charts:` gives more than one values set: the
-    same chart once per environment, each set its own deployment unit."""
-    by_chart: dict[str, list[HelmOptions]] = {}
-    for chart, helm in chart_helm:
-        by_chart.setdefault(chart, []).append(helm)
-    return {chart: sets for chart, sets in by_chart.items() if len(sets) > 1}
-
-
-def setting_aside(exclude: Callable[[str], bool] | None, value_sets: dict, set_aside: list[str]):
-    """The inputs' filter, which also keeps back the charts with several values sets (noted in
-    `set_aside`, in input order): they are rendered once per set, after the other inputs."""
-    if not value_sets:
-        return exclude
-
-    def excluded(path: str) -> bool:
-        if exclude is not None and exclude(path):
-            return True
-        if os.path.abspath(path) in value_sets:
-            set_aside.append(path)
-            return True
-        return False
-
-    return excluded
-
-
-def value_set_units(chart: str, sets: Sequence[HelmOptions]) -> list[str]:
-    """`charts/web[values-prod]`: a chart's values sets named by the stems of their values files
-    (`+` between them, `defaults` without any), numbered where two sets would share a name."""
-    labels = ["+".join(Path(values).stem for values in helm.values) or "defaults" for helm in sets]
-    shown = display_path(chart)
-    return [f"{shown}[{label}]" if labels.count(label) == 1 else f"{shown}[{label} #{number}]"
-            for number, label in enumerate(labels, 1)]
-
-
-def load_value_sets(charts: Sequence[str], value_sets: dict[str, list[HelmOptions]], linted: ModelReader,
-                    loaded: LoadResult, workers) -> tuple[tuple[str, tuple[str, ...]], ...]:
-    """Each chart set aside rendered once per values set into `linted` and `loaded`, its objects
-    in the set's unit (`Document.unit`). Returns (unit, values files) per set, for `units:`."""
-    rendered = []
-    for chart in charts:
-        sets = value_sets[os.path.abspath(chart)]
-        files_read = 0
-        for unit, helm in zip(value_set_units(chart, sets), sets):
-            result = Loading([chart], helm=helm, reader=linted, workers=workers).finish()
-            for document in result.documents:
-                document.unit = unit
-            files_read = max(files_read, result.files)  # the chart's files, read once per set
-            result.files = 0
-            loaded.absorb(result)
-            loaded.notes += [note for note in result.notes if note not in loaded.notes]
-            rendered.append((unit, tuple(helm.values)))
-        loaded.files += files_read
-    return tuple(rendered)
 
 
 def workers_for(jobs: int):

@@ -11,9 +11,11 @@ it (`formatters.port_map`, `formatters.html`). What a finding makes of the port 
 policy's `port-map` (conflict, capture, reserved), data like the rest of the rule.
 
 Beside the grid, the map carries what the HTML page shows around it, worked out here so the page
-only writes it: each node's labels and taints, the free ports (`free_view`, the same answer as
-`ports --free`, which reads `model.free_ports`), and what the map was made from (`inputs`, and the
-commit of the repository they are in, read when first asked).
+only writes it: each node's labels and taints, the free ports, and what the map was made from
+(`inputs`, and the commit of the repository they are in, read when first asked). The free ports
+are one view with two faces: each unit's runs are worked out once (`model.free_ports.free_runs_of`)
+and both the page (`PortMap.free_view`) and `ports --free` (`free_ports_of`, `PortMap.free_ports`)
+read them, from the same unit models and the same node daemons.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from kubelint_ports.findings import Finding, Report
 from kubelint_ports.loading import held
 from kubelint_ports.model import Cluster, Workload
 from kubelint_ports.model.allocation import allocate, unconstrained_daemonset
-from kubelint_ports.model.free_ports import free_host_port_runs_by_node, node_port_scope, run_count
+from kubelint_ports.model.free_ports import FreePorts, free_ports, free_runs_of, node_port_scope
 from kubelint_ports.model.objects import WILDCARD_HOST_IP
 from kubelint_ports.model.placement import pinned_node
 from kubelint_ports.model.port_holders import datapath_of, is_the_daemon, node_destination, reserved_ports
@@ -191,6 +193,13 @@ class PortMap:
         if self.free is None and self.cluster is not None:
             self.free = free_view(self.cluster, self.reserved)
         return self.free
+
+    def free_ports(self, near: int | None = None, count: int = 5) -> FreePorts | None:
+        """`ports --free`'s answer for the map's model: the runs `free_view` shows, with who holds
+        the taken ports (and, with `near`, the `count` free ones nearest it). None: no model."""
+        if self.cluster is None:
+            return None
+        return free_ports(self.cluster, self.reserved, near, count)
 
     def source_commit(self) -> str:
         """The commit the inputs are at ("" outside a git checkout), read once."""
@@ -487,19 +496,33 @@ def reserved_for_free_ports(policies: Iterable) -> dict[int, str]:
 
 
 def free_view(cluster: Cluster, reserved: dict[int, str]) -> FreeView:
-    """`ports --free`'s answer (`model.free_ports`, the one implementation), shaped for
+    """`ports --free`'s answer (`model.free_ports.free_runs_of`, the runs it prints), shaped for
     the page: the node-port range's taken ports name the node daemons there too."""
-    node_ports = node_port_scope(cluster, reserved)
-    counts: dict[int, int] = {}  # nodes alike share their runs (`free_host_port_runs_by_node`): counted once
+    runs = free_runs_of(cluster, reserved)
     low, high = cluster.node_port_range
-    taken = {port: set(holders) for port, holders in node_ports.held.items()}
+    taken = {port: set(holders) for port, holders in node_port_scope(cluster, reserved).held.items()}
     for port, daemon in reserved.items():
         if low <= port <= high:
             taken.setdefault(port, set()).add(f"{daemon} (node daemon)")
-    return FreeView(cluster.node_port_range, cluster.ephemeral_port_range, node_ports.free, node_ports.count,
+    return FreeView(cluster.node_port_range, cluster.ephemeral_port_range, runs.node_ports, runs.node_port_count,
                     tuple((port, tuple(sorted(taken[port]))) for port in sorted(taken)),
-                    tuple(FreeHostPorts(node, runs, counts.get(id(runs)) or counts.setdefault(id(runs), run_count(runs)))
-                          for node, runs in free_host_port_runs_by_node(cluster, reserved).items()))
+                    tuple(FreeHostPorts(node, free, count) for node, free, count in runs.host_ports))
+
+
+def free_ports_of(report: Report, near: int | None = None, count: int = 5) -> tuple[tuple[str, FreePorts], ...]:
+    """`ports --free`: (unit, its answer) for each model the report's map views (`map_units`), each
+    with its own node daemons, as the map's `PortMap.free_ports` answers; the runs are the page's
+    (`free_view`), worked out once. The grid is not made for it: the free ports do not need it."""
+    return tuple((name, free_ports(cluster, cluster.node_daemons, near, count))
+                 for name, cluster in map_units(report.cluster))
+
+
+def map_units(cluster: Cluster | None) -> list[tuple[str, Cluster]]:
+    """The models a report's map views (`make_port_map`): each deployment unit's, named, else the
+    run's one cluster, unnamed; none without a model."""
+    if cluster is None:
+        return []
+    return list(cluster.units) or [("", cluster)]
 
 
 # Where an input came from, in the order the page lists them.

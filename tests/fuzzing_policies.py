@@ -158,7 +158,7 @@ FINDING_OVERHEAD = 4096  # bytes of place, subject and fingerprint around a find
 def budgets(values: dict | None):
     """The pattern and findings budgets set to `values` inside the block, restored after; every
     compiled pattern forgotten after, so one input's given-up patterns do not leak into the next."""
-    from kubelint_ports.checks import port_schema
+    from kubelint_ports.checks.manifest import port_schema
     from kubelint_ports import policy_schemas as user_schemas
 
     saved = {}
@@ -178,7 +178,7 @@ def budgets(values: dict | None):
 def shares_watched():
     """The run shares (`policies.RuleRun`) the port-schema check is given inside the block, in a
     list: what its budgets spent, looked at after the run has spoken."""
-    from kubelint_ports.checks import port_schema
+    from kubelint_ports.checks.manifest import port_schema
 
     shares: list = []
     real = port_schema.rule_run
@@ -199,7 +199,7 @@ def check_policy_budget(policy_text: str, manifest_bytes: bytes, scratch: Path, 
     made from the policy (its CRC32 seeds it, so the input replays): "refused" (a clear error at
     load), or it ran: "stopped" (a time budget ran out), "capped" (findings past the cap), "cut"
     (a message at its cap) or "ran". Raises AssertionError on anything else, or past a budget."""
-    from kubelint_ports.checks import port_schema
+    from kubelint_ports.checks.manifest import port_schema
     from kubelint_ports.config import ConfigError
     from kubelint_ports.engine import LintOptions, lint_paths
     from kubelint_ports.formatters import FormatOptions, get_formatter

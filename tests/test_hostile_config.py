@@ -206,7 +206,7 @@ def test_pattern_properties_and_property_names_are_checked_too(tmp_path, monkeyp
 def test_every_pattern_keyword_goes_through_the_bounded_matcher(monkeypatch):
     """jsonschema's own `pattern`, `patternProperties` and `additionalProperties` call `re.search`
     unbounded: the port-schema validator must call the matcher for each."""
-    from kubelint_ports.checks import port_schema
+    from kubelint_ports.checks.manifest import port_schema
 
     seen = []
     real = port_schema.matcher
@@ -229,7 +229,7 @@ def test_a_pattern_past_its_deadline_fails_the_port_once(monkeypatch):
     the pattern is not tried again."""
     import threading
 
-    from kubelint_ports.checks import port_schema
+    from kubelint_ports.checks.manifest import port_schema
     from kubelint_ports import policy_schemas as user_schemas
 
     # The deadline is a timer signal, which only the main thread receives; pytest-xdist before 3.6

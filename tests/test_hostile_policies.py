@@ -206,7 +206,7 @@ def test_a_schema_too_big_to_check_every_port_stops_its_policy(tmp_path, monkeyp
     """No pattern at all: an `each` over 20,000 ranges is 20,000 subschemas for every port (6 ms a
     port, a minute per 10,000 ports). Checking has a time budget per policy, and per run, too
     (here 2,000 ranges and a budget spent by the first port)."""
-    from kubelint_ports.checks import port_schema
+    from kubelint_ports.checks.manifest import port_schema
 
     monkeypatch.setattr(port_schema, budget, 1e-9, raising=False)  # spent on the first port, however fast
     ranges = [{"min": 30_000 + index, "max": 30_000 + index} for index in range(2_000)]  # no port of the pod
@@ -270,7 +270,7 @@ def test_a_message_without_placeholders_is_capped_too(tmp_path):
 
 
 def test_short_messages_are_unchanged():
-    from kubelint_ports.checks.port_schema import rendered
+    from kubelint_ports.checks.manifest.port_schema import rendered
 
     context = {"containerPort": 80, "protocol": "TCP", "labels": {"app": "web"}}
     params = {"allowed": [{"min": 8000, "max": 8099}, {"min": 9000, "max": 9001}], "none": []}
@@ -281,7 +281,7 @@ def test_short_messages_are_unchanged():
 # --- a policy's findings have a count cap --------------------------------------------------------------
 
 def test_a_policys_findings_past_the_cap_are_counted_once(tmp_path, monkeypatch):
-    from kubelint_ports.checks import port_schema
+    from kubelint_ports.checks.manifest import port_schema
 
     monkeypatch.setattr(port_schema, "MAX_FINDINGS", 5, raising=False)
     path = write_policy(tmp_path / "policies", policy_data("KP981", {"properties": {"containerPort": {"maximum": 1}}}))
@@ -295,7 +295,7 @@ def test_a_policys_findings_past_the_cap_are_counted_once(tmp_path, monkeypatch)
 
 def test_the_cap_counts_findings_over_the_whole_run(tmp_path, monkeypatch):
     """Across deployment units: the count is the run's, and the note says the run's total."""
-    from kubelint_ports.checks import port_schema
+    from kubelint_ports.checks.manifest import port_schema
     from kubelint_ports.engine import LintOptions, load_cluster, run_checks_by_unit
 
     monkeypatch.setattr(port_schema, "MAX_FINDINGS", 5, raising=False)

@@ -340,7 +340,7 @@ def test_every_fail_fixture_triggers_the_rule(path: Path, case: str):
 
 def points_at_cidr_settings(param) -> bool:
     """CIDR rules point at CIDR settings, not port keys: tests/test_network.py checks those."""
-    return CHECKS[policy_for(param.values[0]).check].function.__module__.endswith(".network")
+    return CHECKS[policy_for(param.values[0]).check].function.__module__.endswith(".network_config")
 
 
 @pytest.mark.parametrize("path, case", [param for param in case_params("fail") if not points_at_cidr_settings(param)])

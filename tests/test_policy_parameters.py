@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from kubelint_ports.checks import CHECKS
-from kubelint_ports.checks.port_schema import TARGETS, TemplateError, filled, params_problem
+from kubelint_ports.checks.manifest.port_schema import TARGETS, TemplateError, filled, params_problem
 from kubelint_ports.config import ConfigError, apply_rules, load_config
 from kubelint_ports.engine import LintOptions, lint_paths
 from kubelint_ports.policies import PolicyError, builtin_policies, find_policy, line_of_key, policies_with
@@ -186,7 +186,7 @@ def test_an_each_inside_an_each_is_refused():
 
 def test_every_target_names_its_context_keys():
     """The keys a message may name are what the contexts hold (checked on one object of each)."""
-    from kubelint_ports.checks import port_schema
+    from kubelint_ports.checks.manifest import port_schema
     from kubelint_ports.loading import LoadResult, load_bytes
     from kubelint_ports.model import build_cluster
 

@@ -40,12 +40,14 @@ NOT_FOR_PLAIN_LINT = (
     "kubelint_ports.loading.snapshot",
     "kubelint_ports.model.node_state",
     "kubelint_ports.model.node_context",
-    "kubelint_ports.checks.node_snapshot",  # what the node-snapshot rules share
-    "kubelint_ports.checks.snapshot_host_ports",
-    "kubelint_ports.checks.snapshot_kube_proxy",
-    "kubelint_ports.checks.snapshot_listeners",
-    "kubelint_ports.checks.snapshot_drift",
-    "kubelint_ports.checks.port_schema",  # custom policies' `check: port-schema` only
+    "kubelint_ports.checks.node",  # the node-snapshot rules' room, and every module under it
+    "kubelint_ports.checks.node.dump_context",  # what the node-snapshot rules share
+    "kubelint_ports.checks.node.host_ports",
+    "kubelint_ports.checks.node.kube_proxy",
+    "kubelint_ports.checks.node.listeners",
+    "kubelint_ports.checks.node.drift",
+    "kubelint_ports.checks.node.phrases",
+    "kubelint_ports.checks.manifest.port_schema",  # custom policies' `check: port-schema` only
     "kubelint_ports.loading.helm.charts",
     "kubelint_ports.loading.helm.chart",
     "kubelint_ports.loading.helm.render",
@@ -132,8 +134,8 @@ def test_node_imports_the_snapshot_machinery():
     names modules that exist and the lint test can fail)."""
     modules = imported("node", str(INCIDENT / "node-26"), "--cluster", str(INCIDENT / "pods-wide.txt"))
     for name in ("kubelint_ports.loading.snapshot", "kubelint_ports.model.node_state",
-                 "kubelint_ports.model.node_context", "kubelint_ports.checks.node_snapshot",
-                 "kubelint_ports.checks.snapshot_host_ports", "kubelint_ports.checks.snapshot_drift"):
+                 "kubelint_ports.model.node_context", "kubelint_ports.checks.node.dump_context",
+                 "kubelint_ports.checks.node.host_ports", "kubelint_ports.checks.node.drift"):
         assert name in modules, name
 
 
@@ -211,9 +213,10 @@ def test_the_check_registry_names_every_check_in_its_module():
         assert check.function.__module__ == f"kubelint_ports.checks.{places[name].module}", name
         assert checks.reads_of(name) == check.reads, name
         assert checks.cross_object_of(name) == check.cross_object, name
-    # The modules of checks/ that hold no check: the registry, and the helpers the manifest rules
-    # (traffic) and the node-snapshot rules (node_snapshot) share.
-    helpers = {"__init__", "traffic", "node_snapshot"}
+    # The modules of checks/ that hold no check: the registry and its rooms' faces, the helpers the
+    # manifest rules (traffic) and the node-snapshot rules (dump_context) share, and each room's
+    # stories (phrases).
+    helpers = {"__init__", "traffic", "dump_context", "phrases"}
     family_files = {str(path.relative_to(ROOT / "kubelint_ports" / "checks").with_suffix("")).replace("/", ".")
                     for path in (ROOT / "kubelint_ports" / "checks").rglob("*.py")}
     assert {name for name in family_files if name.rpartition(".")[2] not in helpers} == {

@@ -7,7 +7,7 @@ a bug on one input reported as an internal error.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from kubelint_ports.loading import budgets, files
@@ -19,6 +19,9 @@ from kubelint_ports.vocabulary import COMMAND_LINE, Diagnostic, Location
 
 if TYPE_CHECKING:
     from kubelint_ports.loading.helm.chart import HelmOptions
+
+    # Per chart (absolute path): its options, or the configuration's (chart, options) pairs.
+    ChartOptions = Mapping[str, HelmOptions] | Sequence[tuple[str, HelmOptions]]
 
 MANIFEST_SUFFIXES = (".yaml", ".yml", ".json", ".conflist")  # .conflist: a CNI network configuration list
 
@@ -157,10 +160,11 @@ def _kustomization_of(path: str, known: dict[str, str | None]) -> str | None:
 
 
 def load(paths: Iterable[str], stdin=None, helm: HelmOptions | None = None, *,
-         chart_helm: Mapping[str, HelmOptions] | None = None, exclude: Callable[[str], bool] | None = None,
+         chart_helm: ChartOptions | None = None, exclude: Callable[[str], bool] | None = None,
          reader: DocumentReader | None = None, jobs: int = 1) -> LoadResult:
     """Read every input; `helm` renders charts (`chart_helm`: per chart directory, by absolute
-    path) and maps `helm template` output to its templates; `exclude` skips paths. `reader` reads
+    path; a chart given several values sets is rendered once per set, see `Loading`) and maps
+    `helm template` output to its templates; `exclude` skips paths. `reader` reads
     each document while its tree is held; with `jobs` > 1 large inputs are read by that many
     worker processes (see `Loading` to share them between several loads).
 
@@ -178,12 +182,27 @@ def load(paths: Iterable[str], stdin=None, helm: HelmOptions | None = None, *,
 class Loading:
     """One load in two steps: created, it hands its large inputs' files to `workers` (a
     `loading.pool.Workers`), in batches; `finish` reads the rest in this process and absorbs each
-    batch at its place in the input, so the result is the same whatever the workers."""
+    batch at its place in the input, so the result is the same whatever the workers.
+
+    `chart_helm` gives charts their own options: a mapping (chart's absolute path -> options), or
+    the configuration's (chart, options) pairs, where a chart may come once per values set. Such a
+    chart is set aside and, after the other inputs, rendered once per set, each set's objects in
+    its own deployment unit (`Document.unit`, named by `helm.value_sets.value_set_units`); the
+    result's `value_sets` says which unit each set is, with its values files."""
 
     def __init__(self, paths: Iterable[str], stdin=None, helm: HelmOptions | None = None, *,
-                 chart_helm: Mapping[str, HelmOptions] | None = None, exclude: Callable[[str], bool] | None = None,
+                 chart_helm: ChartOptions | None = None, exclude: Callable[[str], bool] | None = None,
                  reader: DocumentReader | None = None, workers=None):
-        self.stdin, self.helm, self.chart_helm, self.reader = stdin, helm, chart_helm or {}, reader
+        self.stdin, self.helm, self.reader, self.workers = stdin, helm, reader, workers
+        self.chart_helm: dict[str, HelmOptions] = {}
+        self.value_sets: dict[str, list[HelmOptions]] = {}  # charts rendered once per values set
+        self.set_aside: list[str] = []  # those among the inputs, in input order
+        if chart_helm:  # only then: a run without charts never imports the Helm package
+            from kubelint_ports.loading.helm.value_sets import chart_pairs, several_value_sets
+
+            pairs = chart_pairs(chart_helm)
+            self.chart_helm = dict(pairs)
+            self.value_sets = several_value_sets(pairs)
         self.result = LoadResult()
         self.paths = tuple(paths)
         given = []
@@ -195,16 +214,50 @@ class Loading:
                                                           f"no such file or directory {display_path(path)!r}"))
         self.walked_files: set[str] = set()  # regular files found walking: no directory nor symlink test
         self.entries = [path for path in discover(given, self.result.notes, self.walked_files)
-                        if exclude is None or path == STDIN or not exclude(path)]
+                        if path == STDIN or not self._excluded(path, exclude)]
         self.archives = {path for path in self.paths if is_packaged_chart(path)}
         # Charts render in this process: a packaged one is held back from the workers as stdin is.
         batched = [STDIN if path in self.archives else path for path in self.entries]
         self.batches = (workers.batches(batched, helm, reader, self.walked_files)
                         if workers is not None and reader else {})
 
+    def _excluded(self, path: str, exclude: Callable[[str], bool] | None) -> bool:
+        """Skipped (the config's `exclude`), or set aside: a chart rendered once per values set."""
+        if exclude is not None and exclude(path):
+            return True
+        if self.value_sets and os.path.abspath(path) in self.value_sets:
+            self.set_aside.append(path)
+            return True
+        return False
+
     def finish(self) -> LoadResult:
         with files.time_limits():  # each input's own budget below sets only its timer
-            return self._finish()
+            result = self._finish()
+        if self.set_aside:
+            self._render_value_sets(result)
+        return result
+
+    def _render_value_sets(self, result: LoadResult) -> None:
+        """Each chart set aside rendered once per values set into `result` (and the reader), its
+        objects in the set's unit (`Document.unit`); (unit, values files) of each in
+        `result.value_sets`, so that the configuration's `units:` may place a set by its file."""
+        from kubelint_ports.loading.helm.value_sets import value_set_units
+
+        rendered = []
+        for chart in self.set_aside:
+            sets = self.value_sets[os.path.abspath(chart)]
+            files_read = 0
+            for unit, helm in zip(value_set_units(chart, sets), sets):
+                one = Loading([chart], helm=helm, reader=self.reader, workers=self.workers).finish()
+                for document in one.documents:
+                    document.unit = unit
+                files_read = max(files_read, one.files)  # the chart's files, read once per set
+                one.files = 0
+                result.absorb(one)
+                result.notes += [note for note in one.notes if note not in result.notes]
+                rendered.append((unit, tuple(helm.values)))
+            result.files += files_read
+        result.value_sets = tuple(rendered)
 
     def _finish(self) -> LoadResult:
         result = self.result

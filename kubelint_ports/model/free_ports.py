@@ -330,16 +330,43 @@ class FreePorts:
     near: int | None = None
 
 
+@record(frozen=True, slots=True)
+class FreeRuns:
+    """One cluster's free ports as runs, worked out once (`free_runs_of`): the one answer that
+    `ports --free` prints (`free_ports`) and the page shows (`portmap.free_view`)."""
+
+    node_ports: Runs  # the node-port range's free runs
+    node_port_count: int
+    host_ports: tuple[tuple[str, Runs, int], ...]  # (node, its free host port runs, their count), by node name
+
+
+def free_runs_of(cluster: Cluster, reserved: Mapping[int, str]) -> FreeRuns:
+    """The cluster's `FreeRuns` with these node daemons' ports taken, worked out once per cluster
+    and reserved ports: whoever asks first (`ports --free`, the page), the other reads the same."""
+    key = ("free_runs", frozenset(reserved))
+    if key not in cluster.derived:
+        node_ports = free_node_port_runs(cluster, reserved)
+        counts: dict[int, int] = {}  # nodes alike share their runs (`free_host_port_runs_by_node`): counted once
+        cluster.derived[key] = FreeRuns(node_ports, run_count(node_ports), tuple(
+            (node, runs, counts.get(id(runs)) or counts.setdefault(id(runs), run_count(runs)))
+            for node, runs in free_host_port_runs_by_node(cluster, reserved).items()))
+    return cluster.derived[key]
+
+
+def suggestions(runs: Runs, near: int | None, count: int) -> tuple[int, ...]:
+    """The `count` free ports of `runs` nearest `near` (none without `near`)."""
+    return tuple(nearest_in_runs(runs, near, count)) if near is not None else ()
+
+
 def free_ports(cluster: Cluster, reserved: Mapping[int, str], near: int | None = None, count: int = 5) -> FreePorts:
     """`ports --free`: the nodePorts no Service or pod of the inputs claims, then each node's host
     ports no pod that may run there, no nodePort and no node daemon holds, outside the ephemeral
-    and node-port ranges; with `near`, the `count` free ones closest to it."""
+    and node-port ranges; with `near`, the `count` free ones closest to it. The runs are
+    `free_runs_of`'s, the page's; this adds who holds the taken ports."""
     scopes = [node_port_scope(cluster, reserved, near, count)]
-    free_by_node = free_host_port_runs_by_node(cluster, reserved)  # the runs the page shows too
-    for node, held in host_port_holders_by_node(cluster, reserved).items():
-        runs = free_by_node[node]
-        scopes.append(FreeScope(node, runs, run_count(runs), held,
-                                tuple(nearest_in_runs(runs, near, count)) if near is not None else ()))
+    held_by_node = host_port_holders_by_node(cluster, reserved)
+    for node, runs, free_count in free_runs_of(cluster, reserved).host_ports:
+        scopes.append(FreeScope(node, runs, free_count, held_by_node[node], suggestions(runs, near, count)))
     return FreePorts(cluster.node_port_range, cluster.ephemeral_port_range, tuple(scopes), near)
 
 
@@ -347,19 +374,20 @@ def free_ports_by_unit(cluster: Cluster, reserved: Mapping[int, str], near: int 
                        count: int = 5) -> tuple[tuple[str, FreePorts], ...]:
     """`free_ports` per deployment unit, each from its own cluster (its objects, nodes and port
     ranges: another cluster's ports are never taken here), as (unit name, answer); a run of one
-    unnamed unit gives ("", the run's answer)."""
+    unnamed unit gives ("", the run's answer). `ports --free` asks the port map's module
+    (`portmap.free_ports_of`), which takes each unit's own node daemons as the map does."""
     units = cluster.units or [("", cluster)]
     return tuple((name, free_ports(unit, reserved, near, count)) for name, unit in units)
 
 
 def node_port_scope(cluster: Cluster, reserved: Mapping[int, str], near: int | None = None,
                     count: int = 5) -> FreeScope:
-    """The node-port range's free runs and who holds its taken ports (`free_ports`' first scope)."""
+    """The node-port range's free runs (`free_runs_of`) and who holds its taken ports (`free_ports`'
+    first scope)."""
     low, high = cluster.node_port_range
     holders = {port: tuple(names) for port, names in sorted(node_port_holders(cluster).items()) if low <= port <= high}
-    runs = free_node_port_runs(cluster, reserved)
-    return FreeScope(None, runs, run_count(runs), holders,
-                     tuple(nearest_in_runs(runs, near, count)) if near is not None else ())
+    runs = free_runs_of(cluster, reserved)
+    return FreeScope(None, runs.node_ports, runs.node_port_count, holders, suggestions(runs.node_ports, near, count))
 
 
 def free_host_port_runs_by_node(cluster: Cluster, reserved: Mapping[int, str]) -> dict[str, Runs]:

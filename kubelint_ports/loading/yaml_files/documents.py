@@ -259,6 +259,8 @@ class LoadResult:
     files: int = 0
     skipped: int = 0  # YAML documents that are not Kubernetes objects
     notes: list[str] = field(default_factory=list)  # what was passed over and why (not errors)
+    # Charts rendered once per values set (`inputs.Loading`): (the set's unit, its values files).
+    value_sets: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
     def absorb(self, other: "LoadResult") -> None:
         self.documents += other.documents

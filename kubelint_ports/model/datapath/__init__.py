@@ -13,8 +13,9 @@ Modules:
 - `masquerade`: kube-proxy's masquerade of Service traffic (KP401-KP403, KP804).
 - `node`: what a node's dumps settle (`node_facts`, `first_dnat`, entry placement).
 - `service`: a Service's traffic policies and endpoints as a `PortUse` (the rules' questions).
-- `phrases`, `phrases_rules`, `phrases_node`: the only traffic wording: sentences, the `traffic`
-  data of findings, and each rule family's story and advice.
+- `phrases`: the traffic wording of the answers: sentences, the `traffic` data of findings, and
+  `story`, the shape of every message. Each rule family's own story and advice sit beside its
+  rules (`checks.manifest.phrases`, `checks.node.phrases`): the model answers, the checks phrase.
 
 Clients: FROM_OUTSIDE (another machine), FROM_POD (a pod address: nat PREROUTING), FROM_NODE (nat
 OUTPUT). Destinations: NODE_IP (the primary address), SECONDARY_IP, HOST_IP, LOCALHOST, CLUSTER_IP,
@@ -71,7 +72,7 @@ from kubelint_ports.model.datapath.facts import (
     receiver_rank,
     version_text,
 )
-from kubelint_ports.model.datapath import phrases, phrases_node, phrases_rules  # the wording, importable here
+from kubelint_ports.model.datapath import phrases  # the wording, importable here
 from kubelint_ports.model.datapath.masquerade import MasqueradeGap, masquerade_gap, masqueraded
 from kubelint_ports.model.datapath.node import first_dnat
 from kubelint_ports.model.datapath.phrases import (
@@ -100,6 +101,6 @@ __all__ = [
     "UNDEFINED", "WHEN_UNKNOWN", "WILDCARD", "Answer", "Datapath", "DatapathFacts", "Fact", "MasqueradeGap",
     "Outcome", "PortUse", "Route", "World", "condition_text", "explain", "fact_sources", "fact_text", "facts_table",
     "first_dnat", "losers_of", "masquerade_gap", "masqueraded", "node_port_coverage", "outcome_clause",
-    "parse_version", "phrases", "phrases_node", "phrases_rules", "receiver_rank", "route", "summary", "summary_short",
+    "parse_version", "phrases", "receiver_rank", "route", "summary", "summary_short",
     "traffic_data", "version_text", "who",
 ]

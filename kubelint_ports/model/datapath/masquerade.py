@@ -5,7 +5,7 @@ from __future__ import annotations
 
 
 from kubelint_ports.records import record
-from kubelint_ports.model.datapath.phrases_rules import masquerade_gap_text, version_class_text
+from kubelint_ports.model.datapath.phrases import masquerade_gap_text, version_class_text
 
 
 def masqueraded(mode: str, client: str, *, cluster_cidr: str | None, version: tuple[int, ...] | None = None,

@@ -2,8 +2,8 @@
 
 Decisions (`route`, `answer`) name their steps with ids; this module turns answers into sentences
 (`summary`, `explain`) and into the `traffic` data of findings. The rule families' stories, built
-from these sentences in the one shape of a finding's message (`story`), are in `phrases_rules`
-(manifests) and `phrases_node` (node snapshots).
+from these sentences in the one shape of a finding's message (`story`), sit beside the rules they
+phrase: `checks.manifest.phrases` (manifests) and `checks.node.phrases` (node snapshots).
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from kubelint_ports.model.datapath.facts import (
 if TYPE_CHECKING:
     from kubelint_ports.model.datapath.answer import Answer, Outcome
 
-# --- a finding's message: the shape of the rule families' stories (`phrases_rules`, `phrases_node`) ---
+# --- a finding's message: the shape of the rule families' stories (`checks.*.phrases`) ---
 
 def story(claim: str, why: str, *then: str) -> str:
     """A finding's message in the shape its readers split (`findings.split_message`): the short
@@ -288,3 +288,26 @@ def traffic_data(answer: "Answer", parties: Mapping[str, str],
                             "possible": other.possible_receivers}
                            for key, other in others]
     return result
+
+
+# --- the masquerade model's words (`masquerade.masquerade_gap`: a `MasqueradeGap`'s text) ---------------
+
+MASQUERADE_GAP_WORDS = {
+    "vip-masqueraded": "node processes still work (the `KUBE-CLUSTER-IP src,dst` rule masquerades what the node "
+                       "sends from a VIP), but {off_cluster}",
+    "node-clients-broken": "node processes and hostNetwork pods reach no Service: the node sends to a ClusterIP "
+                           "(bound to kube-ipvs0) from that ClusterIP, no rule masquerades it, and the backend's reply "
+                           "goes back to the VIP on its own node (incident 002)",
+    "node-address": "node processes still work (they send from the node's address, which replies find), but "
+                    "{off_cluster}",
+}
+OFF_CLUSTER = ("clients outside the cluster that route the Service CIDR to a node are not masqueraded, so a backend on "
+               "another node answers them directly and the reply never matches their connection")
+
+
+def masquerade_gap_text(kind: str) -> str:
+    return MASQUERADE_GAP_WORDS[kind].format(off_cluster=OFF_CLUSTER)
+
+
+def version_class_text(mode: str, versions: str | None) -> str:
+    return f"kube-proxy {versions}" if versions else f"kube-proxy ({mode} mode)"

@@ -15,7 +15,8 @@ from dataclasses import replace
 from typing import Any
 
 from kubelint_ports.checks import Hit, Related, register
-from kubelint_ports.checks.node_snapshot import (
+from kubelint_ports.checks.node import phrases
+from kubelint_ports.checks.node.dump_context import (
     ask,
     cluster_ip_label,
     describe_entry,
@@ -25,7 +26,6 @@ from kubelint_ports.checks.node_snapshot import (
     related,
     subject,
 )
-from kubelint_ports.checks.traffic import node_destination
 from kubelint_ports.loading.snapshot import DumpLine
 from kubelint_ports.model.datapath import (
     CLUSTER_IP,
@@ -41,11 +41,11 @@ from kubelint_ports.model.datapath import (
     PortUse,
     explain,
     first_dnat,
-    phrases_node,
     traffic_data,
 )
 from kubelint_ports.model.datapath.node import node_facts
 from kubelint_ports.model.node_state import READY, HostPortEntry, NodeSnapshots, NodeState
+from kubelint_ports.model.port_holders import node_destination
 
 
 # --- which entry a packet meets -------------------------------------------------------------------
@@ -167,20 +167,20 @@ def stale_host_port_dnat(context: NodeSnapshots, params: Mapping[str, Any]) -> I
             sentence, traffic = host_port_answer(node, entry, f"{entry.pod_ip} (the stale entry, where nothing answers)")
             if victims:
                 victim = next(iter(victims.values()))
-                outcome = phrases_node.stale_outcome_shadowing(entry.protocol, entry.port, sentence,
-                                                               describe_entry(victim), victim.jump.line, ports,
-                                                               entry.backend)
+                outcome = phrases.stale_outcome_shadowing(entry.protocol, entry.port, sentence,
+                                                          describe_entry(victim), victim.jump.line, ports,
+                                                          entry.backend)
                 evidence += [related(node, loser.jump, f"live entry shadowed: {describe_entry(loser)}")
                              for loser in victims.values()]
             elif len(winners) == len(entries):
-                outcome = phrases_node.stale_outcome_shadowed(describe_entry(winners[0]), winners[0].jump.line,
-                                                              entry.backend)
+                outcome = phrases.stale_outcome_shadowed(describe_entry(winners[0]), winners[0].jump.line,
+                                                         entry.backend)
             else:
-                outcome = phrases_node.stale_outcome(entry.protocol, entry.port, sentence)
-            hash_note = phrases_node.chain_name_mismatch(entry.network) if entry.chain_name_matches is False else ""
+                outcome = phrases.stale_outcome(entry.protocol, entry.port, sentence)
+            hash_note = phrases.chain_name_mismatch(entry.network) if entry.chain_name_matches is False else ""
             udp_ports = sorted({e.port for e in entries if e.protocol == "udp"})
-            fix = phrases_node.stale_fix(entry.backend, entry.chain, udp_ports)
-            yield Hit(subject(node, jump), f"hostPort {ports} {entry.chain}", phrases_node.stale_entry(
+            fix = phrases.stale_fix(entry.backend, entry.chain, udp_ports)
+            yield Hit(subject(node, jump), f"hostPort {ports} {entry.chain}", phrases.stale_entry(
                 describe_entry(entry), ports, "; ".join(reasons), outcome, hash_note, fix),
                 tuple([related(node, entry.dnat, f"DNAT to {entry.pod_ip}:{entry.pod_port}")] + evidence),
                 port=entry.port, traffic=traffic)
@@ -206,16 +206,16 @@ def shadowed_host_port(context: NodeSnapshots, params: Mapping[str, Any]) -> Ite
                 winner, entry = winners[winner_jump], lost[0]
                 sentence, traffic = host_port_answer(node, winner, describe_entry(winner))
                 yield Hit(subject(node, jump), f"hostPort {port_list(lost)} {entry.chain} on {winner.host_ip}",
-                          phrases_node.shadowed_for_address(port_list(lost), node.name, winner.host_ip,
-                                                            describe_entry(winner), winner_jump.line,
-                                                            describe_entry(entry), entry.protocol, entry.port, sentence),
+                          phrases.shadowed_for_address(port_list(lost), node.name, winner.host_ip,
+                                                       describe_entry(winner), winner_jump.line,
+                                                       describe_entry(entry), entry.protocol, entry.port, sentence),
                     (related(node, winner_jump, f"winner for {winner.host_ip}: {describe_entry(winner)}"),),
                     port=entry.port, traffic=traffic)
             for winner_jump, lost in pairs.items():
                 winner, entry = winners[winner_jump], lost[0]
                 host = f" on {entry.host_ip}" if entry.host_ip else ""
                 sentence, traffic = host_port_answer(node, winner, describe_entry(winner))
-                yield Hit(subject(node, jump), f"hostPort {port_list(lost)} {entry.chain}", phrases_node.shadowed(
+                yield Hit(subject(node, jump), f"hostPort {port_list(lost)} {entry.chain}", phrases.shadowed(
                     port_list(lost), host, node.name, describe_entry(winner), winner_jump.line, describe_entry(entry),
                     entry.protocol, entry.port, sentence, winner.backend),
                     (related(node, winner_jump, f"winner: {describe_entry(winner)}"),), port=entry.port,
@@ -277,11 +277,11 @@ def host_ports_ahead_of_kube_proxy(context: NodeSnapshots, params: Mapping[str, 
                 if captured:
                     label, answer = captured[0]
                     parties = {HOSTPORT: "the hostPort pod", SERVICE: label}
-                    outcome = phrases_node.ahead_captures(label, answer, parties, [name for name, _ in captured[1:]])
+                    outcome = phrases.ahead_captures(label, answer, parties, [name for name, _ in captured[1:]])
                     traffic = traffic_data(answer, parties)
                 else:
-                    outcome = phrases_node.AHEAD_NOTHING_YET
-                yield Hit(subject(node, jump.place), f"nat {hook} {jump.chain}", phrases_node.ahead_of_kube_proxy(
+                    outcome = phrases.AHEAD_NOTHING_YET
+                yield Hit(subject(node, jump.place), f"nat {hook} {jump.chain}", phrases.ahead_of_kube_proxy(
                     hook, jump.chain, jump.index, proxy.index, outcome, node_ports_stay_taken(node)),
                     (related(node, proxy.place, "kube-proxy's jump, which comes later"),), traffic=traffic)
 

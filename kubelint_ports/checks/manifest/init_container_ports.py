@@ -6,8 +6,8 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from kubelint_ports.checks import Hit, register
+from kubelint_ports.checks.manifest import phrases
 from kubelint_ports.model import Cluster
-from kubelint_ports.model.datapath import phrases_rules
 
 
 @register("host-port-in-init-container")
@@ -23,13 +23,5 @@ def host_port_in_init_container(cluster: Cluster, params: Mapping[str, Any]) -> 
         for port in workload.declared_ports:
             if port.role == "container" or not port.host_port:
                 continue
-            if port.role == "init":
-                kind = "plain init container"
-                scheduler = ("the scheduler does not count it either, so nothing on the node is reserved or "
-                             "forwarded")
-            else:
-                kind = "sidecar (init container, restartPolicy Always)"
-                scheduler = ("yet the scheduler reserves the port, so the pod blocks it on its node while no "
-                             "traffic arrives")
-            yield Hit(workload, f"{port.field_path}.hostPort", phrases_rules.init_container_host_port(
-                port.host_port, port.protocol, kind, port.container, scheduler), port=port.host_port)
+            yield Hit(workload, f"{port.field_path}.hostPort", phrases.init_container_host_port(
+                port.host_port, port.protocol, port.role == "init", port.container), port=port.host_port)

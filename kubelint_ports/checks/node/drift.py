@@ -12,7 +12,8 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from kubelint_ports.checks import Hit, register
-from kubelint_ports.checks.node_snapshot import ask, cluster_ip_label, listed, node_port_label, subject
+from kubelint_ports.checks.node import phrases
+from kubelint_ports.checks.node.dump_context import ask, cluster_ip_label, listed, node_port_label, subject
 from kubelint_ports.loading.snapshot import DumpLine
 from kubelint_ports.model.datapath import (
     CLUSTER_IP,
@@ -23,7 +24,6 @@ from kubelint_ports.model.datapath import (
     WILDCARD,
     PortUse,
     explain,
-    phrases_node,
     traffic_data,
 )
 from kubelint_ports.model.node_state import ClusterIpRule, NodePortRule, NodeSnapshots, NodeState
@@ -78,14 +78,14 @@ def node_drift(context: NodeSnapshots, params: Mapping[str, Any]) -> Iterator[Hi
         lacking = [node for node in nodes if key not in keys[node.name]]
         if not lacking:
             continue
-        what = phrases_node.drift_what(key[0], key[1], key[2] if len(key) > 2 else "")
+        what = phrases.drift_what(key[0], key[1], key[2] if len(key) > 2 else "")
         if len(having) <= len(lacking):
             for node in having:
                 traffic = None
                 if key[0] == "host-port":
                     answer = ask(node, NODE_IP, PortUse(host_port_ip=WILDCARD), int(key[2]), key[1])
                     traffic = traffic_data(answer, {HOSTPORT: "the hostPort pod"})
-                yield Hit(subject(node, keys[node.name][key]), f"drift {' '.join(key)}", phrases_node.drift_present(
+                yield Hit(subject(node, keys[node.name][key]), f"drift {' '.join(key)}", phrases.drift_present(
                     what, node.name, listed([n.name for n in lacking]), key[0] == "host-port"),
                     variant=key[0], traffic=traffic)
         elif key[0] == "service":
@@ -96,5 +96,5 @@ def node_drift(context: NodeSnapshots, params: Mapping[str, Any]) -> Iterator[Hi
         if missing and node.services_anchor is not None:
             first = missing[0]
             said, traffic = missing_rule_answer(node, rules[("service", first)], first)
-            yield Hit(subject(node, node.services_anchor), "drift missing services", phrases_node.drift_missing(
+            yield Hit(subject(node, node.services_anchor), "drift missing services", phrases.drift_missing(
                 node.name, len(missing), listed(missing), first, said), variant="service", traffic=traffic)

@@ -11,8 +11,8 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from kubelint_ports.checks import Hit, register
-from kubelint_ports.checks.node_snapshot import ask, describe_entry, node_port_on, related, subject
-from kubelint_ports.checks.traffic import node_destination
+from kubelint_ports.checks.node import phrases
+from kubelint_ports.checks.node.dump_context import ask, describe_entry, node_port_on, related, subject
 from kubelint_ports.model.datapath import (
     FROM_NODE,
     FROM_OUTSIDE,
@@ -24,10 +24,10 @@ from kubelint_ports.model.datapath import (
     SERVICE,
     WILDCARD,
     PortUse,
-    phrases_node,
     traffic_data,
 )
 from kubelint_ports.model.node_state import HostPortEntry, NodeSnapshots, host_ports_text, same_family
+from kubelint_ports.model.port_holders import node_destination
 
 KUBE_PROXY_PROCESSES = frozenset(("kube-proxy", "hyperkube"))
 
@@ -71,8 +71,8 @@ def host_process_loses_port(context: NodeSnapshots, params: Mapping[str, Any]) -
                     continue
                 parties = {HOSTPORT: f"the pod at {entry.pod_ip}:{entry.pod_port}", HOST_PROCESS: listener.process_text}
                 yield Hit(subject(node, listener.place), f"listener {listener.protocol}/{listener.port}",
-                          phrases_node.process_loses_to_host_port(listener.process_text, shown, listener.protocol,
-                                                                  describe_entry(entry), node.name, answer, parties),
+                          phrases.process_loses_to_host_port(listener.process_text, shown, listener.protocol,
+                                                             describe_entry(entry), node.name, answer, parties),
                           (related(node, entry.jump, f"hostPort DNAT {describe_entry(entry)}"),), port=listener.port,
                           traffic=traffic_data(answer, parties))
                 continue
@@ -93,8 +93,8 @@ def host_process_loses_port(context: NodeSnapshots, params: Mapping[str, Any]) -
             paths = [] if destination == LOCALHOST else [
                 ("pods", ask(node, destination, use, listener.port, listener.protocol, FROM_POD))]
             yield Hit(subject(node, listener.place), f"listener {listener.protocol}/{listener.port}",
-                      phrases_node.process_loses_to_node_port(listener.process_text, shown, listener.protocol,
-                                                              listener.port, service, answer, parties, paths),
+                      phrases.process_loses_to_node_port(listener.process_text, shown, listener.protocol,
+                                                         listener.port, service, answer, parties, paths),
                       (related(node, rule.place, f"nodePort {listener.port} of {service}"),), port=listener.port,
                       traffic=traffic_data(answer, parties, paths))
 

@@ -7,8 +7,10 @@ from collections import defaultdict
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from kubelint_ports.checks import Hit, Related, register, traffic
-from kubelint_ports.checks.node_ports import FreeHostPort
+from kubelint_ports.checks import Hit, Related, register
+from kubelint_ports.checks.manifest import phrases
+from kubelint_ports.checks.manifest import traffic
+from kubelint_ports.checks.manifest.node_ports import FreeHostPort
 from kubelint_ports.records import record
 from kubelint_ports.model import Cluster, Service, Workload
 from kubelint_ports.model.allocation import ANY_NODE, Claimant, Conflict, allocate, conflicts
@@ -22,7 +24,6 @@ from kubelint_ports.model.datapath import (
     OTHERWISE,
     SERVICE,
     PortUse,
-    phrases_rules,
     traffic_data,
 )
 from kubelint_ports.model.datapath.service import service_use
@@ -74,7 +75,7 @@ def host_port_conflict(cluster: Cluster, params: Mapping[str, Any]) -> Iterator[
             # A pod that collides with itself (more replicas than nodes): no other port helps.
             free = free_host_port.sentence(claimant.workload, conflict.port, claimant.claim.via) if others else ""
             yield Hit(claimant.workload, claimant.claim.field_path,
-                      phrases_rules.with_free(conflict_message(conflict, claimant, others), free),
+                      phrases.with_free(conflict_message(conflict, claimant, others), free),
                       tuple(claimant_related(c) for c in others[:MAX_RELATED]), port=conflict.port, nodes=nodes)
 
 
@@ -164,9 +165,9 @@ def capture_hits(allocation, dnat: Claimant, victims: list[tuple[Workload, Silen
     paths = traffic.node_paths(datapath, use, claim.port, claim.protocol, claim.host_ip)
     names = {HOSTPORT: f"{dnat.workload.ref} (container '{claim.container}')", HOST_PROCESS: f"{host.ref}"}
     words = {HOSTPORT: str(dnat.workload.ref), HOST_PROCESS: f"the process of {host.ref.name}"}
-    message = phrases_rules.host_network_capture(port_text(claim), answer.always(HOSTPORT), silent.port, str(host.ref),
-                                                 more, where_running(host), silent.source, where, answer, words, paths,
-                                                 host.ref.name)
+    message = phrases.host_network_capture(port_text(claim), answer.always(HOSTPORT), silent.port, str(host.ref),
+                                           more, where_running(host), silent.source, where, answer, words, paths,
+                                           host.ref.name)
     related = tuple(Related(h, p.field_path, f"port {p.port} of hostNetwork {h.ref} ({p.source})")
                     for h, p in victims[:MAX_RELATED])
     data = traffic_data(answer, names, paths)
@@ -221,7 +222,7 @@ def node_reserved_port(cluster: Cluster, params: Mapping[str, Any]) -> Iterator[
             data = traffic_data(answer, {HOSTPORT: f"{workload.ref} (container '{claim.container}')",
                                          HOST_PROCESS: daemon})
         how = f", undeclared, {source}" if source else ""
-        yield Hit(workload, claim.field_path, phrases_rules.reserved_port(
+        yield Hit(workload, claim.field_path, phrases.reserved_port(
             port_text(claim), f"container '{claim.container}'{how}", daemon, answer, words),
             port=claim.port, traffic=data)
 
@@ -308,8 +309,8 @@ def one_per_host_port(workload: Workload, claim: HostClaim, hits: list[Hit]) -> 
         return
     strongest = next((hit for hit in own if hit.variant == "captured"), own[0])
     labels = [related.message.removeprefix(f"port {claim.port} of ") for hit in own for related in hit.related]
-    message = phrases_rules.service_capture_many(claim.port, claim.protocol, strongest.variant == "captured",
-                                                 labels, strongest.message)
+    message = phrases.service_capture_many(claim.port, claim.protocol, strongest.variant == "captured",
+                                           labels, strongest.message)
     yield Hit(workload, claim.field_path, message, tuple(r for hit in own for r in hit.related),
               variant=strongest.variant, port=claim.port, traffic=strongest.traffic)
 
@@ -345,8 +346,8 @@ def service_capture_hits(cluster: Cluster, workload: Workload, claim: HostClaim,
     names = {HOSTPORT: f"{workload.ref} (container '{claim.container}')", SERVICE: target.label}
     words = {HOSTPORT: "this pod", SERVICE: "the Service", OTHERWISE: "otherwise the Service keeps it"}
     what = f" ({target.note})" if target.note else ""
-    message = phrases_rules.service_capture(claim.port, claim.protocol, captured, target.label, what, nodes, answer,
-                                            words, asked)
+    message = phrases.service_capture(claim.port, claim.protocol, captured, target.label, what, nodes, answer,
+                                      words, asked)
     variant = "captured" if captured else "possible"
     data = traffic_data(answer, names, asked)
     if target.service is None or not workload.live:

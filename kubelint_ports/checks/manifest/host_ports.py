@@ -12,7 +12,9 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from kubelint_ports.checks import Hit, register, traffic
+from kubelint_ports.checks import Hit, register
+from kubelint_ports.checks.manifest import phrases
+from kubelint_ports.checks.manifest import traffic
 from kubelint_ports.model import Cluster
 from kubelint_ports.model.datapath import (
     CLUSTER_IP,
@@ -25,7 +27,6 @@ from kubelint_ports.model.datapath import (
     SERVICE,
     WILDCARD,
     PortUse,
-    phrases_rules,
     traffic_data,
 )
 
@@ -62,8 +63,8 @@ def host_port(cluster: Cluster, params: Mapping[str, Any]) -> Iterator[Hit]:
             paths.append(("other-addresses", other_addresses))
         names = {HOSTPORT: f"{workload.ref} (container '{claim.container}')"}
         head = f"container '{claim.container}' claims hostPort {claim.port}/{claim.protocol}"
-        message = phrases_rules.host_port(head, claim.port, claim.host_ip, claim.host_ip == WILDCARD, node, localhost,
-                                          other_addresses, paths, words)
+        message = phrases.host_port(head, claim.port, claim.host_ip, claim.host_ip == WILDCARD, node, localhost,
+                                    other_addresses, paths, words)
         yield Hit(workload, claim.field_path, message, port=claim.port, traffic=traffic_data(node, names, paths))
 
 
@@ -73,8 +74,6 @@ def host_port_in_node_port_range(cluster: Cluster, params: Mapping[str, Any]) ->
     for workload, claim, source in cluster.held_ports(params["holder"]):
         if cluster.in_node_port_range(claim.port):
             how = f", undeclared, {source}" if source else ""
-            yield Hit(workload, claim.field_path, (
-                f"{noun} {claim.port}/{claim.protocol} (container '{claim.container}'{how}) lies inside the node-port "
-                f"range {cluster.node_port_range_text}: a Service that gets nodePort {claim.port} later, even one "
-                f"allocated at random, collides with it on every node this pod runs on. Use a port below "
-                f"{cluster.node_port_range[0]}."), port=claim.port)
+            yield Hit(workload, claim.field_path, phrases.host_port_in_node_port_range(
+                f"{noun} {claim.port}/{claim.protocol}", claim.port, claim.container, how, cluster.node_port_range_text,
+                cluster.node_port_range[0]), port=claim.port)

@@ -13,8 +13,9 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from kubelint_ports.checks import Hit, Related, register
+from kubelint_ports.checks.manifest import phrases
 from kubelint_ports.model import Cluster
-from kubelint_ports.model.datapath import masquerade_gap, masqueraded, phrases_rules, version_text
+from kubelint_ports.model.datapath import masquerade_gap, masqueraded, version_text
 from kubelint_ports.model.cluster_network import CidrSource, NetworkConfig, ProxyConfig, cidr_text, family_name
 
 MAX_RELATED = 10
@@ -22,7 +23,7 @@ KNOWN_MODES = ("ipvs", "iptables", "nftables")
 
 
 def network_of(cluster: Cluster) -> NetworkConfig | None:
-    return getattr(cluster, "network", None)
+    return cluster.network
 
 
 NetworkCheck = Callable[[NetworkConfig, Cluster], Iterator[Hit]]
@@ -118,7 +119,7 @@ def masquerade_harm(cluster: Cluster, mode: str) -> tuple[str, str]:
     gaps = masquerade_gap(mode, version.value if version else None)
     variant = "node-clients" if any(gap.node_clients_broken for gap in gaps) else "off-cluster-clients"
     known = f" (kube-proxy {version_text(version.value)} from {version.source})" if version and len(gaps) == 1 else ""
-    return phrases_rules.masquerade_harm(mode, gaps, known), variant
+    return phrases.masquerade_harm(mode, gaps, known), variant
 
 
 # --- KP402 -----------------------------------------------------------------------------------
@@ -144,9 +145,9 @@ def kube_proxy_cluster_cidr_overlaps_service_cidr(network: NetworkConfig, cluste
             first, first_range = overlapping[0]
             mode = proxy.effective_mode
             if not masqueraded(mode, "node", cluster_cidr="services"):
-                harm = phrases_rules.cluster_cidr_harm("node-clients-unanswered")
+                harm = phrases.cluster_cidr_harm("node-clients-unanswered")
             elif masqueraded(mode, "pod", cluster_cidr="services"):
-                harm = phrases_rules.cluster_cidr_harm("pods-masqueraded")
+                harm = phrases.cluster_cidr_harm("pods-masqueraded")
             else:
                 continue
             advice = pod_cidr_advice(network, proxy)
@@ -181,7 +182,7 @@ def kube_proxy_cluster_cidr_excludes_pod_cidr(network: NetworkConfig, cluster: C
                            f"{family_name(version)} range, but {source.label} is {pod_range}{others}")
             advice = pod_cidr_advice(network, proxy)
             fix = 'Set ' + advice if advice else 'Set it to the pod CIDR that holds every node podCIDR'
-            yield Hit(proxy.owner, proxy.cluster_cidr_path or proxy.anchor_path, phrases_rules.pods_outside_cluster_cidr(
+            yield Hit(proxy.owner, proxy.cluster_cidr_path or proxy.anchor_path, phrases.pods_outside_cluster_cidr(
                 problem, masqueraded(proxy.effective_mode, "pod", cluster_cidr="elsewhere"), fix),
                 related_places(source_related(s, f"{s.label}: {r}") for s, r in outside))
 
@@ -219,7 +220,7 @@ def service_cidr_overlaps_pod_cidr(network: NetworkConfig, cluster: Cluster) -> 
         else:
             text = (f"pod range {subject_range} ({subject.label}) overlaps the Service CIDR {other_range} "
                     f"({other.label})")
-        yield Hit(subject.owner, subject.field_path, phrases_rules.service_cidr_overlap(text, more(len(overlaps) - 1)),
+        yield Hit(subject.owner, subject.field_path, phrases.service_cidr_overlap(text, more(len(overlaps) - 1)),
             related_places(source_related(o, f"{o.label}: {r}") for _, o, r in overlaps))
 
 
@@ -253,7 +254,7 @@ def kube_proxy_config_inconsistent(network: NetworkConfig, cluster: Cluster) -> 
         first = others[0]
         mode_differs = any(other.effective_mode != proxy.effective_mode for other in others)
         field_path = (proxy.mode_path if mode_differs else proxy.cluster_cidr_path) or proxy.anchor_path
-        yield Hit(proxy.owner, field_path, phrases_rules.kube_proxy_configs_disagree(
+        yield Hit(proxy.owner, field_path, phrases.kube_proxy_configs_disagree(
             proxy.label, describe_setting(proxy), first.label, describe_setting(first), more(len(others) - 1)),
             related_places(Related(other.owner, (other.mode_path if mode_differs else other.cluster_cidr_path)
                                    or other.anchor_path, f"{other.label}: {describe_setting(other)}")

@@ -11,6 +11,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from kubelint_ports.checks import Hit, Related, register
+from kubelint_ports.checks.manifest import phrases
 from kubelint_ports.model import Cluster, Service, Workload
 from kubelint_ports.model.objects import ServicePort
 from kubelint_ports.model.selection import port_named, ports_numbered, selection, serving_ports
@@ -59,10 +60,7 @@ def dangling_service(cluster: Cluster, params: Mapping[str, Any]) -> Iterator[Hi
             continue
         if not service.selector:
             if params.get("selectorless"):
-                yield Hit(service, "spec", (
-                    "Service has no selector: the control plane manages no endpoints for it, so it routes nowhere "
-                    "unless someone maintains its EndpointSlices by hand. Add a selector matching the pods' "
-                    "labels, or keep hand-made EndpointSlices beside it."))
+                yield Hit(service, "spec", phrases.SELECTORLESS_SERVICE)
             continue
         if chosen.selected(service) or made_elsewhere(cluster, service):
             continue
@@ -127,16 +125,11 @@ def unresolved_name(service: Service, port: ServicePort, workloads: list[Workloa
     related = tuple(Related(w, w.pod_spec_path, f"pods of {w.ref} (no {name} {protocol} port)")
                     for w in missing[:MAX_RELATED])
     if len(missing) == len(workloads):
-        return Hit(service, f"{port.field_path}.targetPort", (
-            f"targetPort {name!r} ({protocol}) resolves in no selected pod: {why}, so the EndpointSlice controller "
-            f"lists no endpoint for port {port.port} and it routes nowhere. Name the container port {name!r} "
-            f"({protocol}), or use its number."), related, variant="none", port=port.port)
+        return Hit(service, f"{port.field_path}.targetPort", phrases.target_port_name_nowhere(
+            name, protocol, why, port.port), related, variant="none", port=port.port)
     served = len(workloads) - len(missing)
-    return Hit(service, f"{port.field_path}.targetPort", (
-        f"targetPort {name!r} ({protocol}) is missing in some selected pods: {why}, so their pods are left out of "
-        f"port {port.port}'s endpoints and the {served} other workload{'s get' if served > 1 else ' gets'} all its "
-        f"traffic. Declare the port in every selected workload, or narrow the selector."),
-        related, variant="some", port=port.port)
+    return Hit(service, f"{port.field_path}.targetPort", phrases.target_port_name_somewhere(
+        name, protocol, why, port.port, served), related, variant="some", port=port.port)
 
 
 @register("target-port-number-not-declared")
@@ -146,11 +139,8 @@ def target_port_number_not_declared(cluster: Cluster, params: Mapping[str, Any])
         if isinstance(number, int) and not any(ports_numbered(w, number) for w in workloads):
             what = f"targetPort {number}" if port.target_port is not None else \
                 f"port {number} (no targetPort, so container port {number})"
-            yield Hit(service, field, (
-                f"{what} is declared by no selected container: traffic goes to port {number} of the pods of "
-                f"{workload_list(workloads)} whether or not they listen there, but nothing in the manifests says "
-                f"they do. Declare containerPort {number} (and name it), or point targetPort at the port they "
-                f"declare."), port=number)
+            yield Hit(service, field, phrases.target_port_number_undeclared(what, number, workload_list(workloads)),
+                      port=number)
 
 
 @register("service-protocol-mismatch")
@@ -163,11 +153,8 @@ def service_protocol_mismatch(cluster: Cluster, params: Mapping[str, Any]) -> It
         if not protocols or port.protocol in protocols:
             continue  # declared nowhere (target-port-number-not-declared's), or for this protocol
         others = sorted(protocols)
-        yield Hit(service, f"{port.field_path}.port", (
-            f"port {port.port}/{port.protocol} targets port {number}, which the selected pods declare only for "
-            f"{'/'.join(others)}: {port.protocol} packets reach a port where nothing is declared to listen "
-            f"for them ({workload_list(workloads)}). Set protocol: {others[0]} on the Service port, or add a "
-            f"{port.protocol} port {number} to the containers."), port=port.port)
+        yield Hit(service, f"{port.field_path}.port", phrases.service_protocol_mismatch(
+            port.port, port.protocol, number, others, workload_list(workloads)), port=port.port)
 
 
 # --- probe-port-name-not-declared --------------------------------------------------------------------
@@ -184,7 +171,7 @@ def probe_port_name_not_declared(cluster: Cluster, params: Mapping[str, Any]) ->
             by_container[port.container].append(port)
         for reference in workload.port_references:
             ports = by_container.get(reference.container, [])
-            effect = probe_effect(reference.source)
+            effect = phrases.probe_effect(reference.source)
             if isinstance(reference.value, str):
                 if any(p.name == reference.value for p in ports):
                     continue
@@ -199,13 +186,3 @@ def probe_port_name_not_declared(cluster: Cluster, params: Mapping[str, Any]) ->
                     f"'{reference.container}': the kubelet connects anyway, but nothing in the manifest says the "
                     f"container listens there. Declare containerPort {reference.value}."),
                     variant="numeric", port=reference.value)
-
-
-def probe_effect(source: str) -> str:
-    return {
-        "livenessProbe": "the kubelet restarts the container again and again",
-        "readinessProbe": "the pod never becomes Ready and gets no Service traffic",
-        "startupProbe": "the container is killed before it ever counts as started",
-        "lifecycle.postStart": "a failed postStart hook kills the container",
-        "lifecycle.preStop": "the preStop hook fails and the container is stopped without it",
-    }[source]

@@ -8,8 +8,10 @@ from collections import defaultdict
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from kubelint_ports.checks import Hit, Related, register, traffic
-from kubelint_ports.checks.node_model import node_list, selects_itself
+from kubelint_ports.checks import Hit, Related, register
+from kubelint_ports.checks.manifest import phrases
+from kubelint_ports.checks.manifest import traffic
+from kubelint_ports.checks.manifest.node_model import node_list, selects_itself
 from kubelint_ports.model import Cluster
 from kubelint_ports.model.allocation import allocate
 from kubelint_ports.model.datapath import (
@@ -22,7 +24,6 @@ from kubelint_ports.model.datapath import (
     NODE_IP,
     SERVICE,
     PortUse,
-    phrases_rules,
     traffic_data,
 )
 from kubelint_ports.model.datapath.service import service_use
@@ -117,7 +118,7 @@ def collision_hits(cluster: Cluster, service, port, address, victims) -> Iterato
     variant = "host-network" if processes else "host-port"
     head = (f"{address.label} {address.ip}:{port.port}/{port.protocol} is a host port of node {node_list(shared)}: "
             f"{address.ip} is the node's own address and {label}{more} uses port {port.port} there")
-    message = phrases_rules.external_ip_collision(head, address.ip, port.port, answer, words, paths)
+    message = phrases.external_ip_collision(head, address.ip, port.port, answer, words, paths)
     related = (Related(service, address.field_path, f"{address.label} {address.ip} of {service.ref}"),)
     related += tuple(Related(w, path, f"port {port.port} of {text}") for w, path, _, _, text in victims[:MAX_RELATED])
     data = traffic_data(answer, names, paths)
@@ -153,7 +154,7 @@ def host_ip_not_on_node(cluster: Cluster, params: Mapping[str, Any]) -> Iterator
         answer = traffic.datapath_of(cluster).deliver(FROM_POD, NODE_IP, PortUse(host_port_ip=claim.host_ip),
                                                       claim.port, claim.protocol)
         words = {HOSTPORT: "the hostPort pod"}
-        yield Hit(workload, f"{claim.field_path.rpartition('.')[0]}.hostIP", phrases_rules.host_ip_not_on_node(
+        yield Hit(workload, f"{claim.field_path.rpartition('.')[0]}.hostIP", phrases.host_ip_not_on_node(
             claim.host_ip, elsewhere, claim.port, claim.protocol, node_list(list(eligible)), answer, words),
             port=claim.port, traffic=traffic_data(answer, {HOSTPORT: f"{workload.ref} (container '{claim.container}')"}))
 

@@ -1,6 +1,7 @@
 """The manifest rules' stories (KP1xx-KP4xx): what each finding says about traffic, built from the
-model's answers (`phrases.explain`) and the names the rule passes in. A check chooses which
-question to ask and which objects are involved; every word about a packet's fate is written here.
+model's answers (`model.datapath.phrases.explain`) and the names the rule passes in. A check
+chooses which question to ask and which objects are involved; every word about a packet's fate
+is written here (`tests/test_rule_rooms.py`), not in the rules beside it.
 """
 
 from __future__ import annotations
@@ -59,8 +60,23 @@ def host_port(head: str, port: int, host_ip: str, wildcard: bool, node: "Answer"
                  "Expose it through a Service instead, or keep the hostPort and document which traffic it takes.")
 
 
-def init_container_host_port(host_port: int, protocol: str, kind: str, container: str, scheduler: str) -> str:
-    """KP104: the kubelet maps only regular containers' ports, so no rule forwards this one."""
+def host_port_in_node_port_range(noun_port: str, port: int, container: str, how: str, node_port_range: str,
+                                 low: int) -> str:
+    """KP102, KP103: a port a later nodePort takes from the pod."""
+    return (f"{noun_port} (container '{container}'{how}) lies inside the node-port range {node_port_range}: a "
+            f"Service that gets nodePort {port} later, even one allocated at random, collides with it on every node "
+            f"this pod runs on. Use a port below {low}.")
+
+
+def init_container_host_port(host_port: int, protocol: str, plain_init: bool, container: str) -> str:
+    """KP104: the kubelet maps only regular containers' ports, so no rule forwards this one; the
+    scheduler ignores a plain init container's hostPort but reserves a sidecar's."""
+    if plain_init:
+        kind = "plain init container"
+        scheduler = "the scheduler does not count it either, so nothing on the node is reserved or forwarded"
+    else:
+        kind = "sidecar (init container, restartPolicy Always)"
+        scheduler = "yet the scheduler reserves the port, so the pod blocks it on its node while no traffic arrives"
     return story(f"hostPort {host_port}/{protocol} on {kind} '{container}' is never mapped",
                  f"the kubelet hands only regular containers' ports to the CNI portmap plugin, so nothing DNATs it; "
                  f"{scheduler}", "Namespaces enforcing Pod Security 'baseline' reject the pod outright.",
@@ -239,27 +255,6 @@ def host_ip_not_on_node(host_ip: str, elsewhere: str, port: int, protocol: str, 
 
 # --- KP401-KP405 -----------------------------------------------------------------------------------------
 
-MASQUERADE_GAP_WORDS = {
-    "vip-masqueraded": "node processes still work (the `KUBE-CLUSTER-IP src,dst` rule masquerades what the node "
-                       "sends from a VIP), but {off_cluster}",
-    "node-clients-broken": "node processes and hostNetwork pods reach no Service: the node sends to a ClusterIP "
-                           "(bound to kube-ipvs0) from that ClusterIP, no rule masquerades it, and the backend's reply "
-                           "goes back to the VIP on its own node (incident 002)",
-    "node-address": "node processes still work (they send from the node's address, which replies find), but "
-                    "{off_cluster}",
-}
-OFF_CLUSTER = ("clients outside the cluster that route the Service CIDR to a node are not masqueraded, so a backend on "
-               "another node answers them directly and the reply never matches their connection")
-
-
-def masquerade_gap_text(kind: str) -> str:
-    return MASQUERADE_GAP_WORDS[kind].format(off_cluster=OFF_CLUSTER)
-
-
-def version_class_text(mode: str, versions: str | None) -> str:
-    return f"kube-proxy {versions}" if versions else f"kube-proxy ({mode} mode)"
-
-
 def masquerade_harm(mode: str, gaps, known_version: str) -> str:
     """KP401: what breaks without clusterCIDR, per plausible kube-proxy version."""
     if len(gaps) == 1:
@@ -307,3 +302,48 @@ def kube_proxy_configs_disagree(label: str, setting: str, other_label: str, othe
                  f"{label} runs {setting}, but {other_label} runs {other_setting}{more}",
                  "Service traffic then behaves differently depending on the node a client is on (host-network clients "
                  "may reach Services on some nodes only); make them agree, unless the node pools are meant to differ.")
+
+
+# --- KP501-KP505 -----------------------------------------------------------------------------------------
+
+SELECTORLESS_SERVICE = ("Service has no selector: the control plane manages no endpoints for it, so it routes nowhere "
+                        "unless someone maintains its EndpointSlices by hand. Add a selector matching the pods' "
+                        "labels, or keep hand-made EndpointSlices beside it.")
+
+
+def target_port_name_nowhere(name: str, protocol: str, why: str, port: int) -> str:
+    """KP502: a named targetPort no selected pod declares."""
+    return (f"targetPort {name!r} ({protocol}) resolves in no selected pod: {why}, so the EndpointSlice controller "
+            f"lists no endpoint for port {port} and it routes nowhere. Name the container port {name!r} "
+            f"({protocol}), or use its number.")
+
+
+def target_port_name_somewhere(name: str, protocol: str, why: str, port: int, served: int) -> str:
+    """KP502: a named targetPort some selected pods lack."""
+    return (f"targetPort {name!r} ({protocol}) is missing in some selected pods: {why}, so their pods are left out "
+            f"of port {port}'s endpoints and the {served} other workload{'s get' if served > 1 else ' gets'} all its "
+            f"traffic. Declare the port in every selected workload, or narrow the selector.")
+
+
+def target_port_number_undeclared(what: str, number: int, workloads: str) -> str:
+    """KP503: a targetPort number no selected container declares."""
+    return (f"{what} is declared by no selected container: traffic goes to port {number} of the pods of "
+            f"{workloads} whether or not they listen there, but nothing in the manifests says they do. Declare "
+            f"containerPort {number} (and name it), or point targetPort at the port they declare.")
+
+
+def service_protocol_mismatch(port: int, protocol: str, number: int, others: Sequence[str], workloads: str) -> str:
+    """KP504: the Service port's protocol, which the selected pods do not declare."""
+    return (f"port {port}/{protocol} targets port {number}, which the selected pods declare only for "
+            f"{'/'.join(others)}: {protocol} packets reach a port where nothing is declared to listen for them "
+            f"({workloads}). Set protocol: {others[0]} on the Service port, or add a {protocol} port {number} to the "
+            f"containers.")
+def probe_effect(source: str) -> str:
+    """KP505: what a probe or hook on a port the container lacks does."""
+    return {
+        "livenessProbe": "the kubelet restarts the container again and again",
+        "readinessProbe": "the pod never becomes Ready and gets no Service traffic",
+        "startupProbe": "the container is killed before it ever counts as started",
+        "lifecycle.postStart": "a failed postStart hook kills the container",
+        "lifecycle.preStop": "the preStop hook fails and the container is stopped without it",
+    }[source]

@@ -9,9 +9,9 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from kubelint_ports.checks import Hit, register
-from kubelint_ports.checks.host_ports import HOLDER_PARAMS
+from kubelint_ports.checks.manifest import phrases
+from kubelint_ports.checks.manifest.host_ports import HOLDER_PARAMS
 from kubelint_ports.model import Cluster, HostClaim
-from kubelint_ports.model.datapath import phrases_rules
 from kubelint_ports.model.objects import DEFAULT_EPHEMERAL_PORT_RANGE
 
 
@@ -34,8 +34,8 @@ def host_port_in_ephemeral_range(cluster: Cluster, params: Mapping[str, Any]) ->
         if claim.via == "hostNetwork":
             message = bind_may_fail(cluster, claim, source)
         else:
-            message = phrases_rules.ephemeral_host_port(claim.port, claim.protocol, claim.container,
-                                                        range_origin(cluster), cluster.ephemeral_port_range[0])
+            message = phrases.ephemeral_host_port(claim.port, claim.protocol, claim.container,
+                                                  range_origin(cluster), cluster.ephemeral_port_range[0])
         yield Hit(workload, claim.field_path, message, port=claim.port)
 
 
@@ -57,12 +57,12 @@ def node_port_range_overlaps_ephemeral_range(cluster: Cluster, params: Mapping[s
         if setting.owner.live or last < low or first > high:
             continue
         overlap = f"{max(first, low)}-{min(last, high)}"
-        yield Hit(setting.owner, setting.field_path, phrases_rules.ephemeral_node_port_range(
+        yield Hit(setting.owner, setting.field_path, phrases.ephemeral_node_port_range(
             first, last, overlap, setting.label, range_origin(cluster), low), port=first)
     for service in cluster.services:
         if not service.has_node_ports:
             continue
         for claim in service.node_port_claims:
             if in_range(claim.port, (low, high)) and cluster.in_node_port_range(claim.port):
-                yield Hit(service, claim.field_path, phrases_rules.ephemeral_node_port(
+                yield Hit(service, claim.field_path, phrases.ephemeral_node_port(
                     claim.label, claim.port, range_origin(cluster), low), port=claim.port)

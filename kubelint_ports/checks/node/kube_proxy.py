@@ -15,8 +15,9 @@ from itertools import islice
 from typing import Any
 
 from kubelint_ports.checks import Hit, register
-from kubelint_ports.checks.node_snapshot import subject
-from kubelint_ports.model.datapath import masquerade_gap, phrases_node
+from kubelint_ports.checks.node import phrases
+from kubelint_ports.checks.node.dump_context import subject
+from kubelint_ports.model.datapath import masquerade_gap
 from kubelint_ports.model.node_state import NodeSnapshots, NodeState
 
 
@@ -68,7 +69,7 @@ def kube_proxy_masquerade_rule(context: NodeSnapshots, params: Mapping[str, Any]
             version = (1, 11) if rules else (1, 10) if mode == "ipvs" else None
             gap = " ".join(f"{g.text}." for g in masquerade_gap(mode, version))
             yield Hit(subject(node, anchor), "nat KUBE-SERVICES masquerade",
-                      phrases_node.masquerade_rule_missing(mode, node.name, gap), variant=mode)
+                      phrases.masquerade_rule_missing(mode, node.name, gap), variant=mode)
             continue
         service_space = [cidr for cidr in context.service_cidrs]
         by_range: dict[str, object] = {}
@@ -94,5 +95,5 @@ def kube_proxy_masquerade_rule(context: NodeSnapshots, params: Mapping[str, Any]
             else:
                 continue
             yield Hit(subject(node, rule.place), "nat KUBE-SERVICES masquerade",
-                      phrases_node.masquerade_rule_wrong_range(node.name, rule.negated_source, what), variant=mode)
+                      phrases.masquerade_rule_wrong_range(node.name, rule.negated_source, what), variant=mode)
             break

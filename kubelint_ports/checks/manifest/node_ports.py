@@ -12,8 +12,10 @@ from collections.abc import Iterator, Mapping
 from itertools import islice
 from typing import Any
 
-from kubelint_ports.checks import Hit, Related, register, traffic
-from kubelint_ports.checks.host_ports import HOLDER_NOUNS, HOLDER_PARAMS
+from kubelint_ports.checks import Hit, Related, register
+from kubelint_ports.checks.manifest import phrases
+from kubelint_ports.checks.manifest import traffic
+from kubelint_ports.checks.manifest.host_ports import HOLDER_NOUNS, HOLDER_PARAMS
 from kubelint_ports.model import Cluster, NodePortClaim, Service, Workload
 from kubelint_ports.model.datapath import (
     FROM_OUTSIDE,
@@ -22,7 +24,6 @@ from kubelint_ports.model.datapath import (
     HOSTPORT,
     SERVICE,
     PortUse,
-    phrases_rules,
     traffic_data,
 )
 from kubelint_ports.model.datapath.service import service_use
@@ -40,12 +41,12 @@ def node_port_related(service: Service, claim: NodePortClaim) -> Related:
 
 
 def lowest_free_node_port(cluster: Cluster) -> str:
-    """The sentence naming the lowest free nodePort of the range (`phrases_rules.free_node_port`)."""
-    return phrases_rules.free_node_port(free_node_port(cluster, cluster.node_daemons), cluster.node_port_range_text)
+    """The sentence naming the lowest free nodePort of the range (`phrases.free_node_port`)."""
+    return phrases.free_node_port(free_node_port(cluster, cluster.node_daemons), cluster.node_port_range_text)
 
 
 class FreeHostPort:
-    """The sentence naming the free host port nearest a colliding one (`phrases_rules.free_host_port`),
+    """The sentence naming the free host port nearest a colliding one (`phrases.free_host_port`),
     for the findings of one run of a host port check: the ports held on each node are worked out
     at its first finding, once."""
 
@@ -57,8 +58,8 @@ class FreeHostPort:
         if self.held is None:
             self.held = held_host_ports(self.cluster, self.cluster.node_daemons)
         found = free_host_port_for(self.cluster, workload, port, self.held)
-        return phrases_rules.free_host_port(found, port, "hostPort" if via == "hostPort" else "port",
-                                            bool(self.cluster.nodes))
+        return phrases.free_host_port(found, port, "hostPort" if via == "hostPort" else "port",
+                                      bool(self.cluster.nodes))
 
 
 @register("host-port-node-port-collision", params_schema=HOLDER_PARAMS)
@@ -82,12 +83,12 @@ def host_port_node_port_collision(cluster: Cluster, params: Mapping[str, Any]) -
         service, node_port = owners[0]
         others = f" (and {len(owners) - 1} more)" if len(owners) > 1 else ""
         theirs = f"{node_port.label} {claim.port} of {service.ref}"
-        fix = (phrases_rules.HOST_PORT_FIX if hostport else phrases_rules.HOST_NETWORK_FIX).format(label=node_port.label)
+        fix = (phrases.HOST_PORT_FIX if hostport else phrases.HOST_NETWORK_FIX).format(label=node_port.label)
         related = tuple(node_port_related(s, np) for s, np in owners[:MAX_RELATED])
         free = free_host_port.sentence(workload, claim.port, claim.via)
         if node_port.label == "healthCheckNodePort" and not hostport:
             # kube-proxy serves health checks from its own socket: two processes, one port, no packet rule.
-            yield Hit(workload, claim.field_path, phrases_rules.health_check_clash(
+            yield Hit(workload, claim.field_path, phrases.health_check_clash(
                 f"{noun} {claim.port}/{claim.protocol}{found}", theirs, others, fix, free), related, port=claim.port)
             continue
         if node_port.label == "healthCheckNodePort":
@@ -106,10 +107,10 @@ def host_port_node_port_collision(cluster: Cluster, params: Mapping[str, Any]) -
         destination = traffic.node_destination(claim.host_ip)
         answer = datapath.deliver(client, destination, use, claim.port, claim.protocol)
         paths = traffic.node_paths(datapath, use, claim.port, claim.protocol, claim.host_ip, client)
-        headline = phrases_rules.node_port_headline(answer, f"{noun} {claim.port}/{claim.protocol}", theirs, hostport,
-                                                    found)
+        headline = phrases.node_port_headline(answer, f"{noun} {claim.port}/{claim.protocol}", theirs, hostport,
+                                              found)
         holds = not hostport and kube_proxy_may_hold_node_ports(datapath)
-        yield Hit(workload, claim.field_path, phrases_rules.node_port_collision(
+        yield Hit(workload, claim.field_path, phrases.node_port_collision(
             headline, others, answer, words, paths, fix, not hostport, holds, free),
             related, port=claim.port, traffic=traffic_data(answer, names, paths))
 
@@ -157,7 +158,7 @@ def node_port_collision(cluster: Cluster, params: Mapping[str, Any]) -> Iterator
             more = f" (and {other_services - 1} more Service{'s' if other_services > 2 else ''})" \
                 if other_services > 1 else ""
             for service, claim in claims:
-                yield Hit(service, claim.field_path, phrases_rules.with_free(
+                yield Hit(service, claim.field_path, phrases.with_free(
                     f"{claim.label} {number} is also claimed by {other_service.ref}{more}: nodePorts are "
                     f"allocated cluster-wide by number, whatever the protocol, so the API server rejects whichever "
                     f"is applied second ('provided port is already allocated'). Pick a free nodePort, or leave it "
@@ -169,7 +170,7 @@ def _within_one_service(claims: list[tuple[Service, NodePortClaim]], free: str) 
     for position, (service, claim) in enumerate(claims):
         for _, earlier in claims[:position]:
             if not legal_share(earlier, claim):
-                yield Hit(service, claim.field_path, phrases_rules.with_free(
+                yield Hit(service, claim.field_path, phrases.with_free(
                     f"{claim.label} {claim.port} is used twice in this Service ({earlier.field_path}): one Service "
                     f"may reuse a nodePort only for TCP and UDP of the same port, so the API server rejects it. "
                     f"Use another nodePort.", free), (node_port_related(service, earlier),), port=claim.port)
@@ -186,7 +187,7 @@ def node_port_out_of_range(cluster: Cluster, params: Mapping[str, Any]) -> Itera
         for claim in service.node_port_claims:
             if not low <= claim.port <= high:
                 free = lowest_free_node_port(cluster) if free is None else free
-                yield Hit(service, claim.field_path, phrases_rules.with_free(
+                yield Hit(service, claim.field_path, phrases.with_free(
                     f"{claim.label} {claim.port} is outside the node-port range {low}-{high}: the API server "
                     f"rejects the Service ('provided port is not in the valid range'). Use a port in the range, "
                     f"or pass the cluster's real range with --node-port-range.", free), port=claim.port)

@@ -1,5 +1,7 @@
 """The node-snapshot rules' stories (KP801-KP806) and the advice they print: every word about a
 packet's fate on a live node, and the repair commands the lab runs (`tests/lab/test_lab_repairs.py`).
+Built from the datapath model's own sentences (`model.datapath.phrases`); the rules beside this
+module pass names and answers, and say no such word themselves (`tests/test_rule_rooms.py`).
 """
 
 from __future__ import annotations
@@ -7,9 +9,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
+from kubelint_ports.checks.manifest.phrases import QUOTA_REMEDY
 from kubelint_ports.model.datapath.node import APPENDED_ENTRIES, ENTRY_PLACEMENT, PREPENDED_ENTRIES
 from kubelint_ports.model.datapath.phrases import explain, story
-from kubelint_ports.model.datapath.phrases_rules import QUOTA_REMEDY
 
 if TYPE_CHECKING:
     from kubelint_ports.model.datapath.answer import Answer

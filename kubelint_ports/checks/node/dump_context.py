@@ -1,18 +1,8 @@
-"""What the node-snapshot rules (KP8xx, `kubelint-ports node`) share: a finding's subject, which
-is a dump line of a node, the datapath model's answer for a packet to that node, and the words
-for a hostPort entry and a Service rule. It holds no rule of its own.
-
-The rules diagnose a live node from its own dumps (incidents 000-003) and live by what they read:
-`snapshot_host_ports.py` (KP801-KP803: the hostPort DNAT entries against the pods, each other and
-kube-proxy's jump), `snapshot_kube_proxy.py` (KP804: kube-proxy's masquerade rule),
-`snapshot_listeners.py` (KP805: the node's listening sockets against DNATs and nodePorts) and
-`snapshot_drift.py` (KP806: the nodes against each other). Each reads
-`model.node_state.NodeSnapshots` and points at the dump line of the rule, socket or lease at fault.
-Who receives a packet is the datapath model's answer (`model.datapath`), given the facts the
-node's own dumps establish (`model.datapath.node.node_facts`: kube-proxy's mode, how hostPorts are
-implemented, the observed jump order).
+"""What the node-snapshot rules share, and no rule of its own: a finding's subject (a dump line of
+a node, `subject`, `related`), the datapath model's answer for a packet to that node with the facts
+its dumps establish (`ask`), and the names a message or a drift key gives a hostPort entry or a
+Service rule (`describe_entry`, `node_port_label`, `cluster_ip_label`, `listed`).
 """
-
 from __future__ import annotations
 
 from dataclasses import dataclass
