@@ -206,3 +206,26 @@ def test_the_cycle_scan_sees_lazy_imports_through_a_face():
     assert resolve("kubelint_ports.model", "Cluster") == "kubelint_ports.model.objects"
     graph = {"a": {"b": ["a.py:1"]}, "b": {"c": ["b.py:2"]}, "c": {"a": ["c.py:3"]}, "d": {"a": ["d.py:4"]}}
     assert import_cycles(graph) == [["a", "b", "c"]]
+
+
+def test_the_tree_in_the_architecture_doc_is_the_tree_on_disk():
+    """docs/architecture.md's tree block names every folder of the package (in order, each with its
+    parent) and every module at its top, and nothing that is not there."""
+    import re
+
+    text = (PACKAGE.parent / "docs" / "architecture.md").read_text(encoding="utf-8")
+    block = text.split("<!-- tree -->\n```\n", 1)[1].split("```", 1)[0].splitlines()
+    assert block[0] == "kubelint_ports/"
+    folders, modules, stack = [], set(), []
+    for line in block[1:]:
+        depth = (len(line) - len(line.lstrip())) // 2
+        word = line.split()[0]
+        if word.endswith("/"):
+            stack[depth - 1:] = [word.rstrip("/")]
+            folders.append("/".join(stack))
+        else:
+            modules.update(re.findall(r"[a-z_]+\.py", line))
+    on_disk = sorted(str(path.relative_to(PACKAGE)) for path in PACKAGE.rglob("*")
+                     if path.is_dir() and path.name != "__pycache__")
+    assert sorted(folders) == on_disk
+    assert modules == {path.name for path in PACKAGE.glob("*.py")}
