@@ -336,7 +336,7 @@ def ports(
     """Show each node's host ports: who holds them (hostPort, hostNetwork, nodePort, node daemon) and
     what `lint` finds there; conflicts and captures are marked with their rule."""
     from kubelint_ports.engine import lint_paths
-    from kubelint_ports.formatters.port_map import write_json, write_text
+    from kubelint_ports.formatters.port_map_writer import write_json, write_text
 
     if free and output_format is PortsFormat.html:  # said before the run, not after it
         raise UsageError("--free writes text or json", param_hint="--format")
@@ -387,7 +387,7 @@ def write_and_exit(report, output: Optional[Path], write) -> None:
 def write_free(report, settings, output_format, output, near, count) -> None:
     """`ports --free`: each unit's free nodePorts and host ports, from the port map's view (the runs the page
     shows, `portmap.free_ports_of`), then exit as `ports` does."""
-    from kubelint_ports.formatters.port_map import write_free_json, write_free_text
+    from kubelint_ports.formatters.port_map_writer import write_free_json, write_free_text
     from kubelint_ports.portmap import free_ports_of
 
     found = free_ports_of(report, near, count)  # the port map's view: the runs the page shows

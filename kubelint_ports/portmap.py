@@ -7,7 +7,7 @@ running objects and listeners it names as related) on the nodes the rule names (
 So the map cannot call something a conflict that `lint` does not report.
 
 The engine makes it after the checks, for the report (`Report.port_map`); formatters only write
-it (`formatters.port_map`, `formatters.html`). What a finding makes of the port it lands on is its
+it (`formatters.port_map_writer`, `formatters.html`). What a finding makes of the port it lands on is its
 policy's `port-map` (conflict, capture, reserved), data like the rest of the rule.
 
 Beside the grid, the map carries what the HTML page shows around it, worked out here so the page

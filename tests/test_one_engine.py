@@ -24,7 +24,7 @@ from typer.testing import CliRunner
 from kubelint_ports import engine
 from kubelint_ports.cli import app
 from kubelint_ports.engine import lint_paths
-from kubelint_ports.formatters.port_map import free_ports_data, write_free_text
+from kubelint_ports.formatters.port_map_writer import free_ports_data, write_free_text
 from kubelint_ports.loading import Loading
 from kubelint_ports.loading.helm.charts import HelmOptions, in_process_engine
 from kubelint_ports.loading.helm.value_sets import several_value_sets, value_set_units

@@ -591,7 +591,7 @@ def test_the_map_written_node_by_node_is_what_json_dump_writes():
     """`write_indented` is `json.dump(indent=2, sort_keys=True)` byte for byte, iterators as lists."""
     import io
 
-    from kubelint_ports.formatters.port_map import write_indented
+    from kubelint_ports.formatters.port_map_writer import write_indented
 
     data = {"version": 2, "empty": {}, "none": [], "nested": {"b": [1, 2.5, None, True], "a": {"x": "é\u2028</"}},
             "nodes": [{"name": "n", "claims": [{"port": 80, "findings": [], "receiver": None}]}, {}, []]}

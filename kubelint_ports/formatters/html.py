@@ -35,7 +35,7 @@ from urllib.parse import quote, urlsplit
 from kubelint_ports import __version__
 from kubelint_ports.findings import Finding, Report
 from kubelint_ports.formatters import FormatOptions, printable
-from kubelint_ports.formatters.port_map import facts_text, summary, units_title
+from kubelint_ports.formatters.port_map_writer import facts_text, summary, units_title
 from kubelint_ports.formatters.text import summary_line
 from kubelint_ports.portmap import (ANY_NODE, EVERY_NODE, FreeView, PortMap, empty_port_map, inputs_of,
                                     unit_node_name)
