@@ -104,6 +104,8 @@ def test_summary_names_winner_and_loser():
 
 @pytest.mark.parametrize("mode, client, cidr, version, expected", [
     ("ipvs", "node", None, (1, 10), False), ("ipvs", "node", None, (1, 31), True),
+    # kubernetes#65388 reached release-1.11 after v1.11.0 shipped (#65821, in v1.11.1)
+    ("ipvs", "node", None, (1, 11, 0), False), ("ipvs", "node", None, (1, 11, 1), True),
     ("ipvs", "node", "services", (1, 31), False), ("ipvs", "node", "pods", (1, 31), True),
     ("iptables", "pod", "elsewhere", None, True), ("iptables", "off-cluster", None, None, False),
 ])
@@ -341,3 +343,15 @@ def test_lab_names_what_keeps_it_from_running(machine, reason, tmp_path, monkeyp
     monkeypatch.setattr(netlab, "run", run)
     assert netlab.missing_requirements() == reason.format(cni=tmp_path)
     assert not namespaces, "the probe left its network namespace behind"
+
+
+def test_masquerade_gap_boundary_is_v1_11_1():
+    [gap] = dp.masquerade_gap("ipvs", (1, 11, 0))
+    assert gap.node_clients_broken and gap.versions == "kube-proxy < v1.11.1"
+    [gap] = dp.masquerade_gap("ipvs", (1, 11, 1))
+    assert not gap.node_clients_broken and gap.versions == "kube-proxy >= v1.11.1"
+
+
+def test_kp801_names_the_portmap_release_whose_del_returns_early():
+    from kubelint_ports.checks.node.phrases import STALE_CAUSES
+    assert "since v0.8.7" in STALE_CAUSES and "v0.9.0" not in STALE_CAUSES  # containernetworking/plugins 877602d6

@@ -458,7 +458,7 @@ MASQUERADE_PORT = 3306
 CIDRS = {"pods": netlab.CLUSTER_CIDR, "services": "10.96.0.0/12", "elsewhere": "10.245.0.0/16", None: None}
 CLIENTS = ("pod", "node", "off-cluster")
 CASES = [("iptables", kind, None) for kind in CIDRS] + [("ipvs", kind, (1, 31, 0)) for kind in CIDRS] + \
-        [("ipvs", None, (1, 10, 0))]
+        [("ipvs", None, (1, 10, 0)), ("ipvs", None, (1, 11, 0))]
 
 
 @functools.cache
@@ -479,7 +479,9 @@ def sources_seen(mode: str, kind: str | None, version) -> dict[str, tuple[str, s
             node.node_run("ip", "addr", "add", f"{CLUSTER_IP}/32", "dev", "kube-ipvs0")
             for command in shapes.ipvs_ipsets([service]):
                 node.node_run("ipset", *command)
-            node.iptables_restore(shapes.ipvs_mode(cluster_cidr=CIDRS[kind], vip_masquerade=version >= (1, 11)))
+            node.iptables_restore(shapes.ipvs_mode(cluster_cidr=CIDRS[kind], vip_masquerade=version >= (1, 11, 1)))
+            # v1.11.0 had the `KUBE-CLUSTER-IP src,dst` rule in its source but wrote it only with a
+            # non-empty set, which needed masqueradeAll or a clusterCIDR (kubernetes#65388, v1.11.1).
             node.serve(node.namespace, "ipvs-stand-in", [f"tcp:0.0.0.0:{MASQUERADE_PORT}"])
         for jump in shapes.iptables_jumps(mode):
             node.iptables(*jump)

@@ -467,7 +467,8 @@ def ipvs_mode(*, cluster_cidr: str | None = CLUSTER_CIDR, accept_cluster_ips: bo
               localhost_return: bool = False, filter_rules: bool = False,
               version: tuple[int, ...] | None = None) -> str:
     """`cluster_cidr` None: kube-proxy without clusterCIDR, which masquerades what the node sends
-    from a VIP (`src,dst`) since v1.11 and nothing before (`vip_masquerade=False`).
+    from a VIP (`src,dst`) since v1.11.1 and nothing before (`vip_masquerade=False`; v1.11.0 had
+    the rule but an empty KUBE-CLUSTER-IP set kept it unwritten, kubernetes#65388).
 
     `services`: write kube-proxy's set-driven rules (`writeIptablesRules`) for the sets these
     Services fill, instead of the lab's fixed layout: KUBE-LOAD-BALANCER, KUBE-NODE-PORT-LOCAL-*
@@ -483,7 +484,7 @@ def ipvs_mode(*, cluster_cidr: str | None = CLUSTER_CIDR, accept_cluster_ips: bo
     if cluster_cidr:
         masquerade = f"-A KUBE-SERVICES {comment['KUBE-CLUSTER-IP']} -m set --match-set KUBE-CLUSTER-IP dst,dst " \
                      f"! -s {cluster_cidr} -j KUBE-MARK-MASQ"
-    elif vip_masquerade:  # no clusterCIDR: masquerade what the node sends from a VIP (kubernetes#63319, v1.11)
+    elif vip_masquerade:  # no clusterCIDR: masquerade what the node sends from a VIP (kubernetes#63319, #65388: v1.11.1)
         masquerade = f"-A KUBE-SERVICES {comment['KUBE-CLUSTER-IP']} -m set --match-set KUBE-CLUSTER-IP src,dst " \
                      f"-j KUBE-MARK-MASQ"
     else:

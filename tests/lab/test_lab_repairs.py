@@ -3,7 +3,7 @@
 - KP803: the commands the finding prints (delete the hostPort jump and append it again, for
   PREROUTING and OUTPUT) are run in the node namespace, and the Service then gets its NodePort in
   iptables mode; in IPVS mode the hostPort keeps taking it, as the finding says.
-- KP801: portmap's DEL without portMappings (since v0.9.0: what a runtime that lost its checkpoint
+- KP801: portmap's DEL without portMappings (since v0.8.7: what a runtime that lost its checkpoint
   sends) leaves the chain; an established UDP flow keeps its old DNAT after the chain is gone (hence
   `conntrack -D -p udp --orig-port-dst PORT`), while a new flow reaches the new pod.
 - Entries inserted at the top (portmap < v0.7.5, CRI-O): the newest wins, so a stale entry is the

@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 # --- KP801, KP802: entries of one chain -------------------------------------------------------------
 
 STALE_CAUSES = ("the sandbox's teardown never ran (the runtime died half-way, incident 001), or ran without its port "
-                "mappings (portmap's DEL, since v0.9.0, returns early when the runtime passes no portMappings, as one "
+                "mappings (portmap's DEL, since v0.8.7, returns early when the runtime passes no portMappings, as one "
                 "that lost its checkpoint does)")
 
 PLACEMENT_WORDS = {
