@@ -48,6 +48,7 @@ class Config:
     path: str = ""  # the file it came from; "" when there is none
     data: dict[str, Any] = field(default_factory=dict)
     locate: Any = field(default=lambda keys: 0, compare=False, repr=False)  # keys -> line, for errors
+    explicit: bool = False  # named with --config (the user's choice), not found by walking up
 
     def error(self, keys: list, message: str) -> ConfigError:
         return ConfigError(self.path, self.locate(keys), f"{'.'.join(map(str, keys))}: {message}")
@@ -72,25 +73,44 @@ class Config:
     def repository(self) -> str:
         """Where the paths this file names must stay: the git work tree holding it (the nearest
         directory above it with a `.git`), else the file's own directory. Resolved."""
+        return self.git_work_tree or os.path.realpath(self.base_dir)
+
+    @property
+    def git_work_tree(self) -> str | None:
+        """The git work tree holding the file (resolved), None outside one."""
         from kubelint_ports.sourceroot import git_work_tree
 
-        directory = os.path.realpath(self.base_dir)
-        return git_work_tree(directory) or directory
+        return git_work_tree(os.path.realpath(self.base_dir))
 
     def inside(self, keys: list, path: str, option: str) -> str:
         """`path` from the file, resolved; a ConfigError at `keys` when it leads out of the
         repository (`..`, an absolute path, a symlink): a cloned repository's config must not make
-        the tool read, and quote, the files of whoever runs it. `option` names the command-line
-        way to read such a file anyway (the user's own choice)."""
+        the tool read, and quote, the files of whoever runs it. The root is the git work tree
+        holding the file. Outside one, a file the user named with --config is the user's own
+        choice, as a path on the command line is: its paths may reach whatever they name; a file
+        found by walking up stays in its own directory. `option` names the command-line way to
+        read a file outside the git work tree anyway."""
         resolved = self.resolve(path)
         if not self.path:
             return resolved
-        root = self.repository
+        top = self.git_work_tree
+        if top is None and self.explicit:
+            return resolved
+        root = top or os.path.realpath(self.base_dir)
         target = os.path.realpath(resolved)
         if target != root and not target.startswith(root.rstrip(os.sep) + os.sep):
-            raise self.error(keys, f"{path!r} is outside the repository ({root}): paths a configuration file "
-                                   f"names stay inside it; to read it anyway, {option}")
+            raise self.error(keys, self.outside(path, root, top is not None, option))
         return resolved
+
+    def outside(self, path: str, root: str, in_git: bool, option: str) -> str:
+        """Why `path` is refused, and what the user can do instead (never an impossible step)."""
+        if in_git:
+            return (f"{path!r} is outside the repository ({root}): paths a configuration file names stay "
+                    f"inside its git work tree; to read it anyway, {option}")
+        return (f"{path!r} is outside the repository ({root}: the directory of {self.path}, which no git work "
+                f"tree holds): a configuration found by walking up names paths inside it; to read it anyway, name "
+                f"this configuration with `--config {self.path}` (your choice: its paths may then reach what they "
+                f"name)")
 
     @property
     def fix_choices(self):
@@ -144,7 +164,7 @@ def load_config(explicit: str | None = None, start: Path | None = None) -> Confi
         data, locate = read_yaml(path, shown)
     check_limits(data, shown, locate)
     validate(data, shown, locate)
-    return Config(shown, data, locate)
+    return Config(shown, data, locate, explicit=bool(explicit))
 
 
 def display(path: Path) -> str:

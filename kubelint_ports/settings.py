@@ -150,11 +150,15 @@ def resolve_within(command: CommandLine, config: Config, limits: budgets.Limits)
                     baseline_file)
 
 
-# How to read a file outside the repository anyway: the command line is the user's own choice.
+# How to read a file outside the repository anyway: the command line is the user's own choice. A
+# `charts:` entry carries its own options: on the command line, they are the run's, for every chart.
 OPTIONS = {"paths": "name it on the command line", "nodes": "pass it with --nodes",
            "cluster": "pass it with --cluster", "policies": "pass it with --policies",
-           "baseline": "pass it with --baseline", "charts": "name the chart on the command line",
-           "values": "pass it with --values"}
+           "baseline": "pass it with --baseline",
+           "charts": "move the chart into the repository, or name it on the command line with its options as "
+                     "--values, --set, --release-name and --namespace (which then apply to every chart of the run)",
+           "values": "move the values file into the repository, or pass it with --values (which then replaces "
+                     "the `values:` of every chart of the run)"}
 
 
 # What a unit of `units:` may state of its own cluster besides its paths, as the top level does.
