@@ -416,8 +416,8 @@ def test_pinned_node_prefers_node_name() -> None:
         ({"nodeSelector": {"zone": "a"}}, {"nodeSelector": {"zone": "b"}}, False),
         ({"nodeSelector": {"zone": "a"}}, {"nodeSelector": {"zone": "a", "disk": "ssd"}}, True),
         ({"nodeSelector": {"zone": "a"}}, {"nodeSelector": {"disk": "ssd"}}, True),
-        # Without an inventory, affinity that merely looks different proves nothing.
-        (affinity(expr("zone", "In", "a")), affinity(expr("zone", "In", "b")), True),
+        # A node has one zone: no cluster runs both (tests/test_placement_tolerations.py checks the rule).
+        (affinity(expr("zone", "In", "a")), affinity(expr("zone", "In", "b")), False),
         ({"nodeName": "n1"}, affinity(hostname_term("n1"), expr("zone", "In", "a")), True),
     ],
 )

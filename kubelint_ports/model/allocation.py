@@ -201,15 +201,23 @@ def covers(daemonset: Workload, other: Workload) -> bool:
 
     True when the DaemonSet is limited only by a nodeSelector that `other`'s nodeSelector repeats
     (or is stricter than; labels nearly every node has do not count: placement.UBIQUITOUS_LABELS)
-    and by node affinity that only excludes labelled nodes `other` does not ask for, and `other`
-    tolerates nothing the DaemonSet does not (so no tainted node is open to `other` alone)."""
+    and by node affinity that only excludes labelled nodes `other` does not ask for, and either
+    `other` is a DaemonSet too or it tolerates no taint the DaemonSet does not (so no tainted
+    node is open to `other` alone).
+
+    A toleration never keeps a pod off a node: two such DaemonSets both run on every untainted
+    node `other` selects, whatever else either tolerates (issue 34). Only another workload's
+    replicas can go elsewhere, to tainted nodes that it alone tolerates."""
     ds, scheduling = daemonset.scheduling, other.scheduling
     if not daemonset.is_daemonset or ds.node_name or not placement.runs_on_every_ordinary_node(ds, scheduling):
         return False
     if any(scheduling.node_selector.get(key) != value for key, value in placement.constraining(ds.node_selector).items()):
         return False
-    ds_tolerations = set(ds.tolerations) | set(placement.DAEMONSET_TOLERATIONS)
-    return all(toleration in ds_tolerations for toleration in scheduling.tolerations)
+    if not placement.may_share_node(ds, scheduling):
+        return False  # a ubiquitous label (kubernetes.io/os: linux) that `other` asks to differ
+    if other.is_daemonset and not scheduling.node_name:
+        return True
+    return placement.tolerations_within(scheduling.tolerations, ds.tolerations + placement.DAEMONSET_TOLERATIONS)
 
 
 def conflicts_without_inventory(protocol: str, port: int, host_ip: str, clique: list[Claimant]) -> Iterator[Conflict]:

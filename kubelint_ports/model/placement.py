@@ -257,6 +257,35 @@ def tolerates(tolerations: Iterable[Toleration], taint: Taint) -> bool:
     return any(_tolerates_one(toleration, taint) for toleration in tolerations)
 
 
+def _tolerates_every_taint_of(wide: Toleration, narrow: Toleration, effect: str) -> bool:
+    """Whether `wide` tolerates every taint with `effect` that `narrow` tolerates."""
+    if wide.effect and wide.effect != effect:
+        return False
+    if wide.key and wide.key != narrow.key:  # a narrow toleration without a key takes every key
+        return False
+    if wide.operator == "Exists":
+        return True
+    return wide.operator in ("", "Equal") and narrow.operator in ("", "Equal") and wide.value == narrow.value
+
+
+def tolerations_within(tolerations: Iterable[Toleration], within: Sequence[Toleration]) -> bool:
+    """Whether `within` tolerates every taint that keeps pods off nodes (NoSchedule, NoExecute)
+    and that `tolerations` tolerate: then no node is open to a pod with `tolerations` alone.
+
+    Tolerations only ever widen where a pod may go, so this compares reach, not equality: an
+    `Exists` toleration without a key takes in the control-plane toleration. PreferNoSchedule
+    taints keep no pod off a node, so tolerating them opens nothing."""
+    for toleration in tolerations:
+        if toleration.operator not in ("", "Equal", "Exists"):
+            continue  # tolerates no taint
+        for effect in (NO_SCHEDULE, NO_EXECUTE):
+            if toleration.effect and toleration.effect != effect:
+                continue
+            if not any(_tolerates_every_taint_of(wide, toleration, effect) for wide in within):
+                return False
+    return True
+
+
 def _int64(text: str | None) -> int | None:
     # strconv.ParseInt(s, 10, 64): no spaces or underscores, which Python's int() would accept.
     if text is None or len(text) > 20 or not _INT64.fullmatch(text):
@@ -432,9 +461,94 @@ def pinned_node(scheduling: Scheduling) -> str | None:
 
 
 def may_share_node(a: Scheduling, b: Scheduling) -> bool:
-    """False only when the two pods provably cannot run on the same node."""
-    # Every pin of a pod must name its node, so any disagreement across the pairs separates them.
-    if any(pin_a != pin_b for pin_a in _pins(a) for pin_b in _pins(b)):
-        return False
-    shared_keys = a.node_selector.keys() & b.node_selector.keys()
-    return all(a.node_selector[key] == b.node_selector[key] for key in shared_keys)
+    """False only when no node can run both pods.
+
+    Without an inventory any node may exist, so this asks whether one node's name and labels can
+    satisfy both pods' nodeName, nodeSelector and one required node affinity term of each. Taints
+    and tolerations play no part: a toleration never keeps a pod off a node, and an untainted node
+    runs every pod its name and labels let on (a taint only ever removes nodes, so no tainted node
+    lets two pods share where no untainted one does). Like `_pins`, it takes the
+    kubernetes.io/hostname label for the node name, present on every node."""
+    own_a, own_b = _node_requirements(a), _node_requirements(b)
+    return any(_satisfiable((*own_a, *own_b, *term_a, *term_b))
+               for term_a in _term_choices(a) for term_b in _term_choices(b))
+
+
+_NEVER = Requirement("", "In")  # a requirement no node meets (In without values)
+
+
+def _node_requirements(scheduling: Scheduling) -> tuple[Requirement, ...]:
+    """nodeName and nodeSelector as label requirements (the node name as its hostname label)."""
+    name = (Requirement(HOSTNAME_LABEL, "In", (scheduling.node_name,)),) if scheduling.node_name else ()
+    return (Requirement(HOSTNAME_LABEL, "Exists"), *name,
+            *(Requirement(key, "In", (value,)) for key, value in scheduling.node_selector.items()))
+
+
+def _term_choices(scheduling: Scheduling) -> list[tuple[Requirement, ...]]:
+    """Each required node affinity term a node may match, as label requirements (one choice with
+    none when the pod has no required affinity; none at all when no term can match)."""
+    if scheduling.required_terms is None:
+        return [()]
+    choices = []
+    for term in scheduling.required_terms:
+        if not term.match_expressions and not term.match_fields:
+            continue  # an empty term matches no node
+        fields_ = tuple(
+            Requirement(HOSTNAME_LABEL, r.operator, r.values)
+            if r.key == NAME_FIELD and r.operator in ("In", "NotIn") and len(r.values) == 1 else _NEVER
+            for r in term.match_fields)
+        choices.append((*term.match_expressions, *fields_))
+    return choices
+
+
+def _satisfiable(requirements: Iterable[Requirement]) -> bool:
+    """Whether some node's labels meet every requirement (the semantics of
+    `_label_requirement_holds`). Keys are independent, so each is decided alone."""
+    by_key: dict[str, list[Requirement]] = {}
+    for requirement in requirements:
+        by_key.setdefault(requirement.key, []).append(requirement)
+    return all(_key_satisfiable(group) for group in by_key.values())
+
+
+def _key_satisfiable(requirements: list[Requirement]) -> bool:
+    allowed: set[str] | None = None
+    forbidden: set[str] = set()
+    present = absent = False
+    low: int | None = None
+    high: int | None = None
+    for requirement in requirements:
+        operator, values = requirement.operator, requirement.values
+        if operator == "In" and values:
+            allowed = set(values) if allowed is None else allowed & set(values)
+            present = True
+        elif operator == "NotIn" and values:
+            forbidden.update(values)
+        elif operator == "Exists" and not values:
+            present = True
+        elif operator == "DoesNotExist" and not values:
+            absent = True
+        elif operator in ("Gt", "Lt") and len(values) == 1 and _int64(values[0]) is not None:
+            bound = _int64(values[0])
+            if operator == "Gt":
+                low = bound if low is None else max(low, bound)
+            else:
+                high = bound if high is None else min(high, bound)
+            present = True
+        else:
+            return False  # a shape the API rejects: its term matches no node
+    if absent:
+        return not present
+    if allowed is not None:
+        return any(value not in forbidden and _within(value, low, high) for value in allowed)
+    if low is not None or high is not None:
+        # Some int64 strictly between the bounds (a number has several spellings, "7" and "+7",
+        # so a NotIn list never rules one out).
+        return (2**63 if high is None else high) - (-(2**63) - 1 if low is None else low) >= 2
+    return True
+
+
+def _within(value: str, low: int | None, high: int | None) -> bool:
+    if low is None and high is None:
+        return True
+    number = _int64(value)
+    return number is not None and (low is None or number > low) and (high is None or number < high)
