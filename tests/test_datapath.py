@@ -97,7 +97,7 @@ def test_summary_names_winner_and_loser():
     answer = dp.Datapath(facts("iptables", "1.1.1")).deliver(dp.FROM_POD, dp.NODE_IP, NODE_PORT, 31123)
     text = dp.summary(answer, {dp.HOSTPORT: "nginx", dp.SERVICE: "web"})
     assert "KUBE-NODEPORTS" in text and "so web receives it, and nginx never sees it" in text
-    data = answer.data({dp.HOSTPORT: "nginx", dp.SERVICE: "web"})
+    data = dp.phrases.answer_data(answer, {dp.HOSTPORT: "nginx", dp.SERVICE: "web"})
     assert data["receiver"] == "service" and data["loser"] == ["nginx"] and data["certain"]
     assert data["facts"]["proxy-mode"] == {"value": "iptables", "source": "t"}
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 import functools
 import ipaddress
 import itertools
-from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
@@ -28,7 +27,6 @@ from kubelint_ports.model.datapath.facts import (
     PortUse,
     RECEIVER_ORDER,
 )
-from kubelint_ports.model.datapath.phrases import answer_data, condition_text
 from kubelint_ports.model.datapath.route import (
     ALL_ADDRESSES,
     CIDR_ADDRESSES,
@@ -49,9 +47,6 @@ class Outcome:
     receiver: str
     when: tuple[tuple[tuple[str, Any], ...], ...]  # OR of ANDs of (dimension, value); () = always
     route: Route
-
-    def condition_text(self) -> str:
-        return condition_text(self.when)
 
 
 @record(frozen=True, slots=True)
@@ -105,10 +100,6 @@ class Answer:
         the other order lasts from a flush or a boot race to the next pod's ADD."""
         return all(route.receivers == {receiver} or receiver in route.receivers and route.steps[:1] == (ORDER_INSERTED,)
                    for _, route in self.worlds)
-
-    def data(self, parties: Mapping[str, str] | None = None) -> dict[str, Any]:
-        """The `traffic` property of a finding: the model's answer as data."""
-        return answer_data(self, parties or {})
 
 
 @functools.lru_cache(maxsize=1024)
