@@ -690,7 +690,8 @@ def test_charts_found_while_walking_are_rendered_once_and_templates_never_read_a
     found = list(discover([CHARTS, WEB, f"{WEB}/templates/deployment.yaml",
                            f"{WEB}/charts/db/templates/statefulset.yaml"]))
     assert found == [f"{CHARTS}/values-bad-schema.yaml", f"{CHARTS}/web-rendered.yaml", f"{CHARTS}/agents",
-                     f"{CHARTS}/branches", f"{CHARTS}/broken-template", f"{CHARTS}/linked/app", f"{CHARTS}/linked/library",
+                     f"{CHARTS}/branches", f"{CHARTS}/broken-template", f"{CHARTS}/lines/helper", f"{CHARTS}/lines/podtemplate",
+                     f"{CHARTS}/lines/ranges", f"{CHARTS}/linked/app", f"{CHARTS}/linked/library",
                      f"{CHARTS}/missing-dep", f"{CHARTS}/remote-schema", f"{CHARTS}/web"]
 
 
@@ -1017,12 +1018,14 @@ def test_includes_at_the_indent_of_their_key_are_its_content(tmp_path):
 
 
 @needs_engine
-def test_a_chart_writing_each_container_with_an_include_points_at_the_include():
+def test_a_chart_writing_each_container_with_an_include_points_inside_the_define():
+    """The finding lands on the line of the `define` that writes the hostPort (issue 34), not on
+    the `include` line."""
     report = lint(f"{CHARTS}/agents")
     assert report.diagnostics == []
     found = sorted((f.message.split()[1], where(f.location)) for f in findings_of(report, "KP101"))
-    assert found == [("'agent'", (f"{CHARTS}/agents/templates/daemonset.yaml", 15, 9)),
-                     ("'trace-agent'", (f"{CHARTS}/agents/templates/daemonset.yaml", 17, 11))]
+    assert found == [("'agent'", (f"{CHARTS}/agents/templates/_container-agent.yaml", 6, 7)),
+                     ("'trace-agent'", (f"{CHARTS}/agents/templates/_container-trace-agent.yaml", 6, 7))]
 
 
 # --- values helpers ------------------------------------------------------------------------------

@@ -13,7 +13,7 @@ from kubelint_ports.checks.manifest import traffic
 from kubelint_ports.checks.manifest.node_ports import FreeHostPort
 from kubelint_ports.records import record
 from kubelint_ports.model import Cluster, Service, Workload
-from kubelint_ports.model.allocation import ANY_NODE, Claimant, Conflict, allocate, conflicts
+from kubelint_ports.model.allocation import ANY_NODE, Claimant, Conflict, allocate, conflicts, covers, pods_wanted
 from kubelint_ports.model.datapath import (
     CLUSTER_IP,
     EXTERNAL_IP,
@@ -28,6 +28,7 @@ from kubelint_ports.model.datapath import (
 )
 from kubelint_ports.model.datapath.service import service_use
 from kubelint_ports.model.objects import HostClaim, SilentPort
+from kubelint_ports.model.placement import pinned_node
 from kubelint_ports.model.port_holders import is_the_daemon, reserved_ports
 
 MAX_RELATED = 10
@@ -77,6 +78,7 @@ def host_port_conflict(cluster: Cluster, params: Mapping[str, Any]) -> Iterator[
             yield Hit(claimant.workload, claimant.claim.field_path,
                       phrases.with_free(conflict_message(conflict, claimant, others), free),
                       tuple(claimant_related(c) for c in others[:MAX_RELATED]), port=conflict.port, nodes=nodes)
+    yield from silent_port_conflicts(cluster, free_host_port)
 
 
 def conflict_message(conflict: Conflict, claimant: Claimant, others: list[Claimant]) -> str:
@@ -120,6 +122,181 @@ def others_text(others: list[Claimant]) -> str:
     if len(others) > 3:
         parts.append(f"{len(others) - 3} more")
     return ", ".join(parts)
+
+
+# --- host-port-conflict: ports hostNetwork pods listen on without declaring them ---------------------
+
+# How sure the model is that a hostNetwork pod's process listens on a port (issue 34): a declared
+# port is certain, a probe's port nearly so (the kubelet expects an answer there, on the node's
+# address), a listen flag is a best effort (read from the arguments as written).
+CERTAIN, NEARLY_CERTAIN, BEST_EFFORT = "certain", "nearly certain", "a best guess"
+PROBES = ("livenessProbe", "readinessProbe", "startupProbe")
+
+
+@record(frozen=True, slots=True)
+class Listener:
+    """A hostNetwork pod's process on a node port: a declared port (the scheduler sees it) or a
+    silent one (`SilentPort`: a probe's port, a listen flag), with the evidence for it."""
+
+    workload: Workload
+    port: int
+    host_ip: str  # "0.0.0.0": every address
+    field_path: str
+    evidence: str  # "declared", "undeclared, from its readinessProbe", "undeclared, from its --port flag"
+    confidence: str  # CERTAIN | NEARLY_CERTAIN | BEST_EFFORT
+    container: str = ""
+
+    @property
+    def silent(self) -> bool:
+        return self.confidence != CERTAIN
+
+    @property
+    def claim(self) -> HostClaim:
+        return HostClaim(self.port, "TCP", self.host_ip, "hostNetwork", self.container, self.field_path)
+
+    def overlaps(self, other: "Listener") -> bool:
+        return "0.0.0.0" in (self.host_ip, other.host_ip) or self.host_ip == other.host_ip
+
+    def clashes(self, other: "Listener", allocation) -> bool:
+        """Another pod's listener on the port that the scheduler may put beside this one: it keeps
+        two declared ports apart by itself (the allocation's conflicts), not a silent one."""
+        return (other.workload is not self.workload and (self.silent or other.silent) and self.overlaps(other)
+                and allocation.may_share_node(self.workload, other.workload))
+
+
+def silent_listener(workload: Workload, silent: SilentPort) -> Listener:
+    """A flag backed by a probe on the same port is as sure as the probe."""
+    host_ip = silent.address or "0.0.0.0"
+    if silent.source.startswith("its "):
+        return Listener(workload, silent.port, host_ip, silent.field_path, f"undeclared, from {silent.source}",
+                        NEARLY_CERTAIN, silent.container)
+    probe = next((ref.source for ref in workload.port_references
+                  if ref.source in PROBES and ref.value == silent.port), None)
+    evidence = f"undeclared, from its {silent.source} flag" + (f" and its {probe}" if probe else "")
+    return Listener(workload, silent.port, host_ip, silent.field_path, evidence,
+                    NEARLY_CERTAIN if probe else BEST_EFFORT, silent.container)
+
+
+def listeners_beside_silent_ports(cluster: Cluster) -> dict[int, list[Listener]]:
+    """port -> the hostNetwork pods' listeners on it, for the TCP ports some hostNetwork pod
+    listens on without declaring them (declared ones alone are the allocation's: the scheduler
+    keeps those apart). A hostPort is a DNAT, not a socket: host-port-host-network-capture's."""
+    by_port: dict[int, list[Listener]] = defaultdict(list)
+    for workload in cluster.workloads:
+        for silent in workload.silent_ports:
+            by_port[silent.port].append(silent_listener(workload, silent))
+    if by_port:
+        for workload, claim in cluster.host_claims():
+            if claim.via == "hostNetwork" and claim.protocol == "TCP" and claim.port in by_port:
+                by_port[claim.port].append(Listener(workload, claim.port, claim.host_ip, claim.field_path,
+                                                    "declared", CERTAIN, claim.container))
+    return by_port
+
+
+def silent_port_conflicts(cluster: Cluster, free_host_port: FreeHostPort) -> Iterator[Hit]:
+    """hostNetwork pods that listen on one node port, one of them at least without declaring it:
+    the scheduler cannot keep them apart, so wherever they meet the second cannot bind the port.
+    Two workloads that may share a node (the scheduler does not stop them), and the replicas of one
+    workload beyond its nodes (as for declared host ports: with an inventory, or pinned)."""
+    by_port = listeners_beside_silent_ports(cluster)
+    if not by_port:
+        return
+    allocation = allocate(cluster)
+    for port in sorted(by_port):
+        listeners = by_port[port]
+        for listener in listeners:
+            workload = listener.workload
+            if workload.live:
+                continue
+            others = [other for other in listeners if listener.clashes(other, allocation)]
+            if others:
+                yield silent_pair_hit(allocation, free_host_port, listener, others)
+            elif listener.silent:
+                yield from silent_replicas_hit(allocation, listener)
+
+
+def silent_pair_hit(allocation, free_host_port: FreeHostPort, listener: Listener, others: list[Listener]) -> Hit:
+    workload = listener.workload
+    shared: set[str] = set()
+    for other in others:
+        shared.update(allocation.shared_nodes(workload, other.workload))
+    nodes = tuple(sorted(shared))
+    meeting, where = meeting_place(allocation, listener, others, nodes)
+    names = ", ".join(f"{o.workload.ref} {listener_note(o)}{where_running(o.workload)}" for o in others[:3])
+    if len(others) > 3:
+        names += f" and {len(others) - 3} more"
+    undeclared = sorted({str(x.workload.ref) for x in (listener, *others) if x.silent})
+    message = phrases.silent_port_conflict(
+        listener_text(listener, with_pods=True), names, len(others), meeting, where, len(nodes) or 1, undeclared,
+        any(x.confidence == BEST_EFFORT for x in (listener, *others)), listener.port)
+    free = free_host_port.sentence(workload, listener.port, "hostNetwork")
+    related = tuple(Related(o.workload, o.field_path,
+                            f"port {o.port} of hostNetwork {o.workload.ref} ({o.evidence}){where_running(o.workload)}")
+                    for o in others[:MAX_RELATED])
+    return Hit(workload, listener.field_path, phrases.with_free(message, free), related, port=listener.port,
+               nodes=nodes)
+
+
+def meeting_place(allocation, listener: Listener, others: list[Listener], shared: tuple[str, ...]) -> tuple[str, str]:
+    """(how the pods meet, the nodes' names): with an inventory, on nodes they share ("same" when
+    certain: `surely_meet`, else "shared"); without one, beside a DaemonSet that runs on every node
+    the other may use ("their-daemonset", "this-daemonset"), on the node all are pinned to
+    ("pinned"), or wherever nothing keeps them apart ("anywhere")."""
+    workload = listener.workload
+    if allocation.cluster.nodes is not None:
+        sure = all(surely_meet(allocation, workload, o.workload) for o in others)
+        return ("same" if sure else "shared"), node_list(list(shared))
+    if all(covers(o.workload, workload) for o in others):
+        return "their-daemonset", ""
+    if all(covers(workload, o.workload) for o in others):
+        return "this-daemonset", ""
+    pins = {pinned_node(x.workload.scheduling) for x in (listener, *others)}
+    if len(pins) == 1 and None not in pins:
+        return "pinned", pins.pop()
+    return "anywhere", ""
+
+
+def surely_meet(allocation, a: Workload, b: Workload) -> bool:
+    """With an inventory: every node one may use holds a pod of the other (a DaemonSet's, a running
+    pod's, or the one node a workload fits)."""
+    def occupied(workload: Workload) -> set[str]:
+        eligible = allocation.eligible(workload)
+        if workload.is_daemonset or workload.live or len(eligible) == 1:
+            return set(eligible)
+        return set()
+    return set(allocation.eligible(a)) <= occupied(b) or set(allocation.eligible(b)) <= occupied(a)
+
+
+def silent_replicas_hit(allocation, listener: Listener) -> Iterator[Hit]:
+    """More replicas than nodes (with an inventory, or pinned to one node without): the scheduler,
+    blind to the port, doubles them up."""
+    workload = listener.workload
+    wanted = pods_wanted(workload)
+    if workload.is_daemonset or wanted < 2:
+        return
+    if allocation.cluster.nodes is not None:
+        nodes = list(allocation.eligible(workload))
+    else:
+        node = pinned_node(workload.scheduling)
+        nodes = [node] if node else []
+    if not nodes or wanted <= len(nodes):
+        return
+    yield Hit(workload, listener.field_path, phrases.silent_port_replicas(
+        workload.ref.kind, workload.pods, listener_text(listener), len(nodes), node_list(nodes),
+        wanted - len(nodes), listener.confidence == BEST_EFFORT, listener.port),
+        port=listener.port, nodes=tuple(nodes))
+
+
+def listener_note(listener: Listener, with_pods: bool = True) -> str:
+    """"(1 pod; undeclared, from its readinessProbe, nearly certain)": no ": " (a message's claim
+    ends at its first one, `findings.split_message`)."""
+    pods = f"{listener.workload.pods}; " if with_pods else ""
+    return f"({pods}{listener.evidence}, {listener.confidence})"
+
+
+def listener_text(listener: Listener, with_pods: bool = False) -> str:
+    on_ip = f" on {listener.host_ip}" if listener.host_ip != "0.0.0.0" else ""
+    return f"hostNetwork port {listener.port}/TCP{on_ip} {listener_note(listener, with_pods)}"
 
 
 # --- host-port-host-network-capture --------------------------------------------------------------
@@ -231,13 +408,21 @@ def told_by_host_port_conflict(cluster: Cluster, reserved: Mapping[tuple[str, in
     """The claims (workload, field path) that host-port-conflict reports against the node daemon's
     own pods: when the daemon runs from the inputs (node-exporter's DaemonSet) and the scheduler
     keeps the two apart, that conflict is the story, and "this is node-exporter's port" would say
-    it twice on the same line."""
+    it twice on the same line. The same for ports hostNetwork pods listen on without declaring
+    them, beside the daemon's own pods (`silent_port_conflicts`)."""
     told: set[tuple[int, str]] = set()
     for conflict in conflicts(allocate(cluster)):
         daemon = reserved.get((conflict.protocol, conflict.port))
         if daemon is None or not any(is_the_daemon(c.workload, c.claim, daemon) for c in conflict.claimants):
             continue
         told.update((id(c.workload), c.claim.field_path) for c in conflict.claimants)
+    allocation = allocate(cluster)
+    for port, listeners in listeners_beside_silent_ports(cluster).items():
+        daemon = reserved.get(("TCP", port))
+        for own in (x for x in listeners if daemon is not None and is_the_daemon(x.workload, x.claim, daemon)):
+            rivals = [other for other in listeners if own.clashes(other, allocation)]
+            if rivals:
+                told.update((id(x.workload), x.field_path) for x in (own, *rivals))
     return told
 
 
@@ -292,27 +477,37 @@ def host_port_service_port_capture(cluster: Cluster, params: Mapping[str, Any]) 
         # portmap adds `-d hostIP` to the DNAT rule of a hostPort with a hostIP: no Service IP matches.
         if claim.via != "hostPort" or claim.host_ip != "0.0.0.0":
             continue
-        hits = [hit for target in by_port.get((claim.protocol, claim.port), ())
+        hits = [(target, hit) for target in by_port.get((claim.protocol, claim.port), ())
                 if target.service is None or not selects_itself(target.service, target.service_port, workload, claim)
                 for hit in service_capture_hits(cluster, workload, claim, target, allocation)]
         yield from one_per_host_port(workload, claim, hits)
 
 
-def one_per_host_port(workload: Workload, claim: HostClaim, hits: list[Hit]) -> Iterator[Hit]:
+def one_per_host_port(workload: Workload, claim: HostClaim, hits: list[tuple[ServiceTarget, Hit]]) -> Iterator[Hit]:
     """One finding per hostPort, naming every Service whose port it may take (one nginx hostPort
     on 443 against eight Services on 443 was eight findings); hits about a running pod (subject:
-    the Service) stay one per Service. The strongest case speaks for the rest."""
-    own = [hit for hit in hits if hit.subject is workload]
-    yield from (hit for hit in hits if hit.subject is not workload)
+    the Service) stay one per Service. The strongest case speaks for the rest. The Services are
+    named from their targets, not from the hits' related places: a Service every cluster has
+    (`default/kubernetes`) is among no inputs and has no place to relate."""
+    own = [(target, hit) for target, hit in hits if hit.subject is workload]
+    yield from (hit for _, hit in hits if hit.subject is not workload)
     if len(own) <= 1:
-        yield from own
+        yield from (hit for _, hit in own)
         return
-    strongest = next((hit for hit in own if hit.variant == "captured"), own[0])
-    labels = [related.message.removeprefix(f"port {claim.port} of ") for hit in own for related in hit.related]
+    strongest = next((hit for _, hit in own if hit.variant == "captured"), own[0][1])
+    # The Services every cluster has first: the API server lost is the worst of it (kubernetes#61938),
+    # and the list shows five names.
+    labels = [target_name(target) for target, _ in sorted(own, key=lambda pair: pair[0].service is not None)]
     message = phrases.service_capture_many(claim.port, claim.protocol, strongest.variant == "captured",
                                            labels, strongest.message)
-    yield Hit(workload, claim.field_path, message, tuple(r for hit in own for r in hit.related),
+    yield Hit(workload, claim.field_path, message, tuple(r for _, hit in own for r in hit.related),
               variant=strongest.variant, port=claim.port, traffic=strongest.traffic)
+
+
+def target_name(target: ServiceTarget) -> str:
+    """A Service as a list of several names it: a default one says what it is ("the API server")."""
+    what = target.note.split(";", 1)[0].strip()
+    return f"{target.label} ({what})" if what else target.label
 
 
 def selects_itself(service: Service, service_port, workload: Workload, claim: HostClaim) -> bool:

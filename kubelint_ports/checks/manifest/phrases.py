@@ -187,6 +187,50 @@ def with_free(message: str, free: str) -> str:
     return f"{message} {free}" if free else message
 
 
+# --- KP301: ports hostNetwork pods listen on without declaring them (issue 34) ---------------------------
+
+SILENT_MEETINGS = {
+    "same": "on the same {nodes} ({where})",
+    "shared": "on {nodes} both may use ({where})",
+    "their-daemonset": "on every node this pod may use, where {it} run{s}",
+    "this-daemonset": "on every node {it} may use, where this DaemonSet runs",
+    "pinned": "on the same node ({where}) (all pinned there)",
+    "anywhere": "wherever the scheduler puts them together (nothing in their constraints keeps them apart)",
+}
+BIND_FAILS = ("the process that binds the port second fails with 'address already in use' (its container restarts "
+              "again and again, or runs without that listener)")
+BEST_EFFORT_NOTE = ("A listen flag is read from the arguments as written, a best guess: check that the process "
+                    "listens there.")
+
+
+def silent_port_conflict(port: str, others: str, count: int, meeting: str, where: str, node_count: int,
+                         undeclared: Sequence[str], best_effort: bool, number: int) -> str:
+    """KP301, hostNetwork pods on one node port, one of them at least without declaring it (a probe's
+    port, a listen flag): the scheduler cannot keep them apart, so where they meet the second cannot
+    bind it. `meeting`: how sure it is that they meet (`SILENT_MEETINGS`)."""
+    place = SILENT_MEETINGS[meeting].format(nodes="node" if node_count == 1 else "nodes", where=where,
+                                            it="it" if count == 1 else "they", s="s" if count == 1 else "")
+    places = "may place them side by side" if meeting in ("shared", "anywhere") else "places them side by side"
+    return story(f"{port} is also listened on by {others} {place}",
+                 f"the scheduler cannot see a port no container declares, so it {places}, and there {BIND_FAILS}",
+                 *((BEST_EFFORT_NOTE,) if best_effort else ()),
+                 f"Declare containerPort {number} on {' and '.join(undeclared)} (the scheduler then keeps the pods "
+                 f"apart, and one that fits nowhere stays Pending instead), or move one of them to another port.")
+
+
+def silent_port_replicas(kind: str, pods: str, port: str, node_count: int, where: str, extra: int, best_effort: bool,
+                         number: int) -> str:
+    """KP301, more replicas than nodes of a hostNetwork workload that listens on a port without
+    declaring it: the scheduler doubles them up, and the second process on a node cannot bind it."""
+    nodes = f"{node_count} node{'' if node_count == 1 else 's'}"
+    return story(f"this {kind} wants {pods} listening on {port}, but only {nodes} can run them ({where})",
+                 f"the scheduler cannot see a port no container declares, so it places {extra} of them beside "
+                 f"another anyway, and there {BIND_FAILS}",
+                 *((BEST_EFFORT_NOTE,) if best_effort else ()),
+                 f"Run at most {node_count} replica{'' if node_count == 1 else 's'}, or declare containerPort {number} "
+                 f"(the scheduler then keeps the extra pods Pending instead).")
+
+
 # --- KP302, KP303, KP304 --------------------------------------------------------------------------------
 
 def host_network_capture(port: str, captured: bool, silent_port: int, host: str, more: str, running: str,
@@ -230,7 +274,8 @@ def service_capture_many(port: int, protocol: str, captured: bool, labels: Seque
     shown = ", ".join(labels[:5]) + (f" and {len(labels) - 5} more" if len(labels) > 5 else "")
     told = (strongest.split(": ", 1)[1] if ": " in strongest else strongest).replace(
         "that connect to its ClusterIP", "that connect to their ClusterIPs", 1)
-    return (f"hostPort {port}/{protocol} {takes(captured)} the traffic of {len(labels)} Services' port {port} "
+    services = "1 Service's" if len(labels) == 1 else f"{len(labels)} Services'"
+    return (f"hostPort {port}/{protocol} {takes(captured)} the traffic of {services} port {port} "
             f"({shown}): {told}")
 
 
@@ -309,6 +354,41 @@ def kube_proxy_configs_disagree(label: str, setting: str, other_label: str, othe
 SELECTORLESS_SERVICE = ("Service has no selector: the control plane manages no endpoints for it, so it routes nowhere "
                         "unless someone maintains its EndpointSlices by hand. Add a selector matching the pods' "
                         "labels, or keep hand-made EndpointSlices beside it.")
+NO_ENDPOINTS = "the Service has no endpoints and connections to it are refused or time out"
+
+
+def keys_text(keys: Sequence[str]) -> str:
+    return f"label key{'s' if len(keys) > 1 else ''} " + ", ".join(f"`{key}`" for key in keys)
+
+
+def dangling_near_miss(selector: str, workload: str, ours: str, theirs: str) -> str:
+    """KP501, a warning: one edit of the selector would select a workload's pods."""
+    return story(f"selector {selector} matches no workload, one edit away from the pod labels of {workload}",
+                 f"it has `{ours}` where those pods carry `{theirs}`, so {NO_ENDPOINTS}",
+                 "Fix the selector or the pod labels.")
+
+
+def dangling_unwritten(selector: str, where: str, keys: Sequence[str]) -> str:
+    """KP501, a warning: labels no template writes and nothing among the inputs could set."""
+    them = "them" if len(keys) > 1 else "it"
+    return story(f"selector {selector} matches no workload and uses {keys_text(keys)}, which no pod template in "
+                 f"{where} writes",
+                 f"nothing in the inputs could set {them} at run time either (no custom resource whose operator makes "
+                 f"pods there, no workload whose pods carry the selector's other labels and might label themselves), "
+                 f"so {NO_ENDPOINTS}", "Fix the selector or the pod labels.")
+
+
+def dangling_maybe_at_run_time(selector: str, where: str, keys: Sequence[str], labeller: str) -> str:
+    """KP501, a note: no template carries the labels, but pods may get them at run time."""
+    if keys and labeller:
+        why = (f"no pod template in {where} writes {keys_text(keys)}, but the pods of {labeller} carry the "
+               f"selector's other labels and may set {'them' if len(keys) > 1 else 'it'} on themselves at run time "
+               f"(service registration, leader election, a database's role)")
+    else:
+        why = (f"no pod template in {where} carries these labels, and none is one edit away from them; pods may get "
+               f"them at run time (an operator, leader election, a database's role)")
+    return story(f"selector {selector} matches no workload among the inputs", why,
+                 f"If nothing does, {NO_ENDPOINTS}; fix the selector or the pod labels.")
 
 
 def target_port_name_nowhere(name: str, protocol: str, why: str, port: int) -> str:
@@ -328,8 +408,18 @@ def target_port_name_somewhere(name: str, protocol: str, why: str, port: int, se
 def target_port_number_undeclared(what: str, number: int, workloads: str) -> str:
     """KP503: a targetPort number no selected container declares."""
     return (f"{what} is declared by no selected container: traffic goes to port {number} of the pods of "
-            f"{workloads} whether or not they listen there, but nothing in the manifests says they do. Declare "
-            f"containerPort {number} (and name it), or point targetPort at the port they declare.")
+            f"{workloads} whether or not they listen there, and no containerPort or probe of theirs names it. "
+            f"Declare containerPort {number} (and name it), or point targetPort at the port they declare.")
+
+
+def target_port_number_flagged(what: str, number: int, workload: str, container: str, flag: str,
+                               workloads: str) -> str:
+    """KP503: a targetPort number no container declares, which a listen flag names."""
+    return story(f"{what} is declared by no selected container, though a listen flag names it",
+                 f"container '{container}' of {workload} is started with `{flag}` set to port {number}, so it "
+                 f"most likely listens there (judged from the flag's name; the program is not run)",
+                 f"Traffic goes to port {number} of the pods of {workloads}; declare containerPort {number} (and name "
+                 f"it) on '{container}', so that the manifests say what the Service reaches.")
 
 
 def service_protocol_mismatch(port: int, protocol: str, number: int, others: Sequence[str], workloads: str) -> str:

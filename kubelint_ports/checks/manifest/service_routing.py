@@ -13,8 +13,15 @@ from typing import Any
 from kubelint_ports.checks import Hit, Related, register
 from kubelint_ports.checks.manifest import phrases
 from kubelint_ports.model import Cluster, Service, Workload
-from kubelint_ports.model.objects import ServicePort
-from kubelint_ports.model.selection import port_named, ports_numbered, selection, serving_ports
+from kubelint_ports.model.objects import ServicePort, SilentPort
+from kubelint_ports.model.selection import (
+    CONTROLLER_LABELS,
+    carries_controller_label,
+    port_named,
+    ports_numbered,
+    selection,
+    serving_ports,
+)
 
 MAX_RELATED = 10
 
@@ -66,11 +73,97 @@ def dangling_service(cluster: Cluster, params: Mapping[str, Any]) -> Iterator[Hi
             continue
         if not params.get("strict") and service.ref.namespace not in serving_namespaces:
             continue
-        namespace = f"namespace '{service.ref.namespace}'" if service.ref.namespace else "the Service's namespace"
-        yield Hit(service, "spec.selector", (
-            f"selector {selector_text(service)} matches no workload: no pod template in {namespace} among the "
-            f"inputs carries these labels, so the Service has no endpoints and connections to it are refused or "
-            f"time out. Fix the selector or the pod labels."))
+        yield dangling(cluster, service)
+
+
+def dangling(cluster: Cluster, service: Service) -> Hit:
+    """Which case of a Service that selects nothing: a note by default, since pods may get labels
+    at run time; a warning with evidence of a mistake (the policy's docs state the criteria)."""
+    namespace = service.ref.namespace
+    where = f"namespace '{namespace}'" if namespace else "the Service's namespace"
+    templates = [w for w in cluster.workloads if w.ref.namespace == namespace]
+    selector = selector_text(service)
+    near = near_miss(service.selector, [w for w in templates if not w.helm_hook])
+    if near is not None:
+        workload, ours, theirs = near
+        return Hit(service, "spec.selector", phrases.dangling_near_miss(selector, str(workload.ref), ours, theirs),
+                   (Related(workload, labels_path(workload), f"pod labels of {workload.ref}"),), variant="near-miss")
+    written = {key for w in templates for key in w.pod_labels}
+    unwritten = sorted(key for key in service.selector if key not in written and key not in CONTROLLER_LABELS)
+    rest = {key: value for key, value in service.selector.items() if key not in unwritten}
+    labeller = next((w for w in templates if rest and all(carries(w, k, v) for k, v in rest.items())), None)
+    if unwritten and labeller is None:
+        return Hit(service, "spec.selector", phrases.dangling_unwritten(selector, where, unwritten),
+                   variant="unwritten")
+    return Hit(service, "spec.selector", phrases.dangling_maybe_at_run_time(
+        selector, where, unwritten, str(labeller.ref) if labeller is not None and unwritten else ""))
+
+
+def labels_path(workload: Workload) -> str:
+    """Where a workload's pod template writes its labels."""
+    spec = workload.pod_spec_path
+    return f"{spec.rpartition('.')[0]}.metadata.labels" if "." in spec else "metadata.labels"
+
+
+def carries(workload: Workload, key: str, value: str) -> bool:
+    """Whether the workload's pods carry `key: value` (written in the template, or put there by
+    the workload's controller)."""
+    if key in CONTROLLER_LABELS:
+        return carries_controller_label(workload, key, value)
+    return workload.pod_labels.get(key) == value
+
+
+def near_miss(selector: Mapping[str, str], workloads: list[Workload]) -> tuple[Workload, str, str] | None:
+    """The first workload whose pods one edit of the selector would select, with the selector's
+    pair and the pods' one: every other pair of the selector matches, and the one that does not
+    either has a close value (`close`) or names, with the same value, a key the pods carry under
+    another name. Dropping a key of the selector is no edit here: an extra key is how labels set
+    at run time (a database's role, a server's active pod) are selected."""
+    for workload in workloads:
+        misses = [(key, value) for key, value in selector.items() if not carries(workload, key, value)]
+        if len(misses) != 1:
+            continue
+        key, value = misses[0]
+        theirs = their_value(workload, key, value)
+        if theirs is not None and close(value, theirs):
+            return workload, f"{key}: {value}", f"{key}: {theirs}"
+        renamed = sorted(k for k, v in workload.pod_labels.items() if v == value and k not in selector)
+        if renamed:
+            return workload, f"{key}: {value}", f"{renamed[0]}: {value}"
+    return None
+
+
+def their_value(workload: Workload, key: str, value: str) -> str | None:
+    """The value the workload's pods carry for `key`, when they carry it."""
+    if key == "statefulset.kubernetes.io/pod-name":  # <StatefulSet name>-<ordinal>
+        if workload.ref.kind != "StatefulSet":
+            return None
+        ordinal = value.rpartition("-")[2]
+        return f"{workload.ref.name}-{ordinal if ordinal.isdigit() else 0}"
+    return None if key in CONTROLLER_LABELS else workload.pod_labels.get(key)
+
+
+def close(ours: str, theirs: str) -> bool:
+    """Two label values a slip of the keyboard or a leftover suffix apart: 1 to 3 edits (insert,
+    delete, substitute, swap two neighbours), fewer than half the longer value's length."""
+    distance = edit_distance(ours, theirs)
+    return 1 <= distance <= 3 and 2 * distance < max(len(ours), len(theirs))
+
+
+def edit_distance(a: str, b: str) -> int:
+    """Optimal string alignment distance (Levenshtein with swaps of neighbours)."""
+    if abs(len(a) - len(b)) > 3:
+        return 4  # beyond `close` in any case; label values may be 63 characters
+    rows = [list(range(len(b) + 1))]
+    for i in range(1, len(a) + 1):
+        row = [i] + [0] * len(b)
+        for j in range(1, len(b) + 1):
+            cost = a[i - 1] != b[j - 1]
+            row[j] = min(rows[-1][j] + 1, row[j - 1] + 1, rows[-1][j - 1] + cost)
+            if i > 1 and j > 1 and a[i - 1] == b[j - 2] and a[i - 2] == b[j - 1]:
+                row[j] = min(row[j], rows[-2][j - 2] + 1)
+        rows.append(row)
+    return rows[-1][-1]
 
 
 # Pods that no manifest declares: the control plane's static pods and add-ons, which monitoring
@@ -134,13 +227,42 @@ def unresolved_name(service: Service, port: ServicePort, workloads: list[Workloa
 
 @register("target-port-number-not-declared")
 def target_port_number_not_declared(cluster: Cluster, params: Mapping[str, Any]) -> Iterator[Hit]:
+    """Silent where a selected pod's own probe connects to the port (the kubelet's probes show
+    something listens there); worded after the flag where only a listen flag names it."""
     for service, port, workloads in routed_ports(cluster):
         number, field = target_of(port)
-        if isinstance(number, int) and not any(ports_numbered(w, number) for w in workloads):
-            what = f"targetPort {number}" if port.target_port is not None else \
-                f"port {number} (no targetPort, so container port {number})"
-            yield Hit(service, field, phrases.target_port_number_undeclared(what, number, workload_list(workloads)),
-                      port=number)
+        if not isinstance(number, int) or any(ports_numbered(w, number) for w in workloads):
+            continue
+        if any(probed(w, number) for w in workloads):
+            continue
+        what = f"targetPort {number}" if port.target_port is not None else \
+            f"port {number} (no targetPort, so container port {number})"
+        flagged = next(((w, flag) for w in workloads for flag in listen_flags(w) if flag.port == number), None)
+        if flagged is not None:
+            workload, flag = flagged
+            yield Hit(service, field, phrases.target_port_number_flagged(
+                what, number, str(workload.ref), flag.container, flag.source, workload_list(workloads)),
+                (Related(workload, flag.field_path, f"{flag.source} of container '{flag.container}'"),), port=number)
+            continue
+        yield Hit(service, field, phrases.target_port_number_undeclared(what, number, workload_list(workloads)),
+                  port=number)
+
+
+PROBES = ("livenessProbe", "readinessProbe", "startupProbe")
+
+
+def probed(workload: Workload, number: int) -> bool:
+    """Whether a probe of the workload's containers connects to port `number` of its pods."""
+    return any(reference.value == number and reference.source in PROBES for reference in workload.port_references)
+
+
+def listen_flags(workload: Workload) -> list[SilentPort]:
+    """The ports the listen flags of the workload's running containers name (`--port=8080`,
+    `--metrics-bind-address=:8443`), as the model reads them (`object_readers.listening_ports`).
+    The model keeps them for hostNetwork pods only (`Workload.silent_ports`, where they are ports
+    of the node), and checks never read a document's tree (tests/test_scale.py): the flags of
+    other pods stay unread until the model keeps them for every pod."""
+    return [port for port in workload.silent_ports if not port.source.startswith("its ")]
 
 
 @register("service-protocol-mismatch")

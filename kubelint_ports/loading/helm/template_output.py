@@ -14,6 +14,7 @@ from kubelint_ports.loading.yaml_files.documents import Document
 from kubelint_ports.loading.helm.archive import ArchivePlace
 from kubelint_ports.loading.helm.chart import HelmOptions, chart_name, chart_places, is_chart, values_source
 from kubelint_ports.loading.helm.chart_files import allowed_roots, inside_any
+from kubelint_ports.loading.helm.template_helpers import Defines
 from kubelint_ports.loading.helm.templatemap import TemplateSource, chart_relative, template_document
 
 
@@ -31,15 +32,16 @@ def template_source(chart_dir: str, origin: str, options: HelmOptions, roots: Se
         shown = chart_dir if os.path.isfile(chart_dir) else os.path.join(chart_dir, *origin.split("/")[1:])
         return TemplateSource(display_path(shown), None, values)
     place = places[-1]
+    defines = Defines(places, tuple(roots) or (chart_dir,))  # read when a finding follows an `include`
     if isinstance(place, ArchivePlace):
         found = place.file(relative)
         if found is None:
             return TemplateSource(place.archive.shown, None, values)
-        return TemplateSource(found[0], None, values, data=found[2])
+        return TemplateSource(found[0], None, values, data=found[2], defines=defines)
     file = os.path.join(place, *relative.split("/"))
     if not (inside_any(tuple(roots) or (chart_dir,), file) and os.path.isfile(file)):
         return TemplateSource(display_path(file), None, values)
-    return TemplateSource(display_path(file), file, values)
+    return TemplateSource(display_path(file), file, values, defines=defines)
 
 
 class TemplateOutput:

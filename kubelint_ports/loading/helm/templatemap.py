@@ -21,6 +21,7 @@ subchart's values looked up under its name in the parent's files.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field, replace
 
 from kubelint_ports.vocabulary import Location
@@ -29,16 +30,15 @@ from kubelint_ports.loading import budgets, files
 from kubelint_ports.loading.yaml_files import yamltree as yt
 from kubelint_ports.loading.helm.template_outline import Action, Entry, OutlineDoc, literal_value, parse_outline
 from kubelint_ports.loading.helm.templatemap_values import (  # noqa: F401 (ValuesFile: the tests' name for it here)
-    Segment, ValuesFile, ValuesSource, branch_taken, open_blocks, rendered_branches, template_context, twin_of,
-    values_references)
-
-# Keys whose literal value in a template's list item tells which rendered item it wrote
-# (`choose_item`); some item wrote each one, so an item with a templated value stays a candidate.
-_ITEM_IDS = ("name", "containerPort", "port", "hostPort", "nodePort", "mountPath", "key")
-_MAX_COUNTED_ITEMS = 1000  # rendered items looked at to number an action's own list
-
+    ROOT, Segment, ValuesFile, ValuesSource, template_context, values_references)
+from kubelint_ports.loading.helm.template_walk import (  # noqa: F401 (the names the mapping had here)
+    Mapped, choose_beside_generators, choose_item, identify, similarity, walk)
 
 # --- template sources and documents ------------------------------------------------------------
+
+
+_MAX_INCLUDE_DEPTH = 4  # `include`s followed into the `define`s they call, one inside another
+_CALL = re.compile(r'\b(?:include|template)\s+"([^"]+)"\s*([^|)]*)')
 
 
 @dataclass(slots=True, eq=False)
@@ -54,6 +54,14 @@ class TemplateSource:
     _outline: tuple | None = None
     _matches: dict[int, OutlineDoc | None] = field(default_factory=dict)
     _else_lines: list[int] | None = None
+    top: list[Segment] | None = field(default_factory=list)  # `.` at the top: the root, or an include's argument
+    defines: object = field(default=None, repr=False)  # the chart's `define`s (`template_helpers.Defines`)
+
+    @property
+    def body_root(self) -> Entry:
+        """The outline's root, for a `define`'s body: its first document's."""
+        docs = self.outline[0]
+        return docs[0].root if docs else Entry("root", -1, -1)
 
     @property
     def else_lines(self) -> list[int]:
@@ -99,116 +107,6 @@ class TemplateSource:
         return match
 
 
-def similarity(rendered: yt.Node | None, entry: Entry, depth: int = 0) -> int:
-    """How much of a rendered object the outline writes literally (bounded)."""
-    if depth > 10 or rendered is None:
-        return 0
-    score = 0
-    if isinstance(rendered, yt.MappingNode):
-        for key, value in rendered.value:
-            if not isinstance(key, yt.ScalarNode):
-                continue
-            child = entry.key_child(key.value)
-            if child is None:
-                continue
-            score += 1
-            if isinstance(value, yt.ScalarNode):
-                literal = literal_value(child.value)
-                if literal is not None:
-                    score += 2 if literal == value.value else (-6 if key.value in ("kind", "apiVersion") else -1)
-            else:
-                score += similarity(value, child, depth + 1)
-    elif isinstance(rendered, yt.SequenceNode):
-        items = entry.items()
-        for index, item in enumerate(rendered.value[:20]):
-            chosen = choose_item(items, rendered, index)
-            if chosen is not None:
-                score += similarity(item, chosen, depth + 1)
-    return score
-
-
-def identify(items: list[Entry], node: yt.Node | None) -> tuple[Entry | None, list[Entry], bool]:
-    """Which of `items` wrote the rendered list item `node`, by their literal ids (`name: http`,
-    `containerPort: 80`): the one whose ids are the node's, if one; else the items that may have
-    (their id templated or absent); and whether an id rules out every item (each has another
-    literal one: something else, a `toYaml` beside them, wrote it)."""
-    excluded = False
-    if not isinstance(node, yt.MappingNode):
-        return None, items, excluded
-    for id_key in _ITEM_IDS:
-        value = yt.get(node, id_key)
-        if not isinstance(value, yt.ScalarNode):
-            continue
-        same = [candidate for candidate in items
-                if (child := candidate.key_child(id_key)) is not None and literal_value(child.value) == value.value]
-        if len(same) == 1:
-            return same[0], same, False
-        # An item whose literal name is another one did not write this item: a `range` body
-        # (`name: {{ $key }}`) beside a literal `- name: metrics` wrote all but that one.
-        possible = [candidate for candidate in items
-                    if (child := candidate.key_child(id_key)) is None or literal_value(child.value) is None]
-        if not same:
-            excluded = excluded or not possible
-            items = possible or items
-    return None, items, excluded
-
-
-def choose_item(items: list[Entry], rendered: yt.Node | None, index: int) -> Entry | None:
-    """The template's list item that wrote rendered item `index`."""
-    if not items:
-        return None
-    if len(items) == 1:
-        return items[0]
-    found, items, _ = identify(items, _item(rendered, index))
-    if found is not None or len(items) == 1:
-        return found or items[0]
-    count = len(rendered.value) if isinstance(rendered, yt.SequenceNode) else 0
-    if count == len(items) or index < len(items):
-        return items[min(index, len(items) - 1)]
-    return items[-1]
-
-
-def choose_beside_generators(parent: Entry, rendered: yt.Node | None, index: int, repeated: set[Entry]) -> Entry | None:
-    """The entry that wrote rendered item `index` of a list whose template writes literal items
-    and, beside them, items by an action (`{{- toYaml .Values.extraPorts | nindent 8 }}` after
-    `- containerPort: 80`): a literal item its ids name; the action when its ids rule the literal
-    ones out; else by place, literal items before the action first and those after it last,
-    unless one is `repeated` by a `range`, when the count says nothing."""
-    items = parent.items()
-    generators = [child for child in parent.children if child.kind == "gen"]
-    node = _item(rendered, index)
-    found, _, excluded = identify(items, node)
-    if found is not None or not generators or not items:
-        return found or choose_item(items, rendered, index)
-    if excluded:
-        return parent.generator(node)
-    if repeated:
-        return choose_item(items, rendered, index)
-    before = [item for item in items if item.line < generators[0].line]
-    after = [item for item in items if item.line > generators[-1].line]
-    count = len(rendered.value) if isinstance(rendered, yt.SequenceNode) else 0
-    if index < len(before):
-        return before[index]
-    if index >= count - len(after) >= 0:
-        return after[index - (count - len(after))]
-    return parent.generator(node)
-
-
-def _item(rendered: yt.Node | None, index: int) -> yt.Node | None:
-    return rendered.value[index] if isinstance(rendered, yt.SequenceNode) and index < len(rendered.value) else None
-
-
-@dataclass(slots=True, eq=False)
-class Mapped:
-    """Where a field path lands in a template."""
-
-    entry: Entry | None
-    rest: list[Segment]  # segments written by a generator (`toYaml`) rather than the template
-    range_index: int | None  # the rendered index of the last list written by one `range` item
-    # The same text in another `if` branch the values may take: which one rendered cannot be told.
-    twin: Entry | None = None
-
-
 @dataclass(slots=True, eq=False)
 class TemplateDocument(Document):
     """A rendered object whose positions are those of its template (and values files)."""
@@ -217,119 +115,65 @@ class TemplateDocument(Document):
     ordinal: int = 0  # which object of its template's output
 
     def location(self, field_path: str = "", message: str = "") -> Location:
-        mapped = self.map(field_path)
+        mapped = self.map_through(field_path)
+        if mapped is not None and mapped.source is not None and mapped.source is not self.source \
+                and mapped.entry is not None and mapped.entry.kind != "root":
+            return entry_place(mapped.source, mapped.entry, message)
         return self.entry_location(mapped.entry if mapped else None, message)
 
     def entry_location(self, entry: Entry | None, message: str = "") -> Location:
         if self.source is None or not self.source.readable:
             return Location(self.path, 0, 0, message=message)  # a template that cannot be read
-        docs, actions, lines = self.source.outline
         if entry is None or entry.kind == "root":
             doc = self.source.document_for(self.ordinal, self.root)
             entry = (doc.first or doc.root.children[0]) if doc else None
         if entry is None:  # the template file has no line of its own (it cannot be read)
             return Location(self.path, 0, 0, message=message)
-        text = lines[entry.line] if entry.line < len(lines) else ""
-        end = len(text.rstrip())
-        return Location(self.path, entry.line + 1, entry.column + 1, entry.line + 1, max(end, entry.column) + 1, message)
+        return entry_place(self.source, entry, message, self.path)
 
     def node_location(self, node: yt.Node) -> Location:
         return self.location(yt.field_path_to(self.root, node) or "")
 
     def map(self, field_path: str) -> Mapped | None:
+        """Where the field lands in this document's own template (an `include` that wrote it, not
+        the `define` it calls: fixes edit this template's lines)."""
         if self.source is None or not self.source.readable:
             return None
         doc = self.source.document_for(self.ordinal, self.root)
         if doc is None:
             return None
         segments = yt.parse_field_path(field_path) if field_path else []
-        entry: Entry = doc.root
-        rendered: yt.Node | None = self.root
-        range_index = None
-        twin: Entry | None = None
-        actions = self.source.outline[1]
-        for position, segment in enumerate(segments):
-            if isinstance(segment, int):
-                entry = rendered_branches(entry, actions, self.source.values, range_index, self.source.else_lines)
-                items = entry.items()
-                repeats = self.repeated_items(entry) if any(child.kind == "gen" for child in entry.children) else set()
-                chosen = choose_beside_generators(entry, rendered, segment, repeats)
-                if len(items) == 1 and chosen is items[0]:
-                    range_index = segment
-                rendered_next = _item(rendered, segment)
-                if chosen is not None and chosen.kind == "gen":  # the action's own list starts after the literal items
-                    first = sum(1 for index in range(min(segment, _MAX_COUNTED_ITEMS)) if (
-                        owner := choose_beside_generators(entry, rendered, index, repeats)) is not None
-                        and owner.kind == "item" and owner.line < chosen.line)
-                    return Mapped(chosen, [segment - first, *segments[position + 1:]], range_index, twin)
-            else:
-                pair = yt.child(rendered, segment) if rendered is not None else None
-                rendered_next = pair[1] if pair else None
-                chosen = self.choose_key(entry, segment, rendered_next, range_index)
-            if chosen is None:
-                generator = entry.generator(rendered_next)
-                if generator is not None:
-                    return Mapped(generator, list(segments[position:]), range_index, twin)
-                return Mapped(entry, list(segments[position:]), range_index, twin)
-            twin = twin or twin_of(chosen, entry, self.source, range_index)
-            entry, rendered = chosen, rendered_next
-        return Mapped(entry, [], range_index, twin)
+        return walk(self.source, doc.root, self.root, segments)
 
-    def repeated_items(self, parent: Entry) -> set[Entry]:
-        """The literal items of a list that a `range` opened inside its key repeats."""
-        actions = self.source.outline[1]
-        return {item for item in parent.items() if any(
-            kind == "range" and branches[0][1] > parent.line for kind, branches in open_blocks(actions, item.line))}
-
-    def choose_key(self, entry: Entry, key: str, rendered: yt.Node | None, range_index: int | None) -> Entry | None:
-        """The child `key:` of `entry` that wrote the rendered value. Of several, one per branch of
-        an `if`/`else if`/`else` (cert-manager's `containerPort:` three times): not one whose
-        branch the values are known not to take, nor one whose literal or values key is another
-        value; of the others, one whose branch is known taken, then one known to write the value,
-        then the most alike, then the first."""
-        candidates = [child for child in entry.children if child.kind == "key" and child.key == key]
-        if len(candidates) < 2 or self.source.values is None:
-            return candidates[0] if candidates else None
-        actions = self.source.outline[1]
-        ranked = []
-        for index, candidate in enumerate(candidates):
-            taken = branch_taken(actions, candidate.line, self.source.values, range_index)
-            writes = self.writes_value(candidate, rendered, range_index)
-            if taken is not False and writes is not False:
-                ranked.append((taken is True, writes is True, similarity(rendered, candidate), -index, candidate))
-        return max(ranked, key=lambda rank: rank[:4])[4] if ranked else candidates[0]
-
-    def writes_value(self, candidate: Entry, rendered: yt.Node | None, range_index: int | None) -> bool | None:
-        """Whether the line `candidate` writes the rendered scalar: its literal, or the one values
-        key it writes whole (`key: {{ .Values.x | quote }}`); None when that cannot be told."""
-        if not isinstance(rendered, yt.ScalarNode):
-            return None
-        literal = literal_value(candidate.value)
-        if literal is not None:
-            return literal == rendered.value
-        _, actions, lines = self.source.outline
-        on_line = [action for action in actions if action.line == candidate.line and not action.is_control]
-        if len(on_line) != 1:
-            return None
-        context = template_context(actions, candidate.line, range_index)
-        references = list(values_references(on_line[0], context, lines[candidate.line]))
-        if len(references) != 1 or not references[0][2]:
-            return None
-        known, node = self.source.values.lookup(references[0][0])
-        if not known or not isinstance(node, yt.ScalarNode):
-            return None
-        return node.value == rendered.value
+    def map_through(self, field_path: str) -> Mapped | None:
+        """`map`, then on into the `define` of each `include`/`template` that wrote the rest of the
+        field (in this chart's templates), as long as its body's outline goes on."""
+        mapped = self.map(field_path)
+        for _ in range(_MAX_INCLUDE_DEPTH):
+            if mapped is None or not mapped.rest or mapped.entry is None or mapped.source is None:
+                break
+            called = included_source(mapped.source, mapped.entry, mapped.range_index)
+            if called is None:
+                break
+            inner = walk(called, called.body_root, mapped.node, mapped.rest)
+            if inner.entry is None or inner.entry.kind == "root":
+                break
+            mapped = inner
+        return mapped
 
     def value_locations(self, field_path: str) -> tuple[Location, ...]:
         """Where the values that wrote this field are set: `{{ .Values.x.y }}` on the template line
         (or, with no reference there, the `if` that enabled the block)."""
-        mapped = self.map(field_path)
+        mapped = self.map_through(field_path)
         if mapped is None or mapped.entry is None or mapped.entry.kind == "root" or self.source.values is None:
             return ()
-        docs, actions, lines = self.source.outline
+        source = mapped.source if mapped.source is not None else self.source
+        if source.values is None:
+            return ()
+        docs, actions, lines = source.outline
         line = mapped.entry.line
-        context = template_context(actions, line, mapped.range_index)
-        where = f"{self.path}:{line + 1}"
+        context = template_context(actions, line, mapped.range_index, source.top)
+        where = f"{source.path}:{line + 1}"
         found: list[Location] = []
         text = lines[line] if line < len(lines) else ""
         references = [(path, generator, exact) for action in actions if action.line == line and not action.is_control
@@ -342,8 +186,8 @@ class TemplateDocument(Document):
             if exact and not mapped.rest:
                 rendered = _rendered_scalar(self.root, field_path)
                 expect = rendered.value if rendered is not None else None
-            located = (self.source.values.find(full, expect)
-                       or (self.source.values.find(path) if generator else None))
+            located = (source.values.find(full, expect)
+                       or (source.values.find(path) if generator else None))
             if located is not None:
                 location, key = located
                 named = f".Values.{_dotted(path)}" if key[:len(path)] == path else \
@@ -351,20 +195,65 @@ class TemplateDocument(Document):
                 found.append(replace(location, message=f"{named}, used at {where}"))
         if not references and not mapped.rest:
             # A literal line (`hostNetwork: true`) switched on by an `if` inside this object.
-            doc = self.source.document_for(self.ordinal, self.root)
-            first_line = doc.first.line if doc and doc.first else 0
+            if source is self.source:
+                doc = self.source.document_for(self.ordinal, self.root)
+                first_line = doc.first.line if doc and doc.first else 0
+            else:
+                first_line = 0  # a `define`'s body: its own `if`s
             for path, condition_line in context.conditions[::-1]:
                 if condition_line < first_line:
                     break
-                location = self.source.values.locate(path)
+                location = source.values.locate(path)
                 if location is not None:
                     found.append(replace(location, message=(
-                        f".Values.{_dotted(path)} enables this (`if` at {self.path}:{condition_line + 1})")))
+                        f".Values.{_dotted(path)} enables this (`if` at {source.path}:{condition_line + 1})")))
                     break
         unique: dict[tuple, Location] = {}
         for location in found:
             unique.setdefault((location.path, location.line, location.column), location)
         return tuple(unique.values())
+
+
+def entry_place(source: TemplateSource, entry: Entry, message: str = "", path: str | None = None) -> Location:
+    """The place of an outline entry: its line, from its column to the line's end."""
+    lines = source.outline[2]
+    text = lines[entry.line] if entry.line < len(lines) else ""
+    end = len(text.rstrip())
+    return Location(path or source.path, entry.line + 1, entry.column + 1, entry.line + 1,
+                    max(end, entry.column) + 1, message)
+
+
+def included_source(source: TemplateSource, entry: Entry, range_index: int | None) -> TemplateSource | None:
+    """The body of the `define` that the `include "name" arg` (or `template`) on `entry`'s line
+    calls, as a source of its own whose `.` is `arg` (a values path, the root context, or not
+    known); None when the line calls none, several, or one this chart does not define."""
+    if source.defines is None:
+        return None
+    _, actions, _ = source.outline
+    calls = [call for action in actions if action.line == entry.line and not action.is_control
+             for call in _CALL.finditer(action.body)]
+    if len(calls) != 1:
+        return None
+    name, argument = calls[0].group(1), calls[0].group(2)
+    context = template_context(actions, entry.line, range_index, source.top)
+    top = _argument_path(argument, context)
+    return source.defines.source(name, top, source.values)
+
+
+def _argument_path(argument: str, context) -> list[Segment] | None:
+    """What `.` is inside the `define`: the caller's `.` for `.`, the root for `$`, the values
+    path of a reference (`.Values.controller`, `$config`); None for anything else (a `dict`)."""
+    argument = argument.strip()
+    if argument == ".":
+        return context.dot
+    if argument == "$":
+        return ROOT
+    if argument.startswith("(") or not argument:
+        return None
+    from kubelint_ports.loading.helm.templatemap_values import _resolve_expression
+    if argument in (".Values", "$.Values"):
+        return None  # `.Values` passed as `.`: its keys are not under `.Values` inside
+    return _resolve_expression(argument, context.dot, context.variables)
 
 
 def template_document(document: Document, path: str, origin: str, source: TemplateSource,

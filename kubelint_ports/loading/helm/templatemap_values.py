@@ -219,8 +219,13 @@ class Context:
     conditions: list[tuple[list[Segment], int]]  # values tested by the enclosing `if`s, with their line
 
 
-def template_context(actions: list[Action], line: int, range_index: int | None) -> Context:
-    """`.`, `$variables` and enclosing `if` conditions as they stand at `line`."""
+ROOT: list[Segment] = []  # `.` at a template's top: the root context, where `.Values` is absolute
+
+
+def template_context(actions: list[Action], line: int, range_index: int | None,
+                     top: list[Segment] | None = ROOT) -> Context:
+    """`.`, `$variables` and enclosing `if` conditions as they stand at `line`. `top`: what `.` is
+    at the top (a `define`'s body: what the `include` passed it; None when not a values path)."""
     stack: list[tuple[str, list[Segment] | None, int]] = []  # (kind, values path, line)
     variables: dict[str, list[Segment]] = {}
 
@@ -228,7 +233,7 @@ def template_context(actions: list[Action], line: int, range_index: int | None) 
         for kind, path, _ in reversed(stack):
             if kind in ("with", "range", "define"):
                 return path
-        return []  # the top: `.` is the root context, `.Values` is absolute
+        return top  # the top: the root context (`.Values` is absolute), or what an include passed
 
     for action in actions:
         if action.line >= line:
@@ -338,7 +343,8 @@ _BLOCKS = frozenset(("if", "with", "range", "define", "block"))
 _MAX_CONDITION_DEPTH = 16  # nested `not`/`and`/`or`/parentheses read; deeper is not known
 
 
-def branch_taken(actions: list[Action], line: int, values: ValuesSource, range_index: int | None) -> bool | None:
+def branch_taken(actions: list[Action], line: int, values: ValuesSource, range_index: int | None,
+                 top: list[Segment] | None = ROOT) -> bool | None:
     """Whether the values take every `if`/`with` branch enclosing `line` (an `else if` is taken
     when the conditions before it are false and its own is true): False when one is known not to
     be, True when all are known to be, None when a condition cannot be read here."""
@@ -348,7 +354,7 @@ def branch_taken(actions: list[Action], line: int, values: ValuesSource, range_i
             continue
         for index, (condition, at) in enumerate(branches):
             truth = True if condition is None else condition_truth(
-                condition, template_context(actions, at, range_index), values)
+                condition, template_context(actions, at, range_index, top), values)
             taken = _all([taken, truth if index == len(branches) - 1 else _not(truth)])
         if taken is False:
             return False

@@ -1,0 +1,82 @@
+"""Issue 34 ("Locations"): a rendered port lands on the template line that wrote it, and on the
+values key that fed it, when it was written by one of several `range` loops or by a `define` an
+`include` calls. The fixture charts are in tests/charts/lines/ (written for these tests).
+"""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import pytest
+
+from kubelint_ports.engine import LintOptions, lint_paths
+from kubelint_ports.loading.helm.charts import HelmOptions, in_process_engine
+
+ROOT = Path(__file__).resolve().parents[1]
+LINES = "tests/charts/lines"
+
+pytestmark = pytest.mark.skipif(in_process_engine() is None,
+                                reason="helm-python-sdk is not installed for this platform")
+
+
+@pytest.fixture(autouse=True)
+def at_repository_root(monkeypatch):
+    monkeypatch.chdir(ROOT)
+
+
+def host_ports(chart: str) -> dict[str, tuple[tuple[str, int, int], list[tuple[str, int]]]]:
+    """KP101 findings by hostPort: (template file, line, column) and the values (file, line) related."""
+    report = lint_paths([f"{LINES}/{chart}"], LintOptions(helm=HelmOptions()), stdin=io.BytesIO(b""))
+    assert report.diagnostics == []
+    found = {}
+    for finding in report.findings:
+        if finding.rule_id == "KP101":
+            port = finding.message.split("hostPort ")[1].split("/")[0]
+            location = finding.location
+            found[port] = ((location.path, location.line, location.column),
+                           [(related.path, related.line) for related in finding.related])
+    return found
+
+
+def test_ports_of_identical_range_loops_land_on_the_loop_that_wrote_them():
+    """ingress-nginx's controller: a `range` over the controller's ports, a literal `webhook` item, then
+    a `range` over `.Values.tcp` and one over `.Values.udp` writing the same lines. 443 landed on the
+    tcp loop (39), 5432 and 30000 on the udp loop (47): the items were matched one by one."""
+    template = f"{LINES}/ranges/templates/deployment.yaml"
+    values = f"{LINES}/ranges/values.yaml"
+    found = host_ports("ranges")
+    assert found["80"] == ((template, 21, 15), [(values, 3)])  # controller.containerPort.http
+    assert found["443"] == ((template, 21, 15), [(values, 4)])  # controller.containerPort.https
+    for port in ("5432", "30000"):
+        assert found[port][0] == (template, 39, 15), port
+    assert found["53"][0] == (template, 47, 15)
+
+
+def test_ports_a_define_writes_land_in_the_define_and_on_the_values_it_reads():
+    """`ports:` then `{{- include "helper.ports" . | nindent 12 }}`: the finding was on the include,
+    with no values line."""
+    found = host_ports("helper")
+    assert found == {"8443": ((f"{LINES}/helper/templates/_helpers.tpl", 5, 3),
+                              [(f"{LINES}/helper/values.yaml", 2)])}
+
+
+def test_a_pod_template_written_by_a_define_through_fromyaml_lands_in_the_define():
+    """traefik's `template: {{ include "traefik.podTemplate" . | fromYaml | toYaml | nindent 4 }}`:
+    every hostPort landed on `template:` (line 10 here), none on the values."""
+    template = f"{LINES}/podtemplate/templates/_podtemplate.tpl"
+    values = f"{LINES}/podtemplate/values.yaml"
+    found = host_ports("podtemplate")
+    assert found == {"80": ((template, 16, 11), [(values, 4)]),
+                     "443": ((template, 16, 11), [(values, 7)])}
+
+
+def test_the_agents_chart_points_into_each_container_define():
+    """tests/charts/agents (Datadog's shape): each container an `include` at the indent of
+    `containers:`; `container-agent` is told from `container-trace-agent` for `agent`."""
+    found = host_ports("../agents")
+    assert found == {
+        "8125": (("tests/charts/agents/templates/_container-agent.yaml", 6, 7), [("tests/charts/agents/values.yaml", 2)]),
+        "8126": (("tests/charts/agents/templates/_container-trace-agent.yaml", 6, 7),
+                 [("tests/charts/agents/values.yaml", 5)]),
+    }
