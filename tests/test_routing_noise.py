@@ -210,10 +210,7 @@ def test_a_probe_on_another_port_does_not(tmp_path):
     ("['--web.listen-address=0.0.0.0:9001']", "--web.listen-address"),
     ("['--metrics-bind-address=:9001']", "--metrics-bind-address"),
 ])
-@pytest.mark.parametrize("host_network", [
-    pytest.param(False, marks=pytest.mark.xfail(strict=True, reason=(
-        "the model keeps listen flags of hostNetwork pods only (Workload.silent_ports), and checks read no tree"))),
-    True])
+@pytest.mark.parametrize("host_network", [False, True])
 def test_a_listen_flag_is_named_with_its_confidence(tmp_path, args, flag, host_network):
     text = deployment(f"""\
         containers:

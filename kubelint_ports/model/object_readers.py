@@ -97,6 +97,7 @@ def read_workload(document: Document, ref: ObjectRef,
     claims: list[HostClaim] = []
     declared: list[ContainerPort] = []
     silent: list[SilentPort] = []
+    flags: list[SilentPort] = []
     for containers_key in ("containers", "initContainers"):
         containers = yt.items(yt.get(pod_spec, containers_key), containers_key)
         for index, container in enumerate(containers):
@@ -108,15 +109,18 @@ def read_workload(document: Document, ref: ObjectRef,
             name = yt.as_str(yt.get(container, "name"))
             claims.extend(read_container_ports(container, container_path, name, host_network, reader, declared,
                                                sidecar=containers_key == "initContainers"))
+            listening = listening_ports(container, container_path, name)
+            flags.extend(port for port in listening if not port.source.startswith("its "))
             if host_network:
-                silent.extend(listening_ports(container, container_path, name))
+                silent.extend(listening)
     template_metadata = pod_spec_path.rpartition(".")[0] + ".metadata" if "." in pod_spec_path else "metadata"
     labels = yt.to_plain(yt.mapping(yt.at(root, template_metadata + ".labels"), "labels")) or {}
     scheduling = placement.scheduling_from_pod_spec(
         {key: yt.to_plain(yt.get(pod_spec, key)) for key in SCHEDULING_FIELDS})
     workload = Workload(document, ref, pod_spec_path, replicas, host_network, tuple(claims),
                         {str(k): str(v) for k, v in labels.items()}, scheduling, tuple(reader.invalid),
-                        container_ports=tuple(declared), silent_ports=undeclared(silent, declared))
+                        container_ports=tuple(declared), silent_ports=undeclared(silent, declared),
+                        listen_flags=tuple(flags))
     add_port_details(workload, pod_spec)
     hook = yt.get(yt.at(root, "metadata.annotations"), "helm.sh/hook")
     workload.helm_hook = hook is not None and isinstance(hook, yt.ScalarNode) and bool(hook.value.strip())
@@ -142,8 +146,8 @@ def listener_flag(flag: str) -> bool:
 
 
 def listening_ports(container: yt.Node, container_path: str, name: str) -> list[SilentPort]:
-    """Ports a hostNetwork container shows it listens on: listen flags first (they name the
-    listener), then probe ports."""
+    """Ports a container shows it listens on: listen flags first (they name the listener), then
+    probe ports (sources "its livenessProbe", ...). For a hostNetwork pod, ports of the node."""
     found = []
     for key in ("command", "args"):
         node = yt.get(container, key)

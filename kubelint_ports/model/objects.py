@@ -166,6 +166,9 @@ class Workload:
     helm_hook: bool = False
     container_ports: tuple[ContainerPort, ...] = ()
     silent_ports: tuple[SilentPort, ...] = ()  # hostNetwork pods only
+    # The ports the listen flags of its running containers name (`--port=8080`), any pod's: where
+    # the process most likely listens (its own port for a pod, the node's for hostNetwork).
+    listen_flags: tuple[SilentPort, ...] = ()
     declared_ports: tuple[DeclaredPort, ...] = ()  # every container's, plain init containers included
     port_references: tuple[PortReference, ...] = ()  # probes and lifecycle hooks
 

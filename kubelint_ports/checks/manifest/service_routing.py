@@ -258,11 +258,9 @@ def probed(workload: Workload, number: int) -> bool:
 
 def listen_flags(workload: Workload) -> list[SilentPort]:
     """The ports the listen flags of the workload's running containers name (`--port=8080`,
-    `--metrics-bind-address=:8443`), as the model reads them (`object_readers.listening_ports`).
-    The model keeps them for hostNetwork pods only (`Workload.silent_ports`, where they are ports
-    of the node), and checks never read a document's tree (tests/test_scale.py): the flags of
-    other pods stay unread until the model keeps them for every pod."""
-    return [port for port in workload.silent_ports if not port.source.startswith("its ")]
+    `--metrics-bind-address=:8443`), as the model reads them (`object_readers.listening_ports`,
+    `Workload.listen_flags`, any pod's)."""
+    return list(workload.listen_flags)
 
 
 @register("service-protocol-mismatch")
