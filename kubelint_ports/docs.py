@@ -113,9 +113,52 @@ def overview_page(text: str, policies) -> str:
     return text[:start] + "\n" + overview_table(policies) + text[end:]
 
 
+# The package's schemas (what the tool validates with), published at the repository's top as
+# schemas/kubelint-ports-*.schema.json for editors (docs/configuration.md, "Your editor"). The
+# published file is the package's byte for byte but for `$id`, which names the published file's
+# own raw GitHub URL (the `$schema=` users write), so it resolves without a website of ours.
+PUBLISHED_SCHEMAS = {"config.schema.json": "kubelint-ports-config.schema.json",
+                     "policy.schema.json": "kubelint-ports-policy.schema.json"}
+REPOSITORY = "https://github.com/kubelint-ports/kubelint-ports"  # pyproject's [project.urls] Repository
+SCHEMA_BASE_URL = "https://raw.githubusercontent.com/kubelint-ports/kubelint-ports/main/schemas/"
+
+
+def published_schema(text: str, published_name: str) -> str:
+    """A package schema's text as published: its one `"$id": "..."` names the published file's URL."""
+    import re
+
+    ids = re.findall(r'"\$id":\s*"[^"]*"', text)
+    if len(ids) != 1:
+        raise ValueError(f"expected one $id in the schema, found {len(ids)}")
+    return text.replace(ids[0], f'"$id": "{SCHEMA_BASE_URL}{published_name}"', 1)
+
+
+def published_schemas() -> dict[str, str]:
+    """File name under schemas/ -> its text, from the package's schemas."""
+    from pathlib import Path
+
+    package = Path(__file__).resolve().parent / "schemas"
+    return {published: published_schema((package / source).read_text(encoding="utf-8"), published)
+            for source, published in PUBLISHED_SCHEMAS.items()}
+
+
+def write_published_schemas(target) -> list:
+    """Write schemas/ (the directory given); returns the paths written."""
+    from pathlib import Path
+
+    target = Path(target)
+    target.mkdir(parents=True, exist_ok=True)
+    written = []
+    for name, text in published_schemas().items():
+        (target / name).write_text(text, encoding="utf-8", newline="\n")
+        written.append(target / name)
+    return written
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Regenerate docs/rules (or the directory given) and the built-in policies' index
-    (`policies.INDEX`); tests fail when the checked-in pages or the index are stale."""
+    """Regenerate docs/rules (or the directory given), the built-in policies' index
+    (`policies.INDEX`) and the published schemas (`schemas/` at the top of the repository that holds docs/rules);
+    tests fail when the checked-in pages, the index or the schemas are stale."""
     import sys
     from pathlib import Path
 
@@ -137,6 +180,10 @@ def main(argv: list[str] | None = None) -> int:
                             newline="\n")
         print(f"wrote the rules table of {overview}")
     print(f"wrote the policies' index {write_policy_index()}")
+    root = target.parent.parent  # docs/rules of a repository: its top, with schemas/ beside docs/
+    if (root / "pyproject.toml").is_file():
+        for path in write_published_schemas(root / "schemas"):
+            print(f"wrote the published schema {path}")
     return 0
 
 
