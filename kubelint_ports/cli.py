@@ -25,6 +25,7 @@ from kubelint_ports.cli_options import (
     OUTPUT_OPTION,
     POD_CIDR_OPTION,
     SARIF_CATEGORY_OPTION,
+    SARIF_FULL_RULES_OPTION,
     SCOPE_OPTION,
     SERVICE_CIDR_OPTION,
     SHOW_SUPPRESSED_OPTION,
@@ -114,6 +115,7 @@ def lint(
     rule_choice: RuleChoice,
     show_suppressed: bool = SHOW_SUPPRESSED_OPTION,
     sarif_category: str = SARIF_CATEGORY_OPTION,
+    sarif_full_rules: bool = SARIF_FULL_RULES_OPTION,
     link_base: str = LINK_BASE_OPTION,
     config_args: ConfigArgs,
     scope: Scope = SCOPE_OPTION,
@@ -162,7 +164,7 @@ def lint(
 
     format_options = FormatOptions(show_suppressed=show_suppressed, sarif_category=sarif_category, link_base=link_base,
                                    source_root=find_source_root(settings.config.path), quiet=quiet,
-                                   unsafe_fixes=fix_args.unsafe_fixes)
+                                   unsafe_fixes=fix_args.unsafe_fixes, sarif_full_rules=sarif_full_rules)
     write_reports(report, report_args, extra_reports, format_options)
     exit_recording(report, settings.fail_on, write_baseline, quiet)
 
@@ -409,6 +411,7 @@ def node_command(
     rule_choice: RuleChoice,
     show_suppressed: bool = SHOW_SUPPRESSED_OPTION,
     sarif_category: str = SARIF_CATEGORY_OPTION,
+    sarif_full_rules: bool = SARIF_FULL_RULES_OPTION,
     link_base: str = LINK_BASE_OPTION,
     node_name: Optional[str] = option(None, "--node", metavar="NAME",
                                       help="The node's name when one snapshot is given (default: its directory's name)."),
@@ -443,7 +446,7 @@ def node_command(
     report = lint_snapshots(snapshots, manifests, dataclasses.replace(settings.options, jobs=budget_args.jobs),
                             node=node_name, policies=settings.policies)
     format_options = FormatOptions(show_suppressed=show_suppressed, sarif_category=sarif_category,
-                                   link_base=link_base, quiet=report_args.quiet)
+                                   link_base=link_base, quiet=report_args.quiet, sarif_full_rules=sarif_full_rules)
     write_reports(report, report_args, extra_reports, format_options)
     exit_recording(report, settings.fail_on, write_baseline, report_args.quiet)
 

@@ -368,6 +368,9 @@ CNI_PLUGINS_VERSION_OPTION = option(
     None, "--cni-plugins-version", metavar="VERSION", rich_help_panel=CLUSTER,
     help="containernetworking/plugins release on the nodes (decides portmap's rule order), e.g. 1.1.1.")
 SARIF_CATEGORY_OPTION = option("", "--sarif-category", help="SARIF automationDetails.id (a category).")
+SARIF_FULL_RULES_OPTION = option(False, "--sarif-full-rules",
+                                 help="SARIF: every rule that ran, with its full docs (default: only the rules "
+                                      "with a result, each with its summary and a link to its page).")
 OUTPUT_OPTION = option(None, "--output", "-o", help="Write the report to this file.")
 COLOR_OPTION = option(None, "--color/--no-color", help="Colour text output (default: on a terminal, unless NO_COLOR "
                                                         "is set; FORCE_COLOR forces it).")

@@ -62,6 +62,7 @@ NOT_FOR_CONFIG = {
     "--show-fixes": "likewise",
     "--show-suppressed": "config reports no finding",
     "--sarif-category": "config writes no SARIF",
+    "--sarif-full-rules": "likewise",
     "--link-base": "config writes no Markdown or HTML report",
     "--write-baseline": "config writes no file",
     "-o": "config prints to standard output",

@@ -68,6 +68,7 @@ ORDINARY = [
      "--cluster", "c.yaml", "--service-cidr", "10.96.0.0/12", "--pod-cidr", "10.244.0.0/16"],
     ["--cni-plugins-version", "1.1.1", "--sarif-category", "k8s", "--link-base", "https://x", "--limit", "max-depth=9",
      "--jobs=0", "--namespace", "ns", "--kube-version", "1.30", "--helm-binary", "helm", "--chart-root", "."],
+    ["--format", "sarif", "--sarif-full-rules", "--sarif-category=k8s", CLEAN],
     ["-", "--", "--format", "-v"],  # after --, options are paths
     ["--format", "json", "--format", "text", "--color", "--no-color"],  # the last one wins
     ["-o=x", CLEAN],  # click reads "=x" as -o's value

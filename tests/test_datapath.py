@@ -4,6 +4,7 @@ sources, and how its answers reach findings, JSON, SARIF and `kubelint-ports con
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -355,3 +356,73 @@ def test_masquerade_gap_boundary_is_v1_11_1():
 def test_kp801_names_the_portmap_release_whose_del_returns_early():
     from kubelint_ports.checks.node.phrases import STALE_CAUSES
     assert "since v0.8.7" in STALE_CAUSES and "v0.9.0" not in STALE_CAUSES  # containernetworking/plugins 877602d6
+
+
+# --- issue 34: pods short-circuited to a Local Service only with a local detector ------------------
+
+LOCAL_NODE_PORT = dp.PortUse(node_port=True, endpoints=True, external_local=True, local_endpoints=False)
+
+
+@pytest.mark.parametrize("mode", ["iptables", "nftables"])
+@pytest.mark.parametrize("host_port, without", [(dp.WILDCARD, dp.HOSTPORT), (None, dp.DROPPED)])
+def test_pods_reach_a_local_node_port_only_when_kube_proxy_tells_them_apart(mode, host_port, without):
+    """kube-proxy writes the pod short-circuit of KUBE-EXT-* / external-* only under
+    `if proxier.localDetector.IsImplemented()`: without clusterCIDR a pod is an outside client to
+    the chain, so the hostPort pod takes it, or kube-proxy's DROP does. The node's own packets
+    (`--src-type LOCAL`) are short-circuited either way."""
+    use = replace(LOCAL_NODE_PORT, host_port_ip=host_port)
+    base = facts(mode, cni="1.1.1", order=dp.KUBE_PROXY_FIRST if mode == "nftables" else None)
+    blind = dp.Datapath(replace(base, local_detector=dp.Fact(False, "t")))
+    assert dp.Datapath(base).deliver(dp.FROM_POD, dp.NODE_IP, use, 31124).receiver == dp.SERVICE
+    pod = blind.deliver(dp.FROM_POD, dp.NODE_IP, use, 31124)
+    assert pod.receiver == without and "ext-pod-undetected" in pod.outcomes[0].route.steps
+    assert blind.deliver(dp.FROM_NODE, dp.NODE_IP, use, 31124).receiver == dp.SERVICE
+
+
+def test_ipvs_serves_a_local_node_port_alike_with_or_without_a_local_detector():
+    """IPVS has no pod short-circuit (its NodePort virtual servers take local endpoints only for
+    every client: syncEndpoint(..., ExternalPolicyLocal(), ...)): the detector changes nothing."""
+    use = replace(LOCAL_NODE_PORT, host_port_ip=dp.WILDCARD)
+    base = facts("ipvs", cni="1.1.1")
+    known = dp.Datapath(base).deliver(dp.FROM_POD, dp.NODE_IP, use, 1)
+    blind = dp.Datapath(replace(base, local_detector=dp.Fact(False, "t"))).deliver(dp.FROM_POD, dp.NODE_IP, use, 1)
+    assert {route for _, route in known.worlds} == {route for _, route in blind.worlds}
+
+
+KUBE_PROXY_CONFIG = """\
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: kube-proxy, namespace: kube-system}
+data:
+  config.conf: |-
+    apiVersion: kubeproxy.config.k8s.io/v1alpha1
+    kind: KubeProxyConfiguration
+    mode: @MODE@
+    clusterCIDR: @CIDR@
+"""
+
+
+def kube_proxy_findings(tmp_path: Path, mode: str, cidr: str):
+    path = tmp_path / "kube-proxy.yaml"
+    path.write_text(KUBE_PROXY_CONFIG.replace("@MODE@", mode).replace("@CIDR@", cidr), encoding="utf-8")
+    return [f for f in lint_paths([str(path)], LintOptions()).findings if f.rule_id == "KP401"]
+
+
+@pytest.mark.parametrize("mode", ["iptables", "nftables"])
+def test_kp401_says_what_pods_get_from_a_local_service(tmp_path, mode):
+    [finding] = kube_proxy_findings(tmp_path, mode, '""')
+    assert ("a pod's packet to its NodePort, external or load-balancer IP is not sent to the Service, so a hostPort "
+            "pod on that port gets it, and without one kube-proxy drops it (a timeout)") in finding.message
+
+
+def test_kp401_says_nothing_of_local_services_in_ipvs_mode(tmp_path):
+    [finding] = kube_proxy_findings(tmp_path, "ipvs", '""')
+    assert "externalTrafficPolicy" not in finding.message
+
+
+def test_the_local_detector_fact_is_stated_only_when_missing():
+    """A kube-proxy without clusterCIDR (detectLocalMode ClusterCIDR) states the fact false; one with
+    a clusterCIDR leaves it unknown, which the model takes as true."""
+    for cidr, expected in (('""', False), ("10.244.0.0/16", None)):
+        fact = model(KUBE_PROXY_CONFIG.replace("@MODE@", "iptables").replace("@CIDR@", cidr)).local_detector
+        assert (fact.value if fact else None) is expected

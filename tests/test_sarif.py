@@ -17,6 +17,7 @@ from kubelint_ports.findings import Finding, Report
 from kubelint_ports.vocabulary import Location, ObjectRef, Severity
 from kubelint_ports.formatters import FormatOptions, get_formatter
 from kubelint_ports.formatters.sarif import FINGERPRINT_KEY, MAX_RESULTS, to_sarif_dict
+from dataclasses import replace as replaced
 from kubelint_ports.policies import builtin_policies, enabled_by_default
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -59,14 +60,15 @@ def manifests(tmp_path, monkeypatch):
     return tmp_path
 
 
-def render(report: Report, category: str = "") -> str:
+def render(report: Report, category: str = "", full_rules: bool = False) -> str:
     out = io.StringIO()
-    get_formatter("sarif")(report, out, FormatOptions(sarif_category=category))
+    options = FormatOptions(sarif_category=category)
+    get_formatter("sarif")(report, out, replaced(options, sarif_full_rules=True) if full_rules else options)
     return out.getvalue()
 
 
-def sarif_for(paths, category: str = "") -> dict:
-    return json.loads(render(lint_paths(paths, LintOptions()), category))
+def sarif_for(paths, category: str = "", full_rules: bool = False) -> dict:
+    return json.loads(render(lint_paths(paths, LintOptions()), category, full_rules))
 
 
 def validate(log: dict) -> None:
@@ -109,20 +111,54 @@ def test_real_run_is_schema_valid_with_diagnostics_and_related_locations(manifes
 
 
 def test_rules_table_and_rule_index(manifests):
+    """The table holds the rules with a result, in the rules' order, each with its summary and a
+    link (issue 35); `ruleIndex` points into that table."""
     log = sarif_for(["."])
     rules = log["runs"][0]["tool"]["driver"]["rules"]
-    assert [rule["id"] for rule in rules] == [policy.id for policy in enabled_by_default(builtin_policies())]
-    for rule, policy in zip(rules, enabled_by_default(builtin_policies())):
-        assert rule["defaultConfiguration"]["level"] == str(policy.severity)  # kept even for "warning"
-        assert rule["help"]["markdown"].startswith(f"# {policy.id} {policy.name}")
-        assert len(rule["fullDescription"]["text"]) <= 1024
-        assert rule["properties"]["precision"] == "high"
-        assert "security-severity" not in rule["properties"]
     results = log["runs"][0]["results"]
     assert {r["ruleId"] for r in results} >= {"KP101", "KP102", "KP201"}
+    ran = enabled_by_default(builtin_policies())
+    with_results = [policy for policy in ran if policy.id in {r["ruleId"] for r in results}]
+    assert [rule["id"] for rule in rules] == [policy.id for policy in with_results]
+    assert len(rules) < len(ran)
+    for rule, policy in zip(rules, with_results):
+        assert rule["name"] == policy.name
+        assert rule["defaultConfiguration"]["level"] == str(policy.severity)  # kept even for "warning"
+        # the summary, also as fullDescription (GitHub wants one: the multitool's GH2012); the
+        # full docs only with --sarif-full-rules
+        assert rule["shortDescription"]["text"] == rule["fullDescription"]["text"] == rule["help"]["text"] == (
+            policy.summary)
+        assert rule["help"]["markdown"].startswith(policy.summary + "\n\n")
+        assert f"]({rule['helpUri']})" in rule["help"]["markdown"]
+        assert len(rule["help"]["markdown"]) < len(policy.summary) + 300
+        assert rule["properties"]["precision"] == "high"
+        assert "security-severity" not in rule["properties"]
     for result in results:
         assert result["level"] in ("error", "warning", "note")
         assert rules[result["ruleIndex"]]["id"] == result["ruleId"]
+
+
+def test_full_rules_table_has_every_rule_that_ran_with_its_docs(manifests):
+    """`--sarif-full-rules`: the whole table with each rule's docs, as before issue 35."""
+    log = sarif_for(["."], full_rules=True)
+    validate(log)
+    rules = log["runs"][0]["tool"]["driver"]["rules"]
+    assert [rule["id"] for rule in rules] == [policy.id for policy in enabled_by_default(builtin_policies())]
+    for rule, policy in zip(rules, enabled_by_default(builtin_policies())):
+        assert rule["defaultConfiguration"]["level"] == str(policy.severity)
+        assert rule["help"]["markdown"].startswith(f"# {policy.id} {policy.name}")
+        assert rule["help"]["text"].startswith(policy.summary + "\n\n") and "Fix:" in rule["help"]["text"]
+        assert 0 < len(rule["fullDescription"]["text"]) <= 1024
+        assert rule["helpUri"].endswith(f"/docs/rules/{policy.slug}.md")
+    for result in log["runs"][0]["results"]:
+        assert rules[result["ruleIndex"]]["id"] == result["ruleId"]
+    short = sarif_for(["."])
+    assert short["runs"][0]["results"] != log["runs"][0]["results"], "ruleIndex differs: the tables differ"
+    for result in short["runs"][0]["results"]:
+        result.pop("ruleIndex")
+    for result in log["runs"][0]["results"]:
+        result.pop("ruleIndex")
+    assert short["runs"][0]["results"] == log["runs"][0]["results"], "the results are the same otherwise"
 
 
 def test_end_columns_cover_the_key_and_value(manifests):
@@ -238,23 +274,33 @@ def test_rules_link_their_docs_page(manifests):
         import tomli as tomllib
 
     repository = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["urls"]["Repository"]
-    rules = sarif_for(["service.yaml"])["runs"][0]["tool"]["driver"]
-    assert rules["informationUri"] == repository
+    assert repository.startswith("https://"), "helpUri is an absolute URI (the schema: `format: uri`)"
     policies = {policy.id: policy for policy in builtin_policies()}
-    assert rules["rules"]
-    for rule in rules["rules"]:
-        policy = policies[rule["id"]]
-        assert rule["helpUri"] == f"{repository}/blob/v{__version__}/docs/rules/{policy.slug}.md"
-        assert (ROOT / "docs" / "rules" / f"{policy.slug}.md").is_file()
+    for full_rules in (False, True):
+        rules = sarif_for(["."], full_rules=full_rules)["runs"][0]["tool"]["driver"]
+        assert rules["informationUri"] == repository
+        assert rules["rules"]
+        for rule in rules["rules"]:
+            policy = policies[rule["id"]]
+            assert rule["helpUri"] == f"{repository}/blob/v{__version__}/docs/rules/{policy.slug}.md"
+            assert (ROOT / "docs" / "rules" / f"{policy.slug}.md").is_file()
 
 
 def test_own_policies_have_no_help_uri(manifests):
     from kubelint_ports.policies import policies_with
 
     policies = policies_with([str(ROOT / "examples" / "policies")])
-    log = json.loads(render(Report([], [], tuple(policies))))
-    own = [rule for rule in log["runs"][0]["tool"]["driver"]["rules"] if rule["id"].startswith("KP9")]
-    assert own and all("helpUri" not in rule for rule in own)
+    findings = [make_finding(2, rule_id="KP901", rule_name="ingress-host-ports"), make_finding(3)]
+    for full_rules in (False, True):
+        log = json.loads(render(Report(findings, [], tuple(policies)), full_rules=full_rules))
+        validate(log)
+        rules = log["runs"][0]["tool"]["driver"]["rules"]
+        own = [rule for rule in rules if rule["id"].startswith("KP9")]
+        assert own and all("helpUri" not in rule for rule in own)
+        assert full_rules or [rule["id"] for rule in rules] == ["KP101", "KP901"]
+    [own] = [rule for rule in json.loads(render(Report(findings, [], tuple(policies))))["runs"][0]["tool"]["driver"][
+        "rules"] if rule["id"] == "KP901"]
+    assert "--sarif-full-rules" in own["help"]["markdown"], "where its docs are, without a page to link"
 
 
 SIDECAR = """\
@@ -341,6 +387,10 @@ def test_github_accepts_our_sarif_per_the_multitool(manifests, tmp_path_factory,
         log_file.write_text(render(report))
         assert {uri for uri, _ in uris(json.loads(log_file.read_text()))} == {"deploy/app.yaml", "service.yaml"}
         logs.append(log_file)
+        if number == 0:  # and the whole table with the rules' full docs
+            full_file = out / "case-full.sarif"
+            full_file.write_text(render(report, full_rules=True))
+            logs.append(full_file)
     # A control the validator must reject (a result without a location: GH1001), so a run that
     # read nothing, or not every file, cannot pass.
     control = json.loads(logs[0].read_text())

@@ -23,6 +23,7 @@ class FormatOptions:
     quiet: bool = False  # text: findings only, no summary
     statistics: bool = False  # text and json: counts per rule instead of findings
     unsafe_fixes: bool = False  # `--unsafe-fixes`: an unsafe fix is one `--fix` applies (`[*]`, "fixable with --fix")
+    sarif_full_rules: bool = False  # SARIF: every rule that ran, with its full docs (default: the rules with results)
 
 
 Formatter = Callable[[Report, TextIO, FormatOptions], None]

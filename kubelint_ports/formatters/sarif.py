@@ -3,6 +3,11 @@
 sarif-om's usual serializer (`jschema_to_python.to_json`) drops every value equal to its attrs
 default, so `Result(level="warning")` would lose its level and readers would fall back to the
 rule's level; it also prints sets as `"{'a'}"`. `to_sarif_dict` below is our own small walker.
+
+The rules table (`tool.driver.rules`) holds only the rules that have a result, a suppressed one
+included, each with its summary (`shortDescription`, `fullDescription`, `help`) and `helpUri`, its
+page under docs/rules/: the full docs of every rule made a log of one finding 220 KB (issue 35).
+`--sarif-full-rules` (`FormatOptions.sarif_full_rules`) writes every rule that ran with its full docs instead.
 """
 
 from __future__ import annotations
@@ -130,14 +135,31 @@ def truncate(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def rule_descriptor(policy: Policy, repository: str) -> om.ReportingDescriptor:
+def short_help_markdown(policy: Policy, uri: str | None) -> str:
+    """The rule's summary and where its docs are: its page, else (a policy of your own) the option
+    that carries them."""
+    if uri:
+        return f"{policy.summary}\n\n[{policy.id} {policy.name}]({uri}): what it checks, why, an example and the fix."
+    return f"{policy.summary}\n\nA policy of your own: `--sarif-full-rules` carries its docs in the SARIF log."
+
+
+def rule_descriptor(policy: Policy, repository: str, full: bool = False) -> om.ReportingDescriptor:
+    """The rule's entry in the rules table: short help and a link, or (`full`) its whole docs."""
+    uri = help_uri(policy, repository)
+    if full:
+        description = om.MultiformatMessageString(text=truncate(policy.docs["what"].strip(), MAX_DESCRIPTION))
+        rule_help = om.MultiformatMessageString(text=plain_help(policy), markdown=rule_markdown(policy))
+    else:
+        # GitHub's rules want a fullDescription (the multitool's GH2012): the summary again.
+        description = om.MultiformatMessageString(text=policy.summary)
+        rule_help = om.MultiformatMessageString(text=policy.summary, markdown=short_help_markdown(policy, uri))
     return om.ReportingDescriptor(
         id=policy.id,
         name=policy.name,
-        help_uri=help_uri(policy, repository),
+        help_uri=uri,
         short_description=om.MultiformatMessageString(text=policy.summary),
-        full_description=om.MultiformatMessageString(text=truncate(policy.docs["what"].strip(), MAX_DESCRIPTION)),
-        help=om.MultiformatMessageString(text=plain_help(policy), markdown=rule_markdown(policy)),
+        full_description=description,
+        help=rule_help,
         default_configuration=om.ReportingConfiguration(level=LEVELS[policy.severity]),
         # No `security-severity`: it would turn these into security alerts, and they are not.
         properties={"tags": list(policy.tags[:MAX_TAGS]), "precision": "high",
@@ -211,10 +233,21 @@ def notification(level: str, text: str, root: str, location: Location | None = N
                            locations=[sarif_location(location, root)] if location else None)
 
 
+def table_rules(report: Report, findings: list[Finding], full: bool) -> list[Policy]:
+    """The rules the table holds, in the report's order: those with a result among `findings` (a
+    suppressed result is a result: GitHub shows it as a dismissed alert of its rule); `full`: all
+    that ran. Results index into this list (`ruleIndex`)."""
+    if full:
+        return list(report.rules)
+    used = {finding.rule_id for finding in findings}
+    return [policy for policy in report.rules if policy.id in used]
+
+
 def sarif_log(report: Report, options: FormatOptions) -> om.SarifLog:
-    rules = list(report.rules)
-    rule_index = {policy.id: index for index, policy in enumerate(rules)}
     findings = kept_findings(report.findings)
+    full = options.sarif_full_rules
+    rules = table_rules(report, findings, full)
+    rule_index = {policy.id: index for index, policy in enumerate(rules)}
     root = options.source_root or find_source_root()
     notifications = [notification("error", d.message, root, d.location) for d in report.diagnostics]
     if len(findings) < len(report.findings):
@@ -230,7 +263,7 @@ def sarif_log(report: Report, options: FormatOptions) -> om.SarifLog:
             version=__version__,
             semantic_version=__version__,
             information_uri=repository or None,
-            rules=[rule_descriptor(policy, repository) for policy in rules],
+            rules=[rule_descriptor(policy, repository, full) for policy in rules],
         )),
         results=[result(finding, rule_index, root) for finding in findings],
         original_uri_base_ids={SRCROOT: om.ArtifactLocation(uri=root_uri if root_uri.endswith("/") else root_uri + "/")},

@@ -43,6 +43,17 @@ def by_precedence(found: list[tuple[Any, str, bool]]) -> Fact | None:
     return agreed(linted) if linted else agreed([(value, place) for value, place, _ in found])
 
 
+def local_detector(proxy: Any) -> bool | None:
+    """Does kube-proxy tell pods' packets apart (`localDetector.IsImplemented()`)? In detectLocalMode
+    ClusterCIDR only with a clusterCIDR (written, or filled by kubeadm from podSubnet); None when the
+    value is a placeholder or another mode decides (its own settings are not read here)."""
+    if not proxy.uses_cluster_cidr:
+        return None
+    if proxy.missing_cluster_cidr:
+        return False
+    return True if proxy.cluster_cidr_known or proxy.derived_from is not None else None
+
+
 def cluster_datapath_facts(network: NetworkConfig,
                            stated: Iterable[tuple[str, Any, str]] = ()) -> DatapathFacts:
     """What the inputs and the user say about how the cluster's nodes handle packets; the user wins.
@@ -57,6 +68,10 @@ def cluster_datapath_facts(network: NetworkConfig,
         values = [(getattr(p, attribute), p.label) for p in proxies if getattr(p, attribute) is not None]
         found[name] = agreed(values) if len(values) == len(proxies) else None
     found["masquerade_all"] = agreed([(p.masquerade_all, p.label) for p in proxies])
+    # Only its absence is stated: True is what the model assumes while the fact is unknown.
+    detectors = [(value, p.label) for p in proxies if (value := local_detector(p)) is not None]
+    detector = agreed(detectors) if len(detectors) == len(proxies) else None
+    found["local_detector"] = detector if detector is not None and detector.value is False else None
     runtimes = network.runtimes
     if runtimes and all(runtime == "cri-o" for runtime, _, _ in runtimes):
         found["hostport"] = Fact("crio", f"containerRuntimeVersion of Node {min(node for _, _, node in runtimes)}"

@@ -10,12 +10,24 @@ from __future__ import annotations
 import functools
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
+from dataclasses import replace
 from typing import Any
 
 from kubelint_ports.checks import Hit, Related, register
 from kubelint_ports.checks.manifest import phrases
 from kubelint_ports.model import Cluster
-from kubelint_ports.model.datapath import masquerade_gap, masqueraded, version_text
+from kubelint_ports.model.datapath import (
+    FROM_POD,
+    NODE_IP,
+    WILDCARD,
+    Datapath,
+    DatapathFacts,
+    Fact,
+    PortUse,
+    masquerade_gap,
+    masqueraded,
+    version_text,
+)
 from kubelint_ports.model.cluster_network import CidrSource, NetworkConfig, ProxyConfig, cidr_text, family_name
 
 MAX_RELATED = 10
@@ -95,6 +107,7 @@ def kube_proxy_cluster_cidr_missing(network: NetworkConfig, cluster: Cluster) ->
         if not proxy.uses_cluster_cidr or proxy.masquerade_all:
             continue  # local traffic is told apart another way, or everything is masqueraded anyway
         harm, variant = masquerade_harm(cluster, proxy.effective_mode)
+        pods = pods_harm(cluster, proxy.effective_mode)
         advice = pod_cidr_advice(network, proxy)
         fix = f"Set {advice}" if advice else (
             f"Set {proxy.cluster_cidr_setting} to the cluster's pod CIDR (not the Service CIDR)")
@@ -108,7 +121,7 @@ def kube_proxy_cluster_cidr_missing(network: NetworkConfig, cluster: Cluster) ->
                    for flag in ignored if proxy.launcher is not None]
         yield Hit(proxy.owner, field_path,
                   f"{proxy.cluster_cidr_setting} is {'empty' if proxy.cluster_cidr_path else 'not set'} in "
-                  f"{proxy.label}: {harm}. {fix}.{note}",
+                  f"{proxy.label}: {harm}. {pods}{fix}.{note}",
                   related_places(related), variant=variant)
 
 
@@ -120,6 +133,24 @@ def masquerade_harm(cluster: Cluster, mode: str) -> tuple[str, str]:
     variant = "node-clients" if any(gap.node_clients_broken for gap in gaps) else "off-cluster-clients"
     known = f" (kube-proxy {version_text(version.value)} from {version.source})" if version and len(gaps) == 1 else ""
     return phrases.masquerade_harm(mode, gaps, known), variant
+
+
+def pods_harm(cluster: Cluster, mode: str) -> str:
+    """What the model says of pods' packets for an externalTrafficPolicy: Local NodePort on a node
+    without its endpoint once kube-proxy has no local detector, when that differs from a kube-proxy
+    with one (iptables and nftables mode; IPVS serves such NodePorts the same either way); "" else."""
+    if mode not in KNOWN_MODES:
+        return ""
+    facts = cluster.datapath.facts if cluster.datapath is not None else DatapathFacts()
+    facts = replace(facts, proxy_mode=Fact(mode, "kube-proxy's mode"))
+    without = Datapath(replace(facts, local_detector=Fact(False, "no clusterCIDR")))
+    detected = Datapath(replace(facts, local_detector=Fact(True, "a clusterCIDR")))
+    use = PortUse(node_port=True, endpoints=True, external_local=True, local_endpoints=False)
+    bare = without.deliver(FROM_POD, NODE_IP, use, 0)
+    if {route for _, route in bare.worlds} == {route for _, route in detected.deliver(FROM_POD, NODE_IP, use, 0).worlds}:
+        return ""
+    hostport = without.deliver(FROM_POD, NODE_IP, replace(use, host_port_ip=WILDCARD), 0)
+    return phrases.pods_not_short_circuited(hostport, bare) + " "
 
 
 # --- KP402 -----------------------------------------------------------------------------------

@@ -308,6 +308,18 @@ def masquerade_harm(mode: str, gaps, known_version: str) -> str:
             f"or lint the kube-proxy DaemonSet): " + "; ".join(f"with {gap.versions} {gap.text}" for gap in gaps))
 
 
+POD_SHORT_CIRCUIT_PARTIES = {HOSTPORT: "a hostPort pod on that port"}
+
+
+def pods_not_short_circuited(with_hostport: "Answer", without_hostport: "Answer") -> str:
+    """KP401: what the model says of a pod's packet for an externalTrafficPolicy: Local Service's
+    NodePort on a node without its endpoint, once kube-proxy cannot tell pods apart."""
+    return (f"Nor can kube-proxy tell pods apart for externalTrafficPolicy: Local Services: on a node without the "
+            f"Service's endpoint a pod's packet to its NodePort, external or load-balancer IP is not sent to the Service, "
+            f"so {summary_short(with_hostport, POD_SHORT_CIRCUIT_PARTIES)}, and without one "
+            f"{summary_short(without_hostport, {})}.")
+
+
 CLUSTER_CIDR_HARMS = {
     "node-clients-unanswered": "node processes and hostNetwork pods send to a ClusterIP from that ClusterIP, which "
                                "lies in this range, so kube-proxy does not masquerade them and the reply goes back to "

@@ -180,8 +180,9 @@ class Datapath:
         addresses = facts.node_port_addresses.value if facts.node_port_addresses else ()
         order = facts.hostport_order.value if facts.hostport_order else None
         split = facts.iptables_backends is not None and facts.iptables_backends.value == SPLIT_BACKENDS
+        detector = facts.local_detector is None or bool(facts.local_detector.value)
         return {"ipvs_accepts": version is None or version >= (1, 11), "localhost_node_ports": bool(localhost),
-                "order": order, "split_backends": split, **node_port_coverage(addresses)}
+                "order": order, "split_backends": split, "pods_detected": detector, **node_port_coverage(addresses)}
 
     # -- questions
 

@@ -95,6 +95,9 @@ class DatapathFacts:
     masquerade_all: Fact | None = None  # bool
     hostport_order: Fact | None = None  # observed: HOSTPORT_FIRST | KUBE_PROXY_FIRST
     iptables_backends: Fact | None = None  # observed: SAME_BACKEND | SPLIT_BACKENDS
+    # bool: kube-proxy tells pods' packets apart (`localDetector.IsImplemented()`): a clusterCIDR in
+    # detectLocalMode ClusterCIDR; False without one (KP401)
+    local_detector: Fact | None = None
 
     def items(self) -> list[tuple[str, Fact]]:
         return [(name.replace("_", "-"), fact) for name in self.__dataclass_fields__
@@ -121,6 +124,9 @@ WHEN_UNKNOWN = {
     "masquerade-all": "false (kube-proxy's default)",
     "hostport-order": "not observed: the order the components write (undefined across tables)",
     "iptables-backends": "one iptables backend for kube-proxy and the hostPort rules",
+    "local-detector": "true: kube-proxy tells pods' packets apart (a clusterCIDR, or another detectLocalMode), so "
+                      "it sends pods' packets for an externalTrafficPolicy: Local Service's NodePort, external or "
+                      "load-balancer IP to the Service",
 }
 
 

@@ -60,6 +60,8 @@ STEP_WORDS = {
     "ext-short-circuit-pod": "with externalTrafficPolicy: Local kube-proxy still sends pods' packets to any endpoint",
     "ext-short-circuit-node": "with externalTrafficPolicy: Local kube-proxy still sends the node's own packets to any "
                               "endpoint",
+    "ext-pod-undetected": "kube-proxy cannot tell pods' packets apart (no clusterCIDR), so its external chain does "
+                          "not short-circuit the pod's packet to the Service",
     "ext-no-local-endpoint": "kube-proxy's external chain (externalTrafficPolicy: Local) has no endpoint on this node "
                              "and no final jump, so a packet from outside the node passes on",
     "hp-iptables-dnat": "the hostPort rule (CNI-HOSTPORT-DNAT) DNATs it to the hostPort pod",
@@ -207,7 +209,7 @@ FACT_WORDS = {"proxy-mode": "proxy mode", "kube-proxy-version": "kube-proxy", "h
               "hostport-backend": "portmap backend", "cni-plugins-version": "CNI plugins", "crio-version": "CRI-O",
               "node-port-addresses": "nodePortAddresses", "localhost-node-ports": "localhostNodePorts",
               "masquerade-all": "masqueradeAll", "hostport-order": "observed order",
-              "iptables-backends": "iptables backends"}
+              "iptables-backends": "iptables backends", "local-detector": "kube-proxy tells pods apart"}
 
 
 def fact_text(name: str, value: Any) -> str:

@@ -22,8 +22,9 @@ The order of handlers:
    the node's addresses but never 127.0.0.1), then a process's socket, else nothing answers.
 
 externalTrafficPolicy: Local without an endpoint on the node (kube-proxy's `KUBE-EXT-*` /
-`external-*` chain, `pkg/proxy/{iptables,nftables}/proxier.go`): pods' packets (`-s <clusterCIDR>`)
-and the node's own (`--src-type LOCAL`) go to the Service's endpoints anywhere; the chain has no
+`external-*` chain, `pkg/proxy/{iptables,nftables}/proxier.go`): pods' packets (`-s <clusterCIDR>`,
+written only when kube-proxy tells pods apart: without a clusterCIDR pods are treated as outside
+clients) and the node's own (`--src-type LOCAL`) go to the Service's endpoints anywhere; the chain has no
 final jump for the rest, so a packet from outside the node passes on to the next handler and, if
 none takes it, meets kube-proxy's filter DROP. IPVS serves such NodePorts from local endpoints only,
 for every client, and RETURNs them in KUBE-NODE-PORT (ACCEPT before v1.11).
@@ -44,6 +45,7 @@ from kubelint_ports.model.datapath.facts import (
     EXTERNAL_IP,
     FROM_NODE,
     FROM_OUTSIDE,
+    FROM_POD,
     HOST_IP,
     HOST_PROCESS,
     HOSTPORT,
@@ -84,6 +86,9 @@ class World:
     localhost_covered: bool = False  # CIDR_ADDRESSES: the CIDRs hold 127.0.0.1
     order: str | None = None  # observed order between hostPort and kube-proxy handlers
     split_backends: bool = False  # kube-proxy's and the hostPort's iptables rules in two backends
+    # kube-proxy tells pods' packets apart (`localDetector.IsImplemented()`: a clusterCIDR in
+    # detectLocalMode ClusterCIDR): only then does its external chain short-circuit pods (KP401).
+    pods_detected: bool = True
 
 
 @record(frozen=True, slots=True)
@@ -127,7 +132,12 @@ class _Packet:
 
     @property
     def short_circuited(self) -> bool:
-        """kube-proxy's external chain sends pods' and the node's own packets to any endpoint."""
+        """kube-proxy's external chain sends the node's own packets (`--src-type LOCAL`, `fib saddr
+        type local`) to any endpoint, and pods' only when it tells them apart: the pod rule is written
+        under `if proxier.localDetector.IsImplemented()` (before v1.18 `if len(proxier.clusterCIDR) >
+        0`), in iptables and nftables mode alike."""
+        if self.client == FROM_POD:
+            return self.world.pods_detected
         return self.client != FROM_OUTSIDE
 
     def external_reaches_endpoint(self) -> bool:
@@ -160,6 +170,8 @@ def _external(packet: _Packet, dnat: str):
         return f"dnat:{SERVICE}", (dnat,)
     if packet.short_circuited:
         return f"dnat:{SERVICE}", ("ext-short-circuit-" + packet.client, dnat)
+    if packet.client == FROM_POD:  # no local detector: the pod is an outside client to the chain
+        return "pass", ("ext-pod-undetected", "ext-no-local-endpoint")
     return "pass", ("ext-no-local-endpoint",)
 
 
