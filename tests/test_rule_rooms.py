@@ -65,10 +65,6 @@ ALLOWED_LITERALS = {
     ("node/host_ports.py", "DNAT to "),  # related places' labels: the rule a line holds
     ("node/listeners.py", "hostPort DNAT "),
     ("node/host_ports.py", "live entry shadowed: "),
-    # KP301's scheduling story (pods stay Pending), not a packet's fate; it moves with the rest of
-    # `conflict_message` when the conflict rules' wording joins manifest/phrases.py.
-    ("manifest/node_model.py", " on every node that "),
-    ("manifest/node_model.py", " on every node these pods may use and hold"),
 }
 PHRASERS = (PACKAGE / "model" / "datapath" / "phrases.py", CHECKS_DIR / "manifest" / "phrases.py",
             CHECKS_DIR / "node" / "phrases.py")

@@ -17,10 +17,13 @@ from kubelint_ports.model.datapath.facts import (
     SERVICE,
     UNDEFINED,
 )
+from kubelint_ports.model.allocation import ANY_NODE
 from kubelint_ports.model.datapath.phrases import explain, fact_note, story, summary_short
 
 if TYPE_CHECKING:
+    from kubelint_ports.model.allocation import Claimant, Conflict
     from kubelint_ports.model.datapath.answer import Answer
+    from kubelint_ports.model.objects import HostClaim, Workload
 
 Paths = Sequence[tuple[str, "Answer"]]
 QUOTA_REMEDY = ("In namespaces that must not open nodePorts, a ResourceQuota with `services.nodeports: 0` keeps "
@@ -449,3 +452,73 @@ def probe_effect(source: str) -> str:
         "lifecycle.postStart": "a failed postStart hook kills the container",
         "lifecycle.preStop": "the preStop hook fails and the container is stopped without it",
     }[source]
+
+
+# --- KP301: pods that need one host port (the scheduling story: who stays Pending) -----------------
+
+SCHEDULER_MESSAGE = "node(s) didn't have free ports for the requested pod ports"
+
+
+def node_list(names: list[str], limit: int = 5) -> str:
+    if len(names) <= limit:
+        return ", ".join(names)
+    return f"{', '.join(names[:limit])} and {len(names) - limit} more"
+
+
+def plural(count: int, noun: str) -> str:
+    return f"{count} {noun}{'' if count == 1 else 's'}"
+
+
+def port_text(claim: HostClaim) -> str:
+    noun = {"hostPort": "hostPort", "hostNetwork": "hostNetwork port"}.get(claim.via, "sidecar hostPort")
+    on_ip = f" on {claim.host_ip}" if claim.host_ip != "0.0.0.0" else ""
+    return f"{noun} {claim.port}/{claim.protocol}{on_ip}"
+
+
+def where_running(workload: Workload) -> str:
+    if workload.live:
+        return f" (already running on {workload.scheduling.node_name})"
+    return ""
+
+
+def conflict_message(conflict: Conflict, claimant: Claimant, others: list[Claimant]) -> str:
+    workload = claimant.workload
+    port = port_text(claimant.claim)
+    pending = plural(conflict.pending, "pod")
+    outcome = (f"{pending} stay{'s' if conflict.pending == 1 else ''} Pending with '{SCHEDULER_MESSAGE}'. "
+               f"Give them distinct host ports, or keep them on different nodes.")
+    if conflict.nodes == [ANY_NODE]:
+        holders = [c.workload for c in conflict.claimants if c.workload.is_daemonset and c.workload is not workload]
+        if all(c.workload.is_daemonset for c in conflict.claimants):
+            return (f"{port} is also needed by {others_text(others)}: these DaemonSets run on the same nodes "
+                    f"and only one pod per node can hold the port, so on every such node {outcome}")
+        if workload.is_daemonset:
+            return (f"{port} is held by this DaemonSet{selector_text(workload)} on every node that "
+                    f"{others_text(others)} may use: {outcome}")
+        names = ", ".join(f"{d.ref}{selector_text(d)}" for d in holders)
+        verb = "runs" if len(holders) == 1 else "run"
+        return (f"{port} is also needed by {others_text(others)}, but {names} {verb} on every node these pods may "
+                f"use and hold{'s' if len(holders) == 1 else ''} it there: {outcome}")
+    where = node_list(conflict.nodes)
+    if not others:
+        return (f"this {workload.ref.kind} wants {workload.pods} with {port}, but only "
+                f"{plural(len(conflict.nodes), 'node')} can run them ({where}) and each node fits one pod with "
+                f"this port: {outcome}")
+    pinned = " (all pinned there)" if conflict.provable_without_inventory else ""
+    return (f"{port} ({workload.pods}) is also needed by {others_text(others)} on the same "
+            f"{'node' if len(conflict.nodes) == 1 else 'nodes'} ({where}){pinned}; one pod per node fits, so "
+            f"{outcome}")
+
+
+def selector_text(workload: Workload) -> str:
+    selector = workload.scheduling.node_selector
+    if not selector:
+        return " (no node constraint)"
+    return " (on nodes with " + ", ".join(f"{k}={v}" for k, v in sorted(selector.items())) + ")"
+
+
+def others_text(others: list[Claimant]) -> str:
+    parts = [f"{c.workload.ref} ({c.workload.pods}){where_running(c.workload)}" for c in others[:3]]
+    if len(others) > 3:
+        parts.append(f"{len(others) - 3} more")
+    return ", ".join(parts)
