@@ -23,7 +23,8 @@ from kubelint_ports.model import Cluster, ClusterFacts
 from kubelint_ports.model.build import INVENTORY, LINTED, LIVE, ModelReader, assemble, custom_workload_kinds, split_by_unit
 from kubelint_ports.model.units import UnitRules
 from kubelint_ports.policies import Policy, builtin_policies, enabled_by_default, node_daemon_ports, rules_run
-from kubelint_ports.suppressions import annotation_reason, apply_exemptions, unknown_rule_notes
+from kubelint_ports.suppressions import (annotation_reason, apply_exemptions, apply_suppression_comments,
+                                        unknown_rule_notes)
 
 if TYPE_CHECKING:  # not imported at run time: plain manifests never load the Helm module
     from kubelint_ports.config import Exemption
@@ -70,6 +71,8 @@ def lint_paths(paths: Sequence[str], options: LintOptions = LintOptions(), *, st
         for each in (cluster, *(unit for _, unit in cluster.units)):
             each.node_daemons = daemons
         findings = run_checks_by_unit(cluster, policies, diagnostics)
+        findings, comment_notes = apply_suppression_comments(findings, loaded.documents, known_policies(policies),
+                                                             policies)
         if options.exemptions or options.baseline:
             findings = apply_exemptions(findings, options.exemptions, options.baseline)
     changed = changed_sources(loaded.documents)
@@ -85,7 +88,7 @@ def lint_paths(paths: Sequence[str], options: LintOptions = LintOptions(), *, st
         objects=len(loaded.documents),
         skipped=loaded.skipped,
         cluster=cluster,
-        notes=loaded.notes + unknown_rule_notes(loaded.documents, known_policies(policies)),
+        notes=loaded.notes + unknown_rule_notes(loaded.documents, known_policies(policies)) + comment_notes,
         make_port_map=make_port_map,  # the map: a view of the model and the findings, made when asked
     )
 

@@ -8,10 +8,13 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Iterable, Sequence
+import re
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
 from kubelint_ports.findings import FINGERPRINT_VERSION, Finding
+from kubelint_ports.records import record
+from kubelint_ports.vocabulary import Location
 
 IGNORE_ANNOTATION = "kubelint-ports.io/ignore"
 REASON_ANNOTATION = "kubelint-ports.io/ignore-reason"
@@ -132,3 +135,218 @@ def read_baseline(path: str) -> Baseline:
         if isinstance(error, BaselineError):
             raise
         raise BaselineError(f"{path}: not a kubelint-ports baseline ({error})") from None
+
+
+# --- suppression comments ------------------------------------------------------------------------
+# `# kubelint-ports: ignore KP101 -- reason` (the finding's line, or the line below a comment-only
+# line), `# kubelint-ports: ignore-object KP301,KP302 -- reason` (every line of the YAML document it
+# stands in), and in a Helm template the same words in a template comment:
+# `{{/* kubelint-ports: ignore KP201 -- reason */}}` (`{{- /* ... */ -}}` too).
+
+COMMENT_MARK = "kubelint-ports:"
+_YAML_COMMENT = re.compile(r"(?:^|(?<=\s))#\s*kubelint-ports:\s*(?P<body>.*?)\s*$")
+_TEMPLATE_COMMENT = re.compile(r"\{\{-?\s*/\*\s*kubelint-ports:\s*(?P<body>.*?)\s*\*/\s*-?\}\}")
+_VERB = re.compile(r"(?P<verb>ignore-object|ignore)(?=\s|$|,)\s*(?P<rest>.*)$", re.DOTALL)
+_DOCUMENT_BREAK = re.compile(r"^(?:---|\.\.\.)(?:\s|$)")
+DEFAULT_COMMENT_REASON = "kubelint-ports: ignore comment"
+
+
+@record(frozen=True, slots=True)
+class SuppressionComment:
+    """One suppression comment: where it is (its characters on its line), what it names, for which
+    lines it counts."""
+
+    path: str
+    line: int  # 1-based line of the comment
+    column: int  # 1-based column where the comment starts (`#` or `{{`)
+    end_column: int  # the column after its last character
+    scope: str  # "line" or "object"
+    rules: tuple[str, ...]  # as written
+    reason: str
+    applies_from: int  # first line it silences (a line, or the document's first)
+    applies_to: int  # last line it silences
+    whole_line: bool = False  # the comment is all its line holds (a removal drops the line)
+    problem: str = ""  # a comment that cannot be read ("names no rule ...")
+
+    @property
+    def location(self) -> Location:
+        return Location(self.path, self.line, self.column, self.line, self.end_column)
+
+    @property
+    def kind(self) -> str:
+        return "ignore-object" if self.scope == "object" else "ignore"
+
+
+def comment_in(line: str) -> tuple[int, int, str] | None:
+    """(start, end, body) of the suppression comment on a line, offsets 0-based; None when none."""
+    if COMMENT_MARK not in line:
+        return None
+    match = _TEMPLATE_COMMENT.search(line) or _YAML_COMMENT.search(line)
+    return (match.start(), match.end(), match.group("body")) if match else None
+
+
+def parse_body(body: str) -> tuple[str, tuple[str, ...], str] | None:
+    """`ignore KP101, host-port -- reason` -> ("line", ("KP101", "host-port"), "reason")."""
+    match = _VERB.match(body.strip())
+    if not match:
+        return None
+    rest, _, reason = match.group("rest").partition("--")
+    rules = tuple(token for token in re.split(r"[,\s]+", rest.strip()) if token)
+    return ("object" if match.group("verb") == "ignore-object" else "line"), rules, reason.strip()
+
+
+def comment_only(line: str) -> bool:
+    """A line that holds a comment and nothing else (a YAML `#` comment or a template comment)."""
+    stripped = line.strip()
+    return stripped.startswith("#") or bool(stripped.startswith("{{") and _TEMPLATE_COMMENT.fullmatch(stripped))
+
+
+def comments_of_text(path: str, text: str) -> list[SuppressionComment]:
+    """The suppression comments of a file's text, each with the lines it silences."""
+    lines = [line.rstrip("\r") for line in text.split("\n")]
+    starts = [1]  # the first line of each YAML document
+    starts += [number + 1 for number, line in enumerate(lines, start=1) if _DOCUMENT_BREAK.match(line)]
+    found = []
+    for number, line in enumerate(lines, start=1):
+        where = comment_in(line)
+        if where is None:
+            continue
+        start, end, body = where
+        parsed = parse_body(body)
+        whole_line = not line[:start].strip() and not line[end:].strip()
+        if parsed is None:
+            found.append(SuppressionComment(path, number, start + 1, end + 1, "line", (), "", 0, -1, whole_line,
+                                            problem="is neither `ignore RULES -- reason` nor "
+                                                    "`ignore-object RULES -- reason`"))
+            continue
+        scope, rules, reason = parsed
+        if scope == "object":
+            first = max(s for s in starts if s <= number)
+            last = next((s - 2 for s in starts if s > number), len(lines))
+        elif whole_line:  # above a key: it silences the next line that is not only a comment
+            first = last = next((n for n in range(number + 1, len(lines) + 1) if not comment_only(lines[n - 1])),
+                                number)
+        else:
+            first = last = number
+        found.append(SuppressionComment(path, number, start + 1, end + 1, scope, rules, reason, first, last,
+                                        whole_line))
+    return found
+
+
+def read_comments(path: str) -> list[SuppressionComment]:
+    """The suppression comments of a file, read within the budgets; none when it cannot be read."""
+    from kubelint_ports.loading import budgets, files
+
+    try:
+        data = files.read_file(path, budgets.current().max_file_bytes)
+    except (OSError, ValueError):
+        return []
+    if COMMENT_MARK.encode() not in data:
+        return []
+    text = data.decode("utf-8", errors="replace")
+    return comments_of_text(path, text.removeprefix("\ufeff"))
+
+
+def names_rule_token(token: str, rule_id: str, rule_name: str) -> bool:
+    return token in EVERY_RULE or token == rule_name or token.upper() == rule_id
+
+
+def names_rule(comment: SuppressionComment, rule_id: str, rule_name: str) -> bool:
+    return any(names_rule_token(token, rule_id, rule_name) for token in comment.rules)
+
+
+def covers(comment: SuppressionComment, where: Location) -> bool:
+    return where.path == comment.path and comment.applies_from <= where.line <= comment.applies_to
+
+
+@record(slots=True)
+class CommentRun:
+    """What a run's suppression comments did: the findings, the comments read, which of them silenced
+    a finding, and the notes about the ones that cannot count (an unknown rule, no reason)."""
+
+    findings: list
+    comments: list
+    used: dict  # id of a comment -> the rules it names that silenced a finding
+    notes: list
+
+
+def apply_comments(findings: Iterable[Finding], documents=(), policies=(), *, require_reason: bool = False,
+                   reader: Callable[[str], list[SuppressionComment]] = read_comments) -> CommentRun:
+    """Mark each finding a suppression comment silences: a line comment at its location or at one of
+    its related locations (a Helm values key), an object comment in its location's YAML document.
+    The files read are those the findings point at and those the documents came from."""
+    findings = list(findings)
+    paths = dict.fromkeys(where.path for finding in findings
+                          for where in (finding.location, *finding.related) if where.is_file and where.line > 0)
+    paths.update(dict.fromkeys(getattr(document, "path", "") for document in documents
+                               if getattr(getattr(document, "text_source", None), "file", None)))
+    paths.pop("", None)
+    comments = [comment for path in paths if Location(path, 0, 0).is_file for comment in reader(path)]
+    known = {name for policy in policies for name in (policy.id, policy.name)} | EVERY_RULE
+    notes, usable = [], []
+    for comment in comments:
+        unknown = [token for token in comment.rules if token not in known and token.upper() not in known]
+        where = f"{comment.path}:{comment.line}:{comment.column}"
+        if comment.problem or not comment.rules:
+            notes.append(f"{where}: the suppression comment {comment.problem or 'names no rule'}; it silences nothing")
+        elif unknown and policies:
+            names = ", ".join(repr(token) for token in unknown)
+            notes.append(f"{where}: the suppression comment names {names}, which "
+                         f"{'is no rule' if len(unknown) == 1 else 'are no rules'} (see `kubelint-ports rules`)")
+            usable.append(comment)
+        elif require_reason and not comment.reason:
+            notes.append(f"{where}: the suppression comment gives no reason (`-- why`), which the configuration "
+                         f"requires; it silences nothing")
+        else:
+            usable.append(comment)
+    used: dict[int, set[str]] = {}
+    result = []
+    for finding in findings:
+        line_places = [where for where in (finding.location, *finding.related) if where.line > 0]
+        match = next(((index, comment) for index, comment in enumerate(usable)
+                      if names_rule(comment, finding.rule_id, finding.rule_name)
+                      and (covers(comment, finding.location) if comment.scope == "object"
+                           else any(covers(comment, where) for where in line_places))), None)
+        if match is not None:
+            _, comment = match
+            used.setdefault(id(comment), set()).update(
+                token for token in comment.rules if names_rule_token(token, finding.rule_id, finding.rule_name))
+            if not finding.suppressed:
+                reason = comment.reason or f"`{comment.kind}` comment at {comment.path}:{comment.line}"
+                finding = dataclasses.replace(finding, suppressed=reason, suppressed_by="inSource")
+        result.append(finding)
+    return CommentRun(result, usable, used, notes)
+
+
+def unused_rules(run: CommentRun, known=(), policies=()) -> list[tuple[SuppressionComment, tuple[str, ...]]]:
+    """(comment, the rules it names that silenced nothing) for each comment with such rules (ruff's
+    RUF100). A rule that did not run (`--select`, a rule that is off) is left alone, and so is a
+    name that is no rule (a note says so already)."""
+    known = {name for policy in known for name in (policy.id, policy.name)} | EVERY_RULE
+    ran = {name for policy in policies for name in (policy.id, policy.name)} | EVERY_RULE
+    found = []
+    for comment in run.comments:
+        matched = run.used.get(id(comment), set())
+        idle = tuple(token for token in comment.rules if token not in matched
+                     and (token in ran or token.upper() in ran))
+        if idle and not any((token in known or token.upper() in known) and not (token in ran or token.upper() in ran)
+                            for token in comment.rules if token not in matched):
+            found.append((comment, idle))
+    return found
+
+
+def unused_notes(run: CommentRun, known=(), policies=()) -> list[str]:
+    """A note for each comment that names a rule that silenced nothing in the run."""
+    notes = []
+    for comment, idle in unused_rules(run, known, policies):
+        whole = len(idle) == len(comment.rules)
+        notes.append(f"{comment.path}:{comment.line}:{comment.column}: the `{comment.kind}` comment silenced no "
+                     f"{', '.join(idle)} finding; remove {'it' if whole else 'that rule from it'}")
+    return notes
+
+
+def apply_suppression_comments(findings: Iterable[Finding], documents, known, ran, *, require_reason: bool = False
+                               ) -> tuple[list[Finding], list[str]]:
+    """The engine's step: findings with the comments applied, and the notes on the comments."""
+    run = apply_comments(findings, documents, known, require_reason=require_reason)
+    return run.findings, run.notes + unused_notes(run, known, ran)
