@@ -47,6 +47,7 @@ from kubelint_ports.cli_options import (
     is_a,
     option,
     parse_command_line,
+    rule_completions,
     typer_app,
     with_option_groups,
 )
@@ -294,7 +295,8 @@ def version() -> None:
     echo(f"kubelint-ports {__version__}\nHelm charts: {engine}")
 
 
-def explain(rule: str = argument(..., help="A rule id (KP101) or name (host-port).")) -> None:
+def explain(rule: str = argument(..., help="A rule id (KP101) or name (host-port).",
+                                autocompletion=rule_completions)) -> None:
     """Print one rule's documentation."""
     from kubelint_ports.docs import rule_markdown
     from kubelint_ports.policies import find_policy

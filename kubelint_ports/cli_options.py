@@ -441,14 +441,33 @@ class FixArgs:
         return self.fix or self.diff
 
 
+def rule_completions(incomplete: str) -> list[tuple[str, str]]:
+    """Shell completion for a rule: the built-in rules' ids (in the case typed) and names that
+    start with what is typed, each with its help. After a comma (`--select KP101,host-`), the rule
+    being typed is the text after the last comma; the ones before it stay as typed."""
+    from kubelint_ports.policies import builtin_policies
+
+    done, _, last = incomplete.rpartition(",")
+    prefix = f"{done}," if done else ""
+    offered: list[tuple[str, str]] = []
+    for policy in builtin_policies():
+        if policy.id.startswith(last.upper()):
+            offered.append((prefix + last + policy.id[len(last):], f"{policy.name}: {policy.summary}"))
+        if policy.name.startswith(last):
+            offered.append((prefix + policy.name, f"{policy.id}: {policy.summary}"))
+    return offered
+
+
 @record(frozen=True)
 class RuleChoice:
     """Which rules run (`lint`, `ports`, `node`, and the rules `config` shows)."""
 
     select: List[str] = group_option([], "--select", metavar="RULES", rich_help_panel=POLICY,
+                                     autocompletion=rule_completions,
                                      help="Run only these rules: ids, names or id prefixes (KP2), comma-separated, "
                                           "repeatable (default: the config's `select`, else all).")
     ignore: List[str] = group_option([], "--ignore", metavar="RULES", rich_help_panel=POLICY,
+                                     autocompletion=rule_completions,
                                      help="Do not run these rules (ids, names or id prefixes; comma-separated, "
                                           "repeatable).")
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import inspect
 
 import click.testing
+import pytest
 
 # click < 8.2 mixes stderr into stdout unless asked not to, and then has no combined `output`;
 # click >= 8.2 keeps both apart and `output` holds the two interleaved. The tests read `stderr`
@@ -18,3 +19,15 @@ if "mix_stderr" in inspect.signature(click.testing.CliRunner.__init__).parameter
 
     click.testing.CliRunner.__init__ = _separate_streams
     click.testing.Result.output = property(lambda result: result.stdout + (result.stderr if result.stderr_bytes else ""))
+
+
+# The fixtures that drive headless Chromium (tests/test_html_browser.py, tests/test_hostile_reports.py).
+BROWSER_FIXTURES = {"browser", "browser_available"}
+
+
+def pytest_collection_modifyitems(config, items) -> None:
+    """Mark `browser` every test that drives a browser, wherever its file is: `pytest -m "not lab
+    and not browser"` is the quick first run the README names."""
+    for item in items:
+        if BROWSER_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.browser)

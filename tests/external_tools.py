@@ -41,6 +41,10 @@ def unavailable(reason: str):
     pytest.skip(reason)
 
 
+def not_installed(tool: str, package: str) -> str:
+    return f"`{tool}` is not installed: apt-get install {package}"
+
+
 def missing_tool_reason(tool: str, package: str) -> str | None:
     """Why `tool` cannot be run, naming the package to install, or None when it is on PATH.
 
@@ -52,14 +56,38 @@ def missing_tool_reason(tool: str, package: str) -> str | None:
         candidate = Path(directory) / tool
         if candidate.is_file() and os.access(candidate, os.X_OK):
             return f"`{tool}` is installed in {directory} but {directory} is not on PATH (PATH={os.environ.get('PATH', '')})"
-    return f"`{tool}` is not installed: apt-get install {package}"
+    return not_installed(tool, package)
 
 
-def require_tools(*tools: tuple[str, str]) -> None:
+def needs(who: str, missing: list[tuple[str, str, str]]) -> str:
+    """One sentence for the missing tools ((tool, Debian package, missing_tool_reason) each):
+    "the datapath lab needs `conntrack`, which is not installed: apt-get install conntrack". The
+    tools that are not installed share one apt-get command; a tool off PATH says where it is."""
+    absent = [(tool, package) for tool, package, reason in missing if reason == not_installed(tool, package)]
+    parts = []
+    if absent:
+        names = [f"`{tool}`" for tool, _ in absent]
+        listed = names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
+        packages = " ".join(dict.fromkeys(package for _, package in absent))
+        parts.append(f"{listed}, which {'is' if len(absent) == 1 else 'are'} not installed: apt-get install {packages}")
+    for tool, package, reason in missing:
+        if (tool, package) not in absent:
+            lead = f"`{tool}` "
+            parts.append(f"`{tool}`, which {reason[len(lead):]}" if reason.startswith(lead) else f"`{tool}` ({reason})")
+    return f"{who} needs {'; and '.join(parts)}"
+
+
+def missing_tools_reason(*tools: tuple[str, str], who: str = "this test") -> str | None:
+    """Why `who` cannot run for want of some of `tools` ((tool, Debian package) each), or None."""
+    missing = [(tool, package, reason) for tool, package in tools if (reason := missing_tool_reason(tool, package))]
+    return needs(who, missing) if missing else None
+
+
+def require_tools(*tools: tuple[str, str], who: str = "this test") -> None:
     """Skip (or fail under CI) unless every (tool, Debian package) is on PATH."""
-    reasons = [reason for tool, package in tools if (reason := missing_tool_reason(tool, package))]
-    if reasons:
-        unavailable("; ".join(reasons))
+    reason = missing_tools_reason(*tools, who=who)
+    if reason:
+        unavailable(reason)
 
 
 def vendored(name: str) -> Path:
@@ -73,7 +101,7 @@ def vendored(name: str) -> Path:
 def sarif_multitool() -> tuple[Path, Path]:
     """The SARIF multitool and GitHub's rule configuration for it."""
     rules = vendored("sarif-multitool-github-rules.xml")
-    require_tools(("npm", "npm"))
+    require_tools(("npm", "npm"), who="installing the SARIF multitool")
     npm = shutil.which("npm")
     cache = CACHE / f"sarif-multitool-{MULTITOOL_VERSION}"
     tool = cache / "node_modules" / ".bin" / "sarif-multitool"

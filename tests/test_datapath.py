@@ -291,8 +291,8 @@ NO_BRIDGE = "Error: Unknown device type."
 @pytest.mark.parametrize("machine, reason", [
     ({"platform": "darwin"}, "the datapath lab needs Linux network namespaces"),
     ({"euid": 1000}, "the datapath lab needs root (network namespaces, iptables, nft)"),
-    ({"missing_tool": "nft"}, "the datapath lab needs `nft` is not installed: apt-get install nftables"),
-    ({"missing_tool": "conntrack"}, "the datapath lab needs `conntrack` is not installed: apt-get install conntrack"),
+    ({"missing_tool": "nft"}, "the datapath lab needs `nft`, which is not installed: apt-get install nftables"),
+    ({"missing_tool": "conntrack"}, "the datapath lab needs `conntrack`, which is not installed: apt-get install conntrack"),
     ({"missing_plugin": "portmap"},
      "the datapath lab needs the CNI portmap plugin in {cni} (apt-get install containernetworking-plugins)"),
     ({"iptables_version": LEGACY_IPTABLES},

@@ -408,7 +408,7 @@ def test_no_engine_and_no_binary_is_a_clear_input_error(monkeypatch):
     report = lint(WEB, "examples/mysql-hostport.yaml")
     assert [d.location.path for d in report.diagnostics] == [WEB]
     message = report.diagnostics[0].message
-    assert "no Helm engine" in message and "pip install 'kubelint-ports[helm]'" in message
+    assert "no Helm engine" in message and "pip install '.[helm]'" in message
     assert "a `helm` binary on PATH" in message and "--helm-binary" in message
     assert findings_of(report, "KP101")
 

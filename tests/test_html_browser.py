@@ -25,6 +25,7 @@ from screenshot import browser_missing, chromium_driver  # noqa: E402
 from external_tools import unavailable  # noqa: E402
 
 MISSING = browser_missing()
+pytestmark = pytest.mark.browser
 
 INVENTORY = "examples/inventory/nodes.yaml"
 LETTER = {"conflict": "C", "capture": "X", "reserved": "R", "runs": "H", "may run": "?"}

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from external_tools import missing_tool_reason  # noqa: E402  (tests/: one wording for missing tools)
+from external_tools import missing_tool_reason, needs  # noqa: E402  (tests/: one wording for missing tools)
 
 CNI_PATH = "/usr/lib/cni"
 AGENT = str(Path(__file__).with_name("agent.py"))
@@ -231,12 +231,12 @@ def missing_requirements() -> str:
         return "the datapath lab needs Linux network namespaces"
     if os.geteuid() != 0:
         return "the datapath lab needs root (network namespaces, iptables, nft)"
-    for tool, package in (("ip", "iproute2"), ("iptables", "iptables"), ("iptables-save", "iptables"),
-                          ("iptables-restore", "iptables"), ("nft", "nftables"), ("ipset", "ipset"),
-                          ("ss", "iproute2"), ("sysctl", "procps"), ("conntrack", "conntrack")):
-        reason = missing_tool_reason(tool, package)
-        if reason:
-            return f"the datapath lab needs {reason}"
+    missing = [(tool, package, reason) for tool, package in (
+        ("ip", "iproute2"), ("iptables", "iptables"), ("iptables-save", "iptables"), ("iptables-restore", "iptables"),
+        ("nft", "nftables"), ("ipset", "ipset"), ("ss", "iproute2"), ("sysctl", "procps"), ("conntrack", "conntrack"),
+    ) if (reason := missing_tool_reason(tool, package))]
+    if missing:
+        return needs("the datapath lab", missing)
     for plugin in ("bridge", "host-local", "portmap"):
         if not os.access(os.path.join(CNI_PATH, plugin), os.X_OK):
             return f"the datapath lab needs the CNI {plugin} plugin in {CNI_PATH} (apt-get install containernetworking-plugins)"

@@ -44,6 +44,10 @@ from kubelint_ports.loading.helm.template_output import template_source
 MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
 # Where `helm-python-sdk` ships wheels (kept in step with pyproject.toml's markers).
 SDK_PLATFORMS = "Linux x86_64/aarch64 (glibc 2.28+), macOS arm64, macOS 15+ x86_64, Windows x86_64"
+# No release is on PyPI yet (README, "Install and first run"): the extra is installed from a checkout
+# or a commit, never `pip install 'kubelint-ports[helm]'`, which would find nothing to install.
+HELM_EXTRA_FROM_A_COMMIT = ("pip install "
+                            "'kubelint-ports[helm] @ git+https://github.com/kubelint-ports/kubelint-ports@COMMIT'")
 # Where an object naming no namespace lands when no --namespace is given: `helm template` renders
 # `.Release.Namespace` as "default", so templates that name it and templates that do not agree.
 DEFAULT_NAMESPACE = "default"
@@ -115,9 +119,9 @@ def render_checked(chart_dir: str, options: HelmOptions, local_schemas: bool, ar
                 "no Helm engine to render it in this hook's environment: use the `kubelint-ports-charts` hook, "
                 "which installs Helm's engine, for repositories with charts (docs/integrations.md)")
         raise RenderError(
-            "no Helm engine to render it: install the Helm extra for in-process rendering "
-            f"(`pip install 'kubelint-ports[helm]'`; wheels for {SDK_PLATFORMS}), or put a `helm` binary on "
-            "PATH (or pass --helm-binary PATH)")
+            "no Helm engine to render it: install the Helm extra for in-process rendering (in a checkout, "
+            f"`pip install '.[helm]'`; or from a commit, `{HELM_EXTRA_FROM_A_COMMIT}`; wheels for "
+            f"{SDK_PLATFORMS}), or put a `helm` binary on PATH (or pass --helm-binary PATH)")
     return render_with_binary(binary, chart_dir, options, local_schemas, archive, copy)
 
 
