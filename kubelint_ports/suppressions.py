@@ -144,8 +144,6 @@ def read_baseline(path: str) -> Baseline:
 # `{{/* kubelint-ports: ignore KP201 -- reason */}}` (`{{- /* ... */ -}}` too).
 
 COMMENT_MARK = "kubelint-ports:"
-_YAML_COMMENT = re.compile(r"(?:^|(?<=\s))#\s*kubelint-ports:\s*(?P<body>.*?)\s*$")
-_TEMPLATE_COMMENT = re.compile(r"\{\{-?\s*/\*\s*kubelint-ports:\s*(?P<body>.*?)\s*\*/\s*-?\}\}")
 _VERB = re.compile(r"(?P<verb>ignore-object|ignore)(?=\s|$|,)\s*(?P<rest>.*)$", re.DOTALL)
 _DOCUMENT_BREAK = re.compile(r"^(?:---|\.\.\.)(?:\s|$)")
 DEFAULT_COMMENT_REASON = "kubelint-ports: ignore comment"
@@ -178,11 +176,47 @@ class SuppressionComment:
 
 
 def comment_in(line: str) -> tuple[int, int, str] | None:
-    """(start, end, body) of the suppression comment on a line, offsets 0-based; None when none."""
+    """(start, end, body) of the suppression comment on a line, offsets 0-based; None when none.
+    Found by scanning, not by a regular expression: a line is input, and a pattern with two
+    unbounded runs (`.*?\\s*`) took minutes on one long line of spaces."""
     if COMMENT_MARK not in line:
         return None
-    match = _TEMPLATE_COMMENT.search(line) or _YAML_COMMENT.search(line)
-    return (match.start(), match.end(), match.group("body")) if match else None
+    return template_comment(line) or yaml_comment(line)
+
+
+MARKS_PER_LINE = 8  # the marks of one line looked at: a line of thousands of them is no comment
+
+
+def template_comment(line: str) -> tuple[int, int, str] | None:
+    """`{{/* kubelint-ports: BODY */}}` (either side trimmed with `-`), the first on the line."""
+    at = line.find(COMMENT_MARK)
+    for _ in range(MARKS_PER_LINE):
+        if at < 0:
+            break
+        opening = line.rfind("{{", 0, at)
+        inner = line[opening + 2:at].lstrip("-").strip() if opening >= 0 else None
+        closing = line.find("*/", at)
+        if inner == "/*" and closing >= 0:
+            after = line[closing + 2:].lstrip()
+            after = after[1:].lstrip() if after.startswith("-") else after
+            if after.startswith("}}"):
+                end = len(line) - len(after) + 2
+                return opening, end, line[at + len(COMMENT_MARK):closing].strip()
+        at = line.find(COMMENT_MARK, at + 1)
+    return None
+
+
+def yaml_comment(line: str) -> tuple[int, int, str] | None:
+    """`# kubelint-ports: BODY` to the end of the line: a `#` at the line's start or after blank."""
+    at = line.find(COMMENT_MARK)
+    for _ in range(MARKS_PER_LINE):
+        if at < 0:
+            break
+        hash_at = line.rfind("#", 0, at)
+        if hash_at >= 0 and not line[hash_at + 1:at].strip() and (hash_at == 0 or line[hash_at - 1].isspace()):
+            return hash_at, len(line.rstrip()), line[at + len(COMMENT_MARK):].strip()
+        at = line.find(COMMENT_MARK, at + 1)
+    return None
 
 
 def parse_body(body: str) -> tuple[str, tuple[str, ...], str] | None:
@@ -198,7 +232,10 @@ def parse_body(body: str) -> tuple[str, tuple[str, ...], str] | None:
 def comment_only(line: str) -> bool:
     """A line that holds a comment and nothing else (a YAML `#` comment or a template comment)."""
     stripped = line.strip()
-    return stripped.startswith("#") or bool(stripped.startswith("{{") and _TEMPLATE_COMMENT.fullmatch(stripped))
+    if stripped.startswith("#"):
+        return True
+    found = template_comment(stripped) if stripped.startswith("{{") else None
+    return found is not None and found[0] == 0 and found[1] == len(stripped)
 
 
 def comments_of_text(path: str, text: str) -> list[SuppressionComment]:

@@ -205,3 +205,28 @@ spec:
     assert found[(template, 15, "KP102")].suppressed == "chosen by the network team", "the values key's comment"
     assert not found[(template, 17, "KP101")].suppressed
     assert not any("silenced no" in note for note in report.notes)
+
+
+@pytest.mark.parametrize("line", [
+    "{{/* kubelint-ports: " + " " * 200_000 + "x",  # a pattern with two unbounded runs took minutes here
+    "# kubelint-ports: ignore KP101" + " " * 200_000 + "x",
+    "kubelint-ports:" * 100_000,
+    "# " + "{{/* kubelint-ports: " * 20_000,
+])
+def test_a_long_hostile_line_is_read_in_one_pass(line):
+    from kubelint_ports.suppressions import comment_in
+
+    found = comment_in(line)
+    assert found is None or found[2].startswith(("ignore", "")), found
+
+
+def test_comments_are_found_by_scanning_as_the_patterns_did():
+    from kubelint_ports.suppressions import comment_in, comment_only
+
+    assert comment_in("      hostPort: 9100  # kubelint-ports: ignore KP101 -- node-exporter  ") == (
+        22, 69, "ignore KP101 -- node-exporter")
+    assert comment_in("{{- /* kubelint-ports: ignore KP201 -- ok */ -}}") == (0, 48, "ignore KP201 -- ok")
+    assert comment_in("image: repo#kubelint-ports: ignore KP101") is None  # no blank before the `#`
+    assert comment_in("  {{/* kubelint-ports: ignore KP101 */}} hostPort: 1")[2] == "ignore KP101"
+    assert comment_only("  # kubelint-ports: ignore KP101") and comment_only("{{/* kubelint-ports: ignore KP1 */}}")
+    assert not comment_only("{{/* kubelint-ports: ignore KP1 */}} hostPort: 1")
