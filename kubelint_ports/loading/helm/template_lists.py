@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import re
 
-from kubelint_ports.loading.helm.template_outline import Action, Entry, literal_value
+from kubelint_ports.loading.helm.template_outline import Action, Entry, literal_value, without_comment
 from kubelint_ports.loading.helm.templatemap_values import (
     ValuesSource, _resolve_expression, condition_truth, open_blocks, template_context)
 from kubelint_ports.loading.yaml_files import yamltree as yt
@@ -213,7 +213,7 @@ def _pattern(line: str, key: Entry) -> re.Pattern | None:
     text = line[start:].strip() if start > 0 else ""
     if _CONTROL_TEXT.search(text):  # `{{ if .x }}prefix-{{ end }}`: what is written depends
         return None
-    text = re.sub(r"\s+#.*$", "", text)
+    text = without_comment(text)
     if len(text) >= 2 and text[0] == text[-1] and text[0] in "\"'":
         text = text[1:-1]
     pieces = _ACTION_TEXT.split(text)

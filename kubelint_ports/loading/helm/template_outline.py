@@ -212,9 +212,23 @@ def _unquote(key: str) -> str:
     return key.strip()
 
 
+_COMMENT_START = re.compile(r"(?<=\s)#")  # one character behind: linear on any line
+
+
+def without_comment(text: str) -> str:
+    """`text` without a YAML comment at its end (` # ...`), blanks before it dropped. One pass:
+    `\\s+#.*$` took seconds on a line of many blanks and no `#` (input)."""
+    if "\n" in text.removesuffix("\n"):  # several lines (none of the callers' values): the pattern's own reading
+        return re.sub(r"\s+#.*$", "", text)
+    found = _COMMENT_START.search(text)
+    if found is None:
+        return text
+    return text[:found.start()].rstrip() + ("\n" if text.endswith("\n") else "")
+
+
 def literal_value(value: str) -> str | None:
     """A key's literal scalar value, or None when an action or a collection writes it."""
     if not value or _MASK in value or value[0] in "[{|>&*!":
         return None
-    value = re.sub(r"\s+#.*$", "", value).strip()
+    value = without_comment(value).strip()
     return _unquote(value)
