@@ -426,3 +426,67 @@ def test_the_local_detector_fact_is_stated_only_when_missing():
     for cidr, expected in (('""', False), ("10.244.0.0/16", None)):
         fact = model(KUBE_PROXY_CONFIG.replace("@MODE@", "iptables").replace("@CIDR@", cidr)).local_detector
         assert (fact.value if fact else None) is expected
+
+
+HOST_PROCESS_ON_NODE_PORT = dp.PortUse(host_process=True, node_port=True, endpoints=True)
+
+
+@pytest.mark.parametrize("kube_proxy, receiver", [
+    ("1.10.0", dp.DROPPED),  # 127.0.0.1:nodePort is an IPVS virtual server: the connection hangs
+    ("1.21.14", dp.DROPPED),
+    ("1.22.0", dp.HOST_PROCESS),  # kubernetes#101023: no loopback virtual servers
+    (None, dp.HOST_PROCESS),  # an unstated version is read as a current one, as for the ACCEPT rules
+])
+def test_ipvs_takes_localhost_node_ports_from_v1_10_to_v1_21(kube_proxy, receiver):
+    answer = dp.Datapath(facts("ipvs", "1.1.1", kube_proxy=kube_proxy)).deliver(
+        dp.FROM_NODE, dp.LOCALHOST, HOST_PROCESS_ON_NODE_PORT, 30584)
+    assert answer.receiver == receiver, answer.outcomes
+    if receiver == dp.DROPPED:
+        assert "IPVS virtual server" in dp.explain(answer, {}) and "v1.22" in dp.explain(answer, {})
+
+
+def test_ipvs_v1_10_leaves_localhost_alone_when_node_port_addresses_skip_it():
+    stated = replace(facts("ipvs", "1.1.1", kube_proxy="1.10.0"), node_port_addresses=dp.Fact(("10.0.0.0/8",), "t"))
+    answer = dp.Datapath(stated).deliver(dp.FROM_NODE, dp.LOCALHOST, HOST_PROCESS_ON_NODE_PORT, 30584)
+    assert answer.receiver == dp.HOST_PROCESS
+
+
+@pytest.mark.parametrize("addresses, expected", [
+    (("all",), {"node_port_addresses": "all"}),
+    (("primary", "all"), {"node_port_addresses": "all"}),
+    (("ALL",), {"node_port_addresses": "all"}),
+    (("primary",), {"node_port_addresses": "primary", "localhost_covered": False}),
+    (("primary", "localhost"), {"node_port_addresses": "primary", "localhost_covered": True}),
+    (("localhost",), {"node_port_addresses": "loopback", "localhost_covered": True}),
+    (("localhost", "10.0.0.0/8"), {"node_port_addresses": "cidrs", "localhost_covered": True}),
+    (("primary", "10.0.0.0/8"), {"node_port_addresses": "cidrs", "localhost_covered": False}),
+    (("0.0.0.0/0",), {"node_port_addresses": "all"}),
+])
+def test_node_port_address_keywords_are_read_as_keywords(addresses, expected):
+    assert dp.node_port_coverage(addresses) == expected
+
+
+def with_addresses(mode: str, *addresses: str) -> dp.DatapathFacts:
+    return replace(facts(mode, "1.1.1"), node_port_addresses=dp.Fact(addresses, "t"))
+
+
+def test_all_in_nftables_mode_serves_node_ports_on_secondary_addresses():
+    # kubernetes#138427: `all` is every address; read as a CIDR it covered nothing and gave "depends"
+    answer = dp.Datapath(with_addresses("nftables", "all")).deliver(
+        dp.FROM_POD, dp.SECONDARY_IP, dp.PortUse(host_process=True, node_port=True, endpoints=True), 30080)
+    assert answer.receiver == dp.SERVICE, answer.outcomes
+    assert answer.certain
+
+
+def test_keywords_alone_leave_secondary_addresses_to_the_node():
+    for words in (("primary", "localhost"), ("localhost",)):
+        answer = dp.Datapath(with_addresses("nftables", *words)).deliver(
+            dp.FROM_POD, dp.SECONDARY_IP, dp.PortUse(host_process=True, node_port=True, endpoints=True), 30080)
+        assert answer.receiver == dp.HOST_PROCESS, (words, answer.outcomes)
+
+
+def test_localhost_alone_serves_node_ports_on_loopback_only_in_iptables_mode():
+    loopback = dp.Datapath(with_addresses("iptables", "localhost"))
+    use = dp.PortUse(host_process=True, node_port=True, endpoints=True)
+    assert loopback.deliver(dp.FROM_NODE, dp.LOCALHOST, use, 30080).receiver == dp.SERVICE
+    assert loopback.deliver(dp.FROM_POD, dp.NODE_IP, use, 30080).receiver == dp.HOST_PROCESS

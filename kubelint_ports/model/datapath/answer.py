@@ -31,6 +31,7 @@ from kubelint_ports.model.datapath.route import (
     ALL_ADDRESSES,
     CIDR_ADDRESSES,
     ORDER_INSERTED,
+    LOOPBACK_ONLY,
     PRIMARY_ADDRESS,
     Route,
     World,
@@ -115,23 +116,32 @@ def _deciding_facts(facts: DatapathFacts, client: str, destination: str, use: Po
 
 
 def node_port_coverage(addresses: tuple[str, ...] | None) -> dict[str, Any]:
-    """nodePortAddresses as a world sees them: () or None is kube-proxy's default for the mode;
-    `primary` alone the node's primary address; CIDRs cover 127.0.0.1 when one holds it (the
-    secondary address asked about is unknown unless the CIDRs are all there is to say)."""
+    """nodePortAddresses as a world sees them: () or None is kube-proxy's default for the mode.
+    The keywords (kubernetes#123105 `primary`; kubernetes#138427 `localhost` and `all`, in any mix
+    with CIDRs): `all` or a /0 CIDR is every address; `localhost` the loopback addresses; `primary`
+    the node's primary address. CIDRs cover 127.0.0.1 when one holds it; whether they hold a
+    secondary address asked about is unknown unless keywords are all there is."""
     if not addresses:
         return {"node_port_addresses": ""}
-    if tuple(addresses) == ("primary",):
-        return {"node_port_addresses": PRIMARY_ADDRESS}
-    localhost = False
-    for text in addresses:
+    words = {text.strip().lower() for text in addresses}
+    if "all" in words:
+        return {"node_port_addresses": ALL_ADDRESSES}
+    localhost = "localhost" in words
+    cidrs = False
+    for text in words - {"primary", "localhost"}:
         try:
             network = ipaddress.ip_network(text, strict=False)
         except ValueError:
-            continue  # "primary" beside CIDRs, or a value kube-proxy would refuse
+            continue  # a value kube-proxy would refuse
         if network.prefixlen == 0:  # 0.0.0.0/0 or ::/0: kube-proxy's MatchAll, as if unset in iptables mode
             return {"node_port_addresses": ALL_ADDRESSES}
+        cidrs = True
         localhost |= ipaddress.ip_address("127.0.0.1") in network
-    return {"node_port_addresses": CIDR_ADDRESSES, "localhost_covered": localhost}
+    if cidrs:
+        return {"node_port_addresses": CIDR_ADDRESSES, "localhost_covered": localhost}
+    if "primary" in words or not localhost:
+        return {"node_port_addresses": PRIMARY_ADDRESS, "localhost_covered": localhost}
+    return {"node_port_addresses": LOOPBACK_ONLY, "localhost_covered": True}
 
 
 class Datapath:
@@ -181,7 +191,9 @@ class Datapath:
         order = facts.hostport_order.value if facts.hostport_order else None
         split = facts.iptables_backends is not None and facts.iptables_backends.value == SPLIT_BACKENDS
         detector = facts.local_detector is None or bool(facts.local_detector.value)
-        return {"ipvs_accepts": version is None or version >= (1, 11), "localhost_node_ports": bool(localhost),
+        return {"ipvs_accepts": version is None or version >= (1, 11),
+                "ipvs_localhost": version is not None and (1, 10) <= version[:2] < (1, 22),
+                "localhost_node_ports": bool(localhost),
                 "order": order, "split_backends": split, "pods_detected": detector, **node_port_coverage(addresses)}
 
     # -- questions

@@ -80,6 +80,8 @@ STEP_WORDS = {
                           "client times out",
     "ipvs-local-delivery": "IPVS takes it at local delivery, before any socket",
     "ipvs-no-real-server": "IPVS has no real server for it and refuses it",
+    "ipvs-localhost-hang": "kube-proxy v1.10 to v1.21 makes 127.0.0.1:nodePort an IPVS virtual server, and IPVS takes "
+                           "it before the listening process: the connection hangs (kubernetes#96879, gone in v1.22)",
     "ipvs-no-local-real-server": "IPVS has no real server on this node for it (a traffic policy Local) and refuses it",
     "process": "delivered to the process listening on the node",
     "order-hooks": "the tables hook dstnat at the same priority: the one registered last runs first",

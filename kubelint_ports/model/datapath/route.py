@@ -67,8 +67,9 @@ from kubelint_ports.model.datapath.facts import (
     PortUse,
 )
 
-# How a world's nodePortAddresses leave NodePorts: every local address, the primary one, or CIDRs.
-ALL_ADDRESSES, PRIMARY_ADDRESS, CIDR_ADDRESSES = "all", "primary", "cidrs"
+# How a world's nodePortAddresses leave NodePorts: every local address, the primary one, CIDRs, or
+# (the keyword `localhost` alone) the loopback addresses only.
+ALL_ADDRESSES, PRIMARY_ADDRESS, CIDR_ADDRESSES, LOOPBACK_ONLY = "all", "primary", "cidrs", "loopback"
 
 
 @record(frozen=True, slots=True)
@@ -80,6 +81,10 @@ class World:
     # kube-proxy >= v1.11: IPVS ACCEPTs KUBE-CLUSTER-IP pairs (kubernetes#62718) and RETURNs
     # externalTrafficPolicy Local NodePorts; before, it ACCEPTed those NodePorts.
     ipvs_accepts: bool = True
+    # kube-proxy v1.10 to v1.21: the IPVS proxier counts 127.0.0.1 among the node's addresses and
+    # makes a virtual server of 127.0.0.1:nodePort, where connections hang (kubernetes#96879,
+    # removed by kubernetes#101023 in v1.22).
+    ipvs_localhost: bool = False
     localhost_node_ports: bool = True
     node_port_addresses: str = ""  # ALL_ADDRESSES | PRIMARY_ADDRESS | CIDR_ADDRESSES; "": the mode's default
     secondary_covered: bool = False  # CIDR_ADDRESSES: the CIDRs hold the secondary address asked about
@@ -156,9 +161,9 @@ def node_port_address(packet: _Packet, localhost_allowed: bool) -> bool:
     if destination == LOCALHOST:
         if addresses == ALL_ADDRESSES:
             return localhost_allowed
-        return localhost_allowed and addresses == CIDR_ADDRESSES and world.localhost_covered
+        return localhost_allowed and world.localhost_covered
     if destination in (NODE_IP, HOST_IP):
-        return True
+        return addresses != LOOPBACK_ONLY
     if destination == SECONDARY_IP:
         return addresses == ALL_ADDRESSES or addresses == CIDR_ADDRESSES and world.secondary_covered
     return False
@@ -336,6 +341,11 @@ def _after_nat(packet: _Packet, steps: tuple[str, ...]) -> Route:
     if filtered is not None:
         return filtered
     service_address = destination in (CLUSTER_IP, EXTERNAL_IP) and use.service_port
+    if world.proxy == "ipvs" and destination == LOCALHOST and use.node_port and world.ipvs_localhost \
+            and node_port_address(packet, localhost_allowed=True):
+        if not world.endpoints:
+            return Route(REJECTED, steps + ("ipvs-no-real-server",))
+        return Route(DROPPED, steps + ("ipvs-localhost-hang",))
     if world.proxy == "ipvs" and (service_address or (use.node_port and node_port_address(packet, False))):
         if not world.endpoints:
             return Route(REJECTED, steps + ("ipvs-no-real-server",))
