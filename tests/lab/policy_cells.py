@@ -75,7 +75,7 @@ CELLS = _cells()
 GROUP_TITLES = {
     "etp-hostport": "hostPort 31124 and NodePort 31124 of an `externalTrafficPolicy: Local` Service (KP201)",
     "etp-process": "a process on the node on 30586 and NodePort 30586 of an `externalTrafficPolicy: Local` Service "
-                   "(KP202, incident 003)",
+                   "(KP202)",
     "itp-clusterip": "ClusterIP 10.96.0.60:3307 of an `internalTrafficPolicy: Local` Service",
 }
 USES = {

@@ -7,6 +7,11 @@
   endpoints"); an internalTrafficPolicy Local ClusterIP without a local endpoint is DROPped.
   IPVS (`pkg/proxy/ipvs/proxier.go`): `KUBE-NODE-PORT-LOCAL-TCP` members RETURN from KUBE-NODE-PORT
   (v1.11+) or are ACCEPTed (v1.10, kubernetes#61329).
+- kube-proxy without a local detector (no clusterCIDR, detectLocalMode ClusterCIDR: the detector is
+  a no-op): `cluster_cidr=None` leaves out the external chain's pod short-circuit, which both
+  proxiers write only `if proxier.localDetector.IsImplemented()` (`pkg/proxy/iptables/proxier.go`
+  and `pkg/proxy/nftables/proxier.go`, syncProxyRules; before v1.18 `if len(proxier.clusterCIDR) >
+  0`); the node's own short-circuit (`--src-type LOCAL`, `fib saddr type local`) stays.
 - nftables mode with `nodePortAddresses: primary`, its default (`cmd/kube-proxy/app/server_linux.go`
   platformApplyDefaults): `ip daddr @nodeport-ips` instead of `fib daddr type local` in the
   `services` and `nodeport-endpoints-check` chains (setupNFTables).
@@ -39,7 +44,8 @@ class PolicyService:
 
 # --- iptables mode ------------------------------------------------------------------------------
 
-def iptables_policies(services: list[PolicyService], cluster_cidr: str = CLUSTER_CIDR) -> str:
+def iptables_policies(services: list[PolicyService], cluster_cidr: str | None = CLUSTER_CIDR) -> str:
+    """`cluster_cidr` None: kube-proxy without a local detector (no pod short-circuit)."""
     nat_chains = ["KUBE-SERVICES", "KUBE-NODEPORTS", "KUBE-POSTROUTING", "KUBE-MARK-MASQ"]
     nat = [f"-A KUBE-MARK-MASQ -j MARK --or-mark {MASQ}",
            f"-A KUBE-POSTROUTING -m mark ! --mark {MASQ}/{MASQ} -j RETURN",
@@ -75,9 +81,12 @@ def iptables_policies(services: list[PolicyService], cluster_cidr: str = CLUSTER
             nat.append(f'-A KUBE-NODEPORTS -m comment --comment "{label}" -m {proto} -p {proto} '
                        f"--dport {service.node_port} -j {ext}")
             if policy.external_local:
-                nat += [f'-A {ext} -m comment --comment "pod traffic for {label} external destinations" '
-                        f"-s {cluster_cidr} -j {svc}",
-                        f'-A {ext} -m comment --comment "masquerade LOCAL traffic for {label} external destinations" '
+                # pkg/proxy/iptables/proxier.go, syncProxyRules ("Set up external traffic handling"): the
+                # pods' short-circuit is written only `if proxier.localDetector.IsImplemented()`
+                if cluster_cidr:
+                    nat.append(f'-A {ext} -m comment --comment "pod traffic for {label} external destinations" '
+                               f"-s {cluster_cidr} -j {svc}")
+                nat += [f'-A {ext} -m comment --comment "masquerade LOCAL traffic for {label} external destinations" '
                         f"-m addrtype --src-type LOCAL -j KUBE-MARK-MASQ",
                         f'-A {ext} -m comment --comment "route LOCAL traffic for {label} external destinations" '
                         f"-m addrtype --src-type LOCAL -j {svc}"]
@@ -129,8 +138,9 @@ def nftables_primary(services: list[LabService], primary: str = NODE_IP) -> str:
                                      f'traffic"; elements = {{ {primary} }} }}\n{cluster_ips}', 1)
 
 
-def nftables_policies(services: list[PolicyService], cluster_cidr: str = CLUSTER_CIDR) -> str:
-    """Elements and chains added to shapes.nftables_mode([]) for Services with traffic policies."""
+def nftables_policies(services: list[PolicyService], cluster_cidr: str | None = CLUSTER_CIDR) -> str:
+    """Elements and chains added to shapes.nftables_mode([]) for Services with traffic policies.
+    `cluster_cidr` None: kube-proxy without a local detector (no pod short-circuit)."""
     lines = []
     for policy in services:
         service, proto = policy.service, policy.service.protocol
@@ -161,8 +171,11 @@ def nftables_policies(services: list[PolicyService], cluster_cidr: str = CLUSTER
             external = chains["external"]
             lines.append(f"add chain ip kube-proxy {external}")
             if policy.external_local:
-                lines += [f"add rule ip kube-proxy {external} ip saddr {cluster_cidr} goto {chains['service']}",
-                          f"add rule ip kube-proxy {external} fib saddr type local jump mark-for-masquerade",
+                # pkg/proxy/nftables/proxier.go, syncProxyRules: "short-circuit pod traffic" only
+                # `if proxier.localDetector.IsImplemented()`
+                if cluster_cidr:
+                    lines.append(f"add rule ip kube-proxy {external} ip saddr {cluster_cidr} goto {chains['service']}")
+                lines += [f"add rule ip kube-proxy {external} fib saddr type local jump mark-for-masquerade",
                           f"add rule ip kube-proxy {external} fib saddr type local goto {chains['service']}"]
                 if policy.local:
                     lines.append(f"add rule ip kube-proxy {external} goto {chains['local']}")

@@ -119,7 +119,7 @@ def test_incident_000_hostport_takes_a_clusterip_and_a_nodeport(lab_ready, lint_
     ClusterIP, and a hostPort 31123 pod won every request to NodePort 31123. Old portmap and
     kube-proxy both insert their jump at the top when it is absent: on that node portmap's was
     inserted last (the hostPort pods came after kube-proxy), the order the incident's node showed."""
-    scenario = scenario_named("ipvs, portmap < v0.7.5 (incident 000)")
+    scenario = scenario_named("ipvs, portmap < v0.7.5")
     answers = observation(scenario, dp.HOSTPORT_FIRST).answers
     for cell in CELLS:
         if cell.group in ("clusterip", "nodeport") and cell.destination != dp.LOCALHOST:

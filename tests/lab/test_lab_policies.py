@@ -3,35 +3,136 @@ endpoint on the node, clients outside the node fall through kube-proxy's externa
 hostPort pod, or meet kube-proxy's DROP (a timeout, not "connection refused"), while pods and the
 node itself still reach the Service; internalTrafficPolicy: Local without a local endpoint DROPs
 the ClusterIP. The model must say what the lab sees, with the node's endpoints known and unknown,
-and KP201/KP202 must claim it."""
+and KP201/KP202 must claim it.
+
+A kube-proxy without clusterCIDR (detectLocalMode ClusterCIDR: its local detector is a no-op) writes
+no pod short-circuit (`BLIND`): a pod's packet to a Local NodePort on a node without a local endpoint
+falls through like an outsider's, to the hostPort pod or kube-proxy's DROP; the model says so with
+the fact `local_detector` false."""
 
 from __future__ import annotations
 
+import functools
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import pytest
 
+import netlab
 import policy_cells
-from cells import matches, observable, observed_class
-from policy_cells import CELLS, SCENARIOS, PolicyScenario
+import shapes
+import shapes_local
+from cells import HOSTPORT_FIRST, Observation, matches, observable, observed_class
+from policy_cells import BACKEND_PORT, CELLS, HOST_PORT, SCENARIOS, PolicyScenario
+from shapes_local import PolicyService
+from test_shapes_upstream import canonical, chain_names, data, overall_services, parse_nft_dump, parse_restore, \
+    policy_services
 
 from kubelint_ports.engine import LintOptions, lint_paths
 from kubelint_ports.model import ClusterFacts
 from kubelint_ports.model import datapath as dp
 
-RUNS = [(scenario, order) for scenario in SCENARIOS for order in scenario.orders]
+# --- kube-proxy without a local detector ----------------------------------------------------------
+
+@dataclass(frozen=True)
+class BlindScenario(PolicyScenario):
+    """A node whose kube-proxy runs without clusterCIDR (detectLocalMode ClusterCIDR), so its local
+    detector is a no-op and the external chain has no pod short-circuit; `source` names the code."""
+
+    source: str = ""
+
+    def facts(self, order: str | None = None) -> dp.DatapathFacts:
+        return replace(super().facts(order), local_detector=dp.Fact(False, "lab"))
+
+    @property
+    def detected(self) -> PolicyScenario:
+        """The same node with kube-proxy telling pods apart (a clusterCIDR)."""
+        return PolicyScenario(self.name, self.proxy, self.local_endpoint)
+
+
+BLIND = tuple(BlindScenario(f"{proxy}, no local endpoint, no clusterCIDR (no pod short-circuit)", proxy, False,
+                            f"`pkg/proxy/{proxy}/proxier.go`, syncProxyRules: the pods' short-circuit of the "
+                            f"external chain is written only `if proxier.localDetector.IsImplemented()`")
+              for proxy in ("iptables", "nftables"))
+ALL_SCENARIOS = (*SCENARIOS, *BLIND)
+
+
+@functools.cache
+def observe_blind(scenario: BlindScenario, order: str | None, timeout: float = 1.0) -> Observation:
+    """policy_cells.observe's node, with kube-proxy's rules written without clusterCIDR."""
+    observation = Observation(scenario, order)
+    with netlab.Node(prefix="kp22") as node:
+        if scenario.mode == "nftables" and order == HOSTPORT_FIRST:
+            node.nft(shapes.nftables_base_chains())  # before portmap's first ADD creates the nat table
+        backend = node.add_pod("backend")
+        hostport = node.add_pod("hostport", [{"hostPort": HOST_PORT, "containerPort": 8080, "protocol": "tcp"}])
+        client = node.add_pod("client")
+        node.serve(hostport.namespace, "hostport-pod", ["tcp:0.0.0.0:8080"])
+        node.serve(backend.namespace, "service", [f"tcp:0.0.0.0:{BACKEND_PORT}"])
+        node.serve(node.outside, "service", [f"tcp:0.0.0.0:{BACKEND_PORT}"])  # another node's endpoint
+        node.serve(node.namespace, "host-process", [f"tcp:0.0.0.0:{policy_cells.PROCESS_PORT}"])
+        policies = policy_cells.services(backend.ip, scenario.local_endpoint)
+        node.node_run("sysctl", "-qw", "net.ipv4.conf.all.route_localnet=1")
+        if scenario.mode == "iptables":
+            node.iptables_restore(shapes_local.iptables_policies(policies, cluster_cidr=None))
+            for jump in shapes.iptables_jumps(scenario.mode):
+                node.iptables(*jump)
+        else:
+            node.nft(shapes.nftables_mode([], cluster_cidr=None))
+            node.nft(shapes_local.nftables_policies(policies, cluster_cidr=None))
+        for client_side in (dp.FROM_OUTSIDE, dp.FROM_POD, dp.FROM_NODE):
+            mine = [cell for cell in CELLS if cell.client == client_side]
+            namespace = {dp.FROM_NODE: node.namespace, dp.FROM_OUTSIDE: node.outside}.get(client_side, client.namespace)
+            answers = node.probe(namespace, [[c.protocol, c.address, c.port] for c in mine], timeout)
+            observation.answers.update({cell.key: answer for cell, answer in zip(mine, answers)})
+    return observation
+
+
+def observe(scenario: PolicyScenario, order: str | None) -> Observation:
+    return observe_blind(scenario, order) if isinstance(scenario, BlindScenario) else \
+        policy_cells.observe(scenario, order)
+
+
+RUNS = [(scenario, order) for scenario in ALL_SCENARIOS for order in scenario.orders]
 
 
 def seen(scenario: PolicyScenario, order, cell) -> str:
-    return observed_class(policy_cells.observe(scenario, order).answers[cell.key], scenario)
+    return observed_class(observe(scenario, order).answers[cell.key], scenario)
 
 
 @pytest.mark.parametrize("scenario, order, cell", [
     pytest.param(s, o, c, id=f"{s.name} | {o or 'fixed order'} | {c.key}") for s, o in RUNS for c in CELLS])
 def test_policy_cell(lab_ready, scenario, order, cell):
-    raw = policy_cells.observe(scenario, order).answers[cell.key]
+    raw = observe(scenario, order).answers[cell.key]
     expected = observable(policy_cells.route_for(scenario, cell, order), cell)
     assert matches(observed_class(raw, scenario), expected), f"model predicts {sorted(expected)}, the lab saw {raw!r}"
+
+
+@pytest.mark.parametrize("scenario, order", [pytest.param(s, o, id=f"{s.name} | {o or 'fixed order'}")
+                                             for s in BLIND for o in s.orders])
+def test_pods_fall_through_without_a_local_detector(lab_ready, scenario, order):
+    """The cells above hold the model to the lab with `local_detector` false; here the detector
+    must matter: where the model with a detector says otherwise, the lab contradicts it (so these
+    cells can fail), pods take the `ext-pod-undetected` step, and the node's own packets are
+    short-circuited as before."""
+    observation, differing = observe(scenario, order), []
+    for cell in CELLS:
+        if not cell.group.startswith("etp-"):
+            continue
+        blind = policy_cells.route_for(scenario, cell, order)
+        detected = policy_cells.route_for(scenario.detected, cell, order)
+        observed = observed_class(observation.answers[cell.key], scenario)
+        if cell.client != dp.FROM_POD:
+            assert blind == detected, (cell.key, blind, detected)
+        elif blind != detected:  # the hostPort DNAT can come first (nftables, hostPort's hook last)
+            assert "ext-pod-undetected" in blind.steps, (cell.key, blind.steps)
+        if observable(blind, cell) != observable(detected, cell):
+            assert not matches(observed, observable(detected, cell)), (cell.key, observed, detected)
+            differing.append(cell.key)
+    # without a hostPort pod on the port (etp-process) the detector always decides: Service or DROP
+    assert any(key.startswith("etp-process ") and f"{dp.FROM_POD}->" in key for key in differing), differing
+    if scenario.mode == "iptables" or order != HOSTPORT_FIRST:  # else the hostPort pod wins either way
+        assert any(key.startswith("etp-hostport ") for key in differing), differing
 
 
 def twins(scenario: PolicyScenario) -> list[PolicyScenario]:
@@ -95,3 +196,65 @@ def test_incident_003_with_a_local_service_times_out(lab_ready, tmp_path: Path):
     [finding] = [f for f in report.findings if f.rule_id == "KP202"]
     assert "kube-proxy drops it (a timeout)" in finding.message and "on nodes without an endpoint" in finding.message
     assert "services.nodeports: 0" in finding.message
+
+
+# --- the no-detector shapes are kube-proxy's, minus the pods' short-circuit ----------------------
+
+def without(text: str, marker: str) -> str:
+    """Upstream text less its one line carrying `marker` (the pods' short-circuit)."""
+    lines = text.splitlines(keepends=True)
+    kept = [line for line in lines if marker not in line]
+    assert len(lines) - len(kept) == 1, marker
+    return "".join(kept)
+
+
+def upstream_local_services() -> list[tuple[str, PolicyService]]:
+    """The eTP Local Services of test_shapes_upstream's data: ns1/svca with a local endpoint (the
+    source reading), ns2/svc2 without one (TestOverallIPTablesRules / TestOverallNFTablesRules)."""
+    svca, svc2 = policy_services()[0], overall_services()[1]
+    return [(name, PolicyService(service, external_local=True, local=service.local_endpoints))
+            for name, service in (("svca", svca), ("svc2", svc2))]
+
+
+def iptables_external(text: str, policy: PolicyService) -> tuple[list[str], list[str]]:
+    """KUBE-EXT-* in order, and the NodePort's "has no local endpoints" DROP, normalised."""
+    service = policy.service
+    names, tables = chain_names([service]), parse_restore(text)
+    ext = shapes.svc_chain(service, "KUBE-EXT-")
+    drops = [canonical(rule, names) for rule in tables["filter"]["rules"].get("KUBE-EXTERNAL-SERVICES", [])
+             if f"--dport {service.node_port} " in rule]
+    return [canonical(rule, names) for rule in tables["nat"]["rules"].get(ext, [])], drops
+
+
+def nftables_external(text: str, policy: PolicyService) -> tuple[list[str], set[str]]:
+    """The `external-` chain in order, and the NodePort's no-endpoint-nodeports element, normalised."""
+    service = policy.service
+    chains, elements = parse_nft_dump(text)
+    external = f"external-{service.namespace}/{service.name}/{service.protocol}/{service.port_name}"
+    return chains[external], {item for item in elements.get("no-endpoint-nodeports", set())
+                              if item.startswith(f"{service.protocol} . {service.node_port} ")}
+
+
+@pytest.mark.parametrize("name, policy", [pytest.param(n, p, id=n) for n, p in upstream_local_services()])
+def test_local_shapes_match_kube_proxy_with_and_without_a_detector(name, policy):
+    """shapes_local's external chains (and the DROP without a local endpoint) are the upstream
+    text's; with `cluster_cidr=None` they are that text less the pods' short-circuit line, as
+    kube-proxy without a local detector writes them (pkg/proxy/iptables/proxier.go and
+    pkg/proxy/nftables/proxier.go: `if proxier.localDetector.IsImplemented()`)."""
+    files = {"svca": ("iptables-syncProxyRules.source.txt", "nftables-syncProxyRules.source.txt"),
+             "svc2": ("iptables-TestOverallIPTablesRules.txt", "nftables-TestOverallNFTablesRules.txt")}[name]
+    iptables_text, nftables_text = data(files[0]), data(files[1])
+    label = policy.service.port_label
+    cases = [
+        (iptables_external, iptables_text, shapes_local.iptables_policies,
+         f'"pod traffic for {label} external destinations"'),
+        (nftables_external, nftables_text, shapes_local.nftables_policies,
+         f"{policy.service.namespace}/{policy.service.name}/tcp/p80 ip saddr 10.0.0.0/8 goto"),
+    ]
+    for extract, upstream, write, marker in cases:
+        detected = extract(upstream, policy)
+        blind = extract(without(upstream, marker), policy)
+        assert extract(write([policy], cluster_cidr="10.0.0.0/8"), policy) == detected, write.__name__
+        assert extract(write([policy], cluster_cidr=None), policy) == blind, write.__name__
+        assert len(blind[0]) == len(detected[0]) - 1 and blind[1] == detected[1]
+        assert bool(blind[1]) == (not policy.local)  # the DROP exactly when no endpoint is local

@@ -19,6 +19,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import cells  # noqa: E402
 import netlab  # noqa: E402
 import policy_cells  # noqa: E402
+import test_lab_policies  # noqa: E402  (policy scenarios with kube-proxy without clusterCIDR)
 from cells import CELLS, GROUP_TITLES, SCENARIOS, observed_class  # noqa: E402
 
 from kubelint_ports.model import datapath as dp  # noqa: E402
@@ -84,7 +85,7 @@ TABLE_B_COLUMNS = [
     ("ipvs", "ipvs, portmap v1.1.1", "ipvs, portmap v1.1.1, no endpoints"),
     ("nftables", "nftables, portmap v1.1.1", "nftables, portmap v1.1.1, no endpoints"),
     ("iptables, portmap < v0.7.5", "iptables, portmap < v0.7.5", None),
-    ("ipvs, portmap < v0.7.5", "ipvs, portmap < v0.7.5 (incident 000)", None),
+    ("ipvs, portmap < v0.7.5", "ipvs, portmap < v0.7.5", None),
     ("ipvs, portmap nftables v1.9", "ipvs, portmap nftables backend v1.9", None),
     ("iptables, portmap nftables v1.6.1-v1.8", "iptables, portmap nftables backend v1.6.1-v1.8", None),
 ]
@@ -157,16 +158,18 @@ def results() -> str:
 
 
 def policy_tables() -> list[str]:
-    """Traffic policies Local (`policy_cells.py`): a table per group, a row per node setup."""
+    """Traffic policies Local (`policy_cells.py`, and `test_lab_policies.BLIND`: kube-proxy without
+    clusterCIDR): a table per group, a row per node setup, then where the no-clusterCIDR rows' rules
+    come from."""
     lines = []
     for group, title in policy_cells.GROUP_TITLES.items():
         group_cells = [cell for cell in policy_cells.CELLS if cell.group == group]
         columns = [CLIENT_WORDS.get((cell.client, cell.destination), f"{cell.client} → {cell.destination}")
                    for cell in group_cells]
         lines += [f"### {title}", "", "| node setup | " + " | ".join(columns) + " |", "|---|" + "---|" * len(columns)]
-        for scenario in policy_cells.SCENARIOS:
+        for scenario in test_lab_policies.ALL_SCENARIOS:
             for order in scenario.orders:
-                observation = policy_cells.observe(scenario, order)
+                observation = test_lab_policies.observe(scenario, order)
                 entries = []
                 for cell in group_cells:
                     observed = observed_class(observation.answers[cell.key], scenario)
@@ -176,7 +179,11 @@ def policy_tables() -> list[str]:
                     entries.append(word(observed))
                 lines.append(f"| {scenario.name}{ORDER_WORDS[order]} | " + " | ".join(entries) + " |")
         lines.append("")
-    return lines
+    lines += ["Rows \"no clusterCIDR\": kube-proxy's rules as it writes them without a local detector "
+              "(detectLocalMode ClusterCIDR and no clusterCIDR), the pods' short-circuit of the external chain "
+              "left out:", ""]
+    lines += [f"- {scenario.mode}: {scenario.source}" for scenario in test_lab_policies.BLIND]
+    return lines + [""]
 
 
 def versions() -> str:
