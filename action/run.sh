@@ -69,6 +69,8 @@ if [ -n "${GITHUB_REPOSITORY:-}" ] && [ -n "${GITHUB_SHA:-}" ]; then
   args+=("--link-base=${GITHUB_SERVER_URL:-https://github.com}/$GITHUB_REPOSITORY/blob/$GITHUB_SHA")
 fi
 if [ "${KP_ANNOTATIONS:-true}" = "true" ]; then args+=(--format=github); else args+=(--format=text); fi
+# A fresh checkout has no cache to read, and one written there would die with the runner (docs/cache.md).
+args+=(--no-cache)
 args+=(--)
 while IFS= read -r -d '' item; do args+=("$item"); done < <(split "${KP_PATHS:-}")
 

@@ -24,17 +24,22 @@ CHROMIUM_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic
                   "--disable-dev-shm-usage", "--hide-scrollbars")
 
 
-def browser_missing() -> str:
-    """Why no browser can be driven here ("" when one can)."""
+def browser_missing(who: str = "driving headless Chromium") -> str:
+    """Why no browser can be driven here ("" when one can), in one sentence naming what to install:
+    "driving headless Chromium needs `chromedriver`, which is not installed: apt-get install
+    chromium-driver" (tests/external_tools.py's wording, and its lookup: a tool in /usr/sbin off
+    PATH is said to be there)."""
     try:
         import selenium  # noqa: F401
     except ImportError:
-        return "selenium is not installed (pip install '.[test]')"
-    if not (shutil.which("chromium") or shutil.which("chromium-browser")):
-        return "`chromium` is not on PATH (apt-get install chromium chromium-driver)"
-    if not shutil.which("chromedriver"):
-        return "`chromedriver` is not on PATH (apt-get install chromium-driver)"
-    return ""
+        return f"{who} needs `selenium`, which is not installed: pip install '.[test]'"
+    tests = str(REPO / "tests")
+    if tests not in sys.path:
+        sys.path.insert(0, tests)
+    from external_tools import missing_tools_reason
+
+    browser = "chromium" if shutil.which("chromium") or not shutil.which("chromium-browser") else "chromium-browser"
+    return missing_tools_reason((browser, "chromium"), ("chromedriver", "chromium-driver"), who=who) or ""
 
 
 def chromium_driver(profile: str, width: int = 1400, height: int = 900):
@@ -56,9 +61,9 @@ def examples_page(path: Path) -> None:
 
 
 def main() -> int:
-    missing = browser_missing()
+    missing = browser_missing(f"drawing {PICTURE.relative_to(REPO)}")
     if missing:
-        print(f"cannot draw the picture: {missing}", file=sys.stderr)
+        print(missing, file=sys.stderr)
         return 2
     with tempfile.TemporaryDirectory(prefix="kp-screenshot-") as scratch:
         page = Path(scratch) / "ports.html"

@@ -558,9 +558,17 @@ class BudgetArgs:
     jobs: int = group_option(0, "--jobs", "-j", min=0, metavar="N", show_default=False,
                              help="Processes that read inputs of 4 MiB or more (default: one per free processor; 1: no "
                                   "extra process).")
+    # --- hook: the file cache (loading/file_cache.py, docs/cache.md) ---
+    cache_dir: Optional[str] = group_option(
+        None, "--cache-dir", metavar="DIR", rich_help_panel=POLICY,
+        help="Keep what each input file says here and read again only the files that changed (default: "
+             "$KUBELINT_PORTS_CACHE_DIR, the configuration's cache-dir, else .kubelint-ports_cache at the "
+             "repository's top; docs/cache.md).")
+    no_cache: bool = group_option(False, "--no-cache", rich_help_panel=POLICY,
+                                  help="Read every input file; use and write no cache.")
 
     def given(self) -> dict:
-        return {"limits": tuple(self.limits)}
+        return {"limits": tuple(self.limits), "cache_dir": self.cache_dir, "no_cache": self.no_cache}
 
 
 def command_line(*groups, **given):

@@ -17,14 +17,14 @@ from typing import TYPE_CHECKING, NamedTuple
 from kubelint_ports.checks import CHECKS, Hit, reads_of
 from kubelint_ports.findings import Finding, Report
 from kubelint_ports.records import record
-from kubelint_ports.vocabulary import Diagnostic, Location
-from kubelint_ports.loading import Loading, LoadResult, budgets, changed_sources, display_path, held
+from kubelint_ports.vocabulary import Diagnostic, Location, Message
+from kubelint_ports.loading import Loading, LoadResult, budgets, changed_sources, display_path, file_cache, held
 from kubelint_ports.model import Cluster, ClusterFacts
 from kubelint_ports.model.build import INVENTORY, LINTED, LIVE, ModelReader, assemble, custom_workload_kinds, split_by_unit
 from kubelint_ports.model.units import UnitRules
 from kubelint_ports.policies import Policy, builtin_policies, enabled_by_default, node_daemon_ports, rules_run
 from kubelint_ports.suppressions import (annotation_reason, apply_exemptions, apply_suppression_comments,
-                                        unknown_rule_notes)
+                                        require_annotation_reasons, unknown_rule_notes)
 
 if TYPE_CHECKING:  # not imported at run time: plain manifests never load the Helm module
     from kubelint_ports.config import Exemption
@@ -60,6 +60,11 @@ class LintOptions:
     # (port, daemon) of every node daemon the configuration knows (`settings.node_daemons`), whether
     # or not the node-reserved-port rule runs; None: the built-in ones and the run's policies' own.
     node_daemons: tuple[tuple[int, str], ...] | None = None
+    # --- hook: the file cache (loading/file_cache.py, docs/cache.md): its directory; None: off ---
+    cache_dir: str | None = None
+    # The configuration's `require-reason: true`: a suppression comment or an ignore annotation
+    # without a reason silences nothing (the unused-suppression rule says so at the comment).
+    require_reason: bool = False
 
 
 def lint_paths(paths: Sequence[str], options: LintOptions = LintOptions(), *, stdin=None,
@@ -71,8 +76,12 @@ def lint_paths(paths: Sequence[str], options: LintOptions = LintOptions(), *, st
         for each in (cluster, *(unit for _, unit in cluster.units)):
             each.node_daemons = daemons
         findings = run_checks_by_unit(cluster, policies, diagnostics)
+        annotation_notes = []
+        if options.require_reason:
+            findings, annotation_notes = require_annotation_reasons(findings)
         findings, comment_notes = apply_suppression_comments(findings, loaded.documents, known_policies(policies),
-                                                             policies)
+                                                             policies, require_reason=options.require_reason)
+        comment_notes = annotation_notes + comment_notes
         if options.exemptions or options.baseline:
             findings = apply_exemptions(findings, options.exemptions, options.baseline)
     changed = changed_sources(loaded.documents)
@@ -124,7 +133,8 @@ def load_cluster(paths: Sequence[str], options: LintOptions, *, stdin=None, live
     With several deployment units, each is modelled on its own too (`Cluster.units`), with the
     inventory, running objects and facts the configuration gives it, else the run's."""
     own_inputs = dict(options.unit_inputs)
-    with collector_paused(), budgets.applied(options.limits), workers_for(options.jobs) as workers:
+    with collector_paused(), budgets.applied(options.limits), \
+            file_cache.applied(options.cache_dir) as cache, workers_for(options.jobs) as workers:  # hook: file cache
         replacing = bool(options.cluster_files) or any(own.cluster_files for own in own_inputs.values())
         linted = ModelReader(LINTED, replacing=replacing,
                              custom_kinds=custom_workload_kinds(options.facts.pod_templates))
@@ -141,6 +151,8 @@ def load_cluster(paths: Sequence[str], options: LintOptions, *, stdin=None, live
         pending.append(Loading(paths, stdin, options.helm, chart_helm=options.chart_helm, exclude=options.exclude,
                                reader=linted, workers=workers))
         nodes, running, loaded = (loading.finish() if loading is not None else None for loading in pending)
+        if cache is not None:  # hook: what the file cache has to say (a directory it could not use)
+            loaded.notes += cache.notes
         if options.say_workers and workers is not None and (said := workers.summary()):
             loaded.notes.append(said)  # only where workers were weighed: a large input
         cluster, model_diagnostics = assemble(linted, live, inventory, options.facts)
@@ -381,12 +393,14 @@ def to_finding(hit: Hit, policy: Policy, places) -> Finding:
     document = hit.subject.document
     reason = annotation_reason(document, policy.id, policy.name)
     place = places[(id(document), hit.field_path)]
+    words = hit.message if isinstance(hit.message, Message) else Message.from_story(hit.message)
     return Finding(
         location=place.location,
         rule_id=policy.id,
         rule_name=policy.name,
         severity=policy.severity_for(hit.variant),
-        message=hit.message,
+        message=words.full,
+        words=words,
         subject=hit.subject.ref,
         field_path=hit.field_path,
         related=tuple(replace(places[(id(r.subject.document), r.field_path)].location, message=r.message)

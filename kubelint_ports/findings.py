@@ -8,7 +8,7 @@ from dataclasses import field
 from typing import Any
 
 from kubelint_ports.records import record
-from kubelint_ports.vocabulary import Diagnostic, Location, ObjectRef, Severity
+from kubelint_ports.vocabulary import Diagnostic, Location, Message, ObjectRef, Severity, split_claim
 
 FINGERPRINT_VERSION = 2  # bump when what `Finding.fingerprint` hashes changes
 
@@ -71,6 +71,9 @@ class Finding:
     # How `--fix` mends it (a description, safe or unsafe), when a fix exists; set after the run
     # (`kubelint_ports.fixes.describe`), not part of its identity.
     fix: Fix | None = field(default=None, compare=False)
+    # The five-second words (headline, effect, fix) beside `message`, the full analysis; set by the
+    # engine from the rule's phrases, not part of its identity.
+    words: Message | None = field(default=None, compare=False)
 
     @property
     def fingerprint(self) -> str:
@@ -89,26 +92,26 @@ class Finding:
                        "" if self.port is None else str(self.port), self.template)
 
     @property
+    def short_words(self) -> Message:
+        """Headline, effect and fix: the rule's own, or read from the message told as a story."""
+        return self.words if self.words is not None else Message.from_story(self.message)
+
+    @property
     def headline(self) -> str:
-        """The short claim: the message up to its first ": " (messages read "<claim>: <why>")."""
-        return split_message(self.message)[0]
+        """What is wrong and where, at most `vocabulary.HEADLINE_LIMIT` characters."""
+        return self.short_words.headline
 
     @property
     def explanation(self) -> str:
-        """The rest of the message after the claim; "" when the message is all claim."""
-        return split_message(self.message)[1]
+        """What `-v` prints under the headline: the analysis after its claim when that claim is the
+        headline, else the whole analysis; "" when the message is all headline."""
+        claim, rest = split_message(self.message)
+        return rest if claim == self.headline else self.message
 
 
 def split_message(message: str) -> tuple[str, str]:
-    """'<short claim>: <explanation>' -> (claim, explanation); a message without ": " is all claim.
-    A ": " inside backticks is part of a quoted field (`externalTrafficPolicy: Local`), not the split."""
-    start = 0
-    while (at := message.find(": ", start)) >= 0 and message.count("`", 0, at) % 2:
-        start = at + 2
-    claim, explanation = (message[:at], message[at + 2:]) if at >= 0 else (message, "")
-    if not claim.strip() or not explanation.strip():
-        return message.strip(), ""
-    return claim.strip(), explanation.strip()
+    """'<short claim>: <explanation>' -> (claim, explanation) (`vocabulary.split_claim`)."""
+    return split_claim(message)
 
 
 def _digest(*parts: str) -> str:

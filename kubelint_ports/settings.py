@@ -46,6 +46,8 @@ class CommandLine:
     select: tuple[str, ...] = ()  # --select: rule ids, names or id prefixes (comma-separated allowed)
     ignore: tuple[str, ...] = ()  # --ignore: likewise
     limits: tuple[str, ...] = ()  # --limit NAME=VALUE
+    cache_dir: str | None = None  # hook: --cache-dir (loading/file_cache.py)
+    no_cache: bool = False  # hook: --no-cache
 
 
 @record(frozen=True)
@@ -144,10 +146,35 @@ def resolve_within(command: CommandLine, config: Config, limits: budgets.Limits)
         units=unit_rules(config),
         unit_inputs=unit_inputs(command, config),
         node_daemons=node_daemons(known, configured),
+        cache_dir=cache_directory(command, config),  # hook: the file cache
+        require_reason=bool(config.get("require-reason", False)),
     )
     paths = tuple(command.paths) or tuple(config_paths(config, "paths")) or DEFAULT_PATHS
     return Settings(paths, options, tuple(policies), command.fail_on or config.get("fail-on") or "error", config,
                     baseline_file)
+
+
+def cache_directory(command: CommandLine, config: Config) -> str | None:
+    """Where the file cache lives (docs/cache.md), None for none: --no-cache, else --cache-dir,
+    else $KUBELINT_PORTS_CACHE_DIR; none in CI (`CI` set: a fresh checkout has nothing to reuse,
+    and the change under review could plant entries); else the configuration's `cache-dir`
+    (inside the repository, as every path it names); else none. The cache is asked for, not
+    assumed: a cold run costs twice an uncached one (writing the entries), which pays back only
+    where the same tree is linted again and again, as the whole-repository pre-commit hooks do
+    (they pass `--cache-dir .kubelint-ports_cache`); and a plain `lint` writes nothing."""
+    from kubelint_ports.loading.file_cache import CACHE_ENV
+
+    if command.no_cache:
+        return None
+    if command.cache_dir:
+        return command.cache_dir
+    if os.environ.get(CACHE_ENV):
+        return os.environ[CACHE_ENV]
+    if os.environ.get("CI", "").strip().lower() in ("1", "true", "yes"):
+        return None
+    if config.get("cache-dir"):
+        return config.inside(["cache-dir"], config.get("cache-dir"), "pass it with --cache-dir")
+    return None
 
 
 # How to read a file outside the repository anyway: the command line is the user's own choice. A
@@ -414,6 +441,7 @@ def effective(settings: Settings) -> dict[str, Any]:
         else None,
         **({"units": effective_units(options)} if options.units.configured else {}),
         "exemptions": [dataclasses.asdict(e) for e in options.exemptions],
+        "require-reason": options.require_reason,
         **{key: settings.config.get(key) for key in ("select", "ignore") if settings.config.get(key) is not None},
         "limits": {name.replace("_", "-"): value for name, value in dataclasses.asdict(options.limits).items()},
         "rules": {p.id: {"name": p.name, "severity": str(p.severity),

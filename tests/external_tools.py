@@ -41,8 +41,14 @@ def unavailable(reason: str):
     pytest.skip(reason)
 
 
+def install_command(package: str) -> str:
+    """How to install `package`: a Debian package's name ("conntrack") is an apt-get command; a tool
+    Debian does not ship is given as its own instruction ("pip install '.[helm]'", "see <URL>")."""
+    return package if " " in package else f"apt-get install {package}"
+
+
 def not_installed(tool: str, package: str) -> str:
-    return f"`{tool}` is not installed: apt-get install {package}"
+    return f"`{tool}` is not installed: {install_command(package)}"
 
 
 def missing_tool_reason(tool: str, package: str) -> str | None:
@@ -62,8 +68,10 @@ def missing_tool_reason(tool: str, package: str) -> str | None:
 def needs(who: str, missing: list[tuple[str, str, str]]) -> str:
     """One sentence for the missing tools ((tool, Debian package, missing_tool_reason) each):
     "the datapath lab needs `conntrack`, which is not installed: apt-get install conntrack". The
-    tools that are not installed share one apt-get command; a tool off PATH says where it is."""
-    absent = [(tool, package) for tool, package, reason in missing if reason == not_installed(tool, package)]
+    Debian tools that are not installed share one apt-get command; another says its own install
+    instruction; a tool off PATH says where it is."""
+    absent = [(tool, package) for tool, package, reason in missing
+              if reason == not_installed(tool, package) and " " not in package]  # Debian's: one apt-get
     parts = []
     if absent:
         names = [f"`{tool}`" for tool, _ in absent]

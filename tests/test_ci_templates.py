@@ -24,6 +24,8 @@ import yaml
 
 from kubelint_ports import __version__
 
+pytestmark = pytest.mark.slow  # runs every template's shell blocks: not in the quick subset
+
 ROOT = Path(__file__).resolve().parents[1]
 TEMPLATES = ROOT / "ci-templates"
 SCRIPT = (TEMPLATES / "kubelint-ports.sh").read_text(encoding="utf-8")

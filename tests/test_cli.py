@@ -194,7 +194,7 @@ def test_installed_console_script_ships_the_policies(tmp_path):
 
     script = shutil.which("kubelint-ports")
     if script is None:
-        pytest.skip("kubelint-ports is not installed on PATH")
+        pytest.skip("this test needs the `kubelint-ports` command, which is not on PATH: pip install -e . (or activate the virtualenv it is installed in)")
     done = subprocess.run([script, "rules"], capture_output=True, text=True, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert len([line for line in done.stdout.splitlines() if line.startswith("KP")]) == len(builtin_policies())

@@ -5,6 +5,7 @@ shell completion offers the rules where an option takes them."""
 
 from __future__ import annotations
 
+import ast
 import importlib.util
 import io
 import re
@@ -24,7 +25,7 @@ from external_tools import missing_tools_reason, require_tools
 
 ROOT = Path(__file__).resolve().parents[1]
 README = (ROOT / "README.md").read_text(encoding="utf-8")
-QUICK = 'python -m pytest -q -m "not lab and not browser"'
+QUICK = 'python -m pytest -q -m "not lab and not browser and not slow"'
 
 
 @pytest.fixture
@@ -123,7 +124,30 @@ def test_lab_and_browser_tests_are_marked_and_the_markers_registered():
     top.pytest_collection_modifyitems(None, items)
     assert [item.markers for item in items] == [["lab"], ["browser"], ["browser"], []]
     markers = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["pytest"]["ini_options"]["markers"]
-    assert {marker.split(":")[0] for marker in markers} >= {"lab", "browser"}
+    assert {marker.split(":")[0] for marker in markers} >= {"lab", "browser", "slow"}
+    assert all(marker.split(":", 1)[1].strip() for marker in markers)  # each with its description
+
+
+def module_marks(path: Path) -> set[str]:
+    """The `pytest.mark.NAME`s of a test module's `pytestmark` (one mark or a list), read without
+    running the module."""
+    for node in ast.parse(path.read_text(encoding="utf-8")).body:
+        if isinstance(node, ast.Assign) and any(getattr(target, "id", "") == "pytestmark" for target in node.targets):
+            return {found.attr for found in ast.walk(node.value)
+                    if isinstance(found, ast.Attribute) and isinstance(found.value, ast.Attribute)
+                    and found.value.attr == "mark"}
+    return set()
+
+
+@pytest.mark.parametrize("name", ["test_action", "test_precommit", "test_new_rule", "test_fuzz", "test_hostile",
+                                  "test_hostile_budgets"])
+def test_the_slowest_modules_are_left_out_of_the_quick_subset(name):
+    assert "slow" in module_marks(ROOT / "tests" / f"{name}.py")
+
+
+@pytest.mark.parametrize("name", ["test_policies", "test_snapshots", "test_cli", "test_report_formats"])
+def test_rules_policies_snapshots_the_cli_and_formats_stay_in_the_quick_subset(name):
+    assert "slow" not in module_marks(ROOT / "tests" / f"{name}.py")
 
 
 def test_the_readme_names_the_quick_subset():

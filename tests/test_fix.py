@@ -154,6 +154,9 @@ FIXED_RULES: dict[str, tuple[set[str], set[str]]] = {
     "examples/node-agents.yaml": (set(), {"KP301", "KP303"}),
     "examples/port-names.yaml": (set(), {"KP003"}),
     "examples/services.yaml": (set(), {"KP203", "KP204"}),
+    "examples/unused-suppression.yaml": ({"KP005"}, {"KP005"}),
+    "KP005/fail-stale-file.yaml": ({"KP005"}, {"KP005"}),
+    "KP005/fail-unused-suppression.yaml": ({"KP005"}, {"KP005"}),
 }
 
 # Why `--fix` changes nothing in the other fixtures (and, without --unsafe-fixes, in those above

@@ -90,6 +90,7 @@ def assert_diff_is_what_fix_writes_and_fix_converges(tmp_path, monkeypatch, plac
     assert "fixed 0 findings in 0 files" in again.stderr
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("options", [(), ("--unsafe-fixes",)], ids=["safe", "unsafe"])
 @pytest.mark.parametrize("source", fixable_fixtures(), ids=lambda path: f"{path.parent.name}/{path.name}")
 def test_diff_is_what_fix_writes_and_a_second_fix_writes_nothing(source, options, tmp_path, monkeypatch):
@@ -99,6 +100,7 @@ def test_diff_is_what_fix_writes_and_a_second_fix_writes_nothing(source, options
     assert_diff_is_what_fix_writes_and_fix_converges(tmp_path, monkeypatch, place, source.name, *options)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("options", [(), ("--unsafe-fixes",)], ids=["safe", "unsafe"])
 @pytest.mark.parametrize("tree", TREE_CASES)
 def test_diff_is_what_fix_writes_for_charts_and_kustomizations(tree, options, tmp_path, monkeypatch):

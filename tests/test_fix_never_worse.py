@@ -222,6 +222,7 @@ def test_the_planner_reports_the_withdrawal_on_the_finding(tmp_path, monkeypatch
     assert "new finding" in kp303.fix.blocked and "KP001" in kp303.fix.blocked
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("options", [(), ("--unsafe-fixes",)], ids=["safe", "unsafe"])
 @pytest.mark.parametrize("source", fixable_fixtures(), ids=lambda path: f"{path.parent.name}/{path.name}")
 def test_fix_makes_no_new_finding_on_any_fixable_fixture(source, options, tmp_path, monkeypatch):
@@ -237,6 +238,7 @@ def test_fix_makes_no_new_finding_on_any_fixable_fixture(source, options, tmp_pa
 
 # Helm and kustomize read the files from disk: they render and build private copies holding the
 # planned texts, so a plan that edits what they read is judged like a plain manifest's.
+@pytest.mark.slow
 @pytest.mark.parametrize("tree", TREE_CASES)
 def test_fix_makes_no_new_finding_in_charts_and_kustomizations(tree, tmp_path, monkeypatch):
     source, target = TREES[tree]

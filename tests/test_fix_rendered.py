@@ -24,7 +24,8 @@ SHOP_CHART = ROOT / "tests" / "fix" / "charts" / "shop"
 KUSTOMIZE = ROOT / "tests" / "fix" / "kustomize"
 runner = CliRunner()
 needs_engine = pytest.mark.skipif(in_process_engine() is None,
-                                  reason="helm-python-sdk is not installed for this platform")
+                                  reason="this test needs Helm's in-process engine, `helm-python-sdk`, which is not installed "
+                                       "(or has no wheel for this platform): pip install '.[helm]'")
 
 
 def run(*args: str):

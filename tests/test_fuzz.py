@@ -14,6 +14,8 @@ from hypothesis import strategies as st  # noqa: E402
 import fuzzing  # noqa: E402 (tests/ is on sys.path under pytest)
 import fuzzing_generators as generators  # noqa: E402
 
+pytestmark = pytest.mark.slow  # hypothesis campaigns: not in the quick subset
+
 CORPUS = fuzzing.seed_corpus()
 NODE_CORPUS = generators.node_seed_corpus()
 SHORT = settings(max_examples=300, derandomize=True, database=None, deadline=None,

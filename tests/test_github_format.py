@@ -35,26 +35,30 @@ def test_line_format_for_a_real_collision(tmp_path, monkeypatch):
         "spec: {type: NodePort, ports: [{port: 80, nodePort: 31123}]}\n")
     report = lint_paths(["app.yaml"], LintOptions())
     lines = render(report)
+    # the title: rule and headline; the message: effect and fix, then the object and the rule's page
     assert lines[0].startswith("::error file=app.yaml,line=8,col=31,endLine=8,endColumn=46,"
-                               "title=KP201 (host-port-node-port-collision)::hostPort 31123/TCP")
-    assert " [web/Pod/p]%0Aapp.yaml:13:" in lines[0]  # the related Service port, on its own line
+                               "title=KP201 hostPort 31123/TCP collides with nodePort 31123 of web/Service/s::")
+    effect_and_fix = lines[0].split("::", 2)[2].split("%0A", 1)[0]
+    assert len(effect_and_fix) <= 300 and "29999" in effect_and_fix  # the free port, in the fix
+    assert "%0Aweb/Pod/p · KP201: https://" in lines[0] and "/docs/rules/KP201-" in lines[0]
+    assert "%0Aapp.yaml:13:" in lines[0]  # the related Service port, on its own line
     assert all(line.startswith("::warning ") for line in lines[1:-1])
     assert lines[-1] == summary_line(report)
 
 
 def test_escaping_of_message_and_properties():
     report = Report([finding("p", path="dir,a:b/x%.yaml", message="100% busy\r\nnext line, really: yes")], [], ())
-    assert render(report)[0] == (
-        "::warning file=dir%2Ca%3Ab/x%25.yaml,line=3,col=5,endLine=3,endColumn=12,title=KP101 (host-port)"
-        "::100%25 busy%0D%0Anext line, really: yes [web/Pod/p]")
+    assert render(report)[0].startswith(
+        "::warning file=dir%2Ca%3Ab/x%25.yaml,line=3,col=5,endLine=3,endColumn=12,title=KP101 100%25 busy%0D%0Anext "
+        "line%2C really::yes%0Aweb/Pod/p")
 
 
 def test_errors_first_then_warnings_then_notices_in_report_order():
     report = Report([finding("n1", Severity.NOTE), finding("w1"), finding("e1", Severity.ERROR),
                      finding("w2"), finding("e2", Severity.ERROR)], [], ())
     lines = render(report)[:-1]
-    assert [(line.split(" ", 1)[0], line.rsplit("/", 1)[1]) for line in lines] == [
-        ("::error", "e1]"), ("::error", "e2]"), ("::warning", "w1]"), ("::warning", "w2]"), ("::notice", "n1]")]
+    assert [(line.split(" ", 1)[0], line.split("%0A")[1].split(" ")[0].rsplit("/", 1)[1]) for line in lines] == [
+        ("::error", "e1"), ("::error", "e2"), ("::warning", "w1"), ("::warning", "w2"), ("::notice", "n1")]
 
 
 def test_suppressed_findings_are_skipped_but_counted():

@@ -19,6 +19,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from external_tools import missing_tools_reason
+
 from kubelint_ports.cli import app
 from kubelint_ports.engine import LintOptions, lint_paths
 from kubelint_ports.vocabulary import Location
@@ -35,9 +37,13 @@ WEB = f"{CHARTS}/web"
 HOSTPORTS = f"{WEB}/values-hostports.yaml"
 RENDERED = ROOT / CHARTS / "web-rendered.yaml"
 
-needs_engine = pytest.mark.skipif(in_process_engine() is None,
-                                  reason="helm-python-sdk is not installed for this platform")
-needs_helm_binary = pytest.mark.skipif(shutil.which("helm") is None, reason="no `helm` binary on PATH")
+needs_engine = pytest.mark.skipif(
+    in_process_engine() is None,
+    reason="this test needs Helm's in-process engine, `helm-python-sdk`, which is not installed (or has no "
+           "wheel for this platform): pip install '.[helm]'")
+HELM_BINARY_MISSING = missing_tools_reason(("helm", "see https://helm.sh/docs/intro/install/"),
+                                           who="comparing with a real `helm`")
+needs_helm_binary = pytest.mark.skipif(HELM_BINARY_MISSING is not None, reason=HELM_BINARY_MISSING or "")
 
 
 @pytest.fixture(autouse=True)

@@ -27,6 +27,8 @@ from kubelint_ports.loading.yaml_files import yamltree as yt
 from kubelint_ports.model import placement
 from kubelint_ports.model import cluster_network as network
 
+pytestmark = pytest.mark.slow  # inputs run to their budgets and deadlines: not in the quick subset
+
 ROOT = Path(__file__).resolve().parents[1]
 HANG_GUARD = 120  # seconds: only a hang (or a machine far slower than any seen) reaches it
 DEPLOYMENT = """\

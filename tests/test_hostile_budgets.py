@@ -34,6 +34,8 @@ from kubelint_ports.loading import budgets
 from kubelint_ports.loading.helm import archive as helm_archive
 from kubelint_ports.loading.helm.archive import ArchiveError, read_archive
 
+pytestmark = pytest.mark.slow  # archives run to their budgets: not in the quick subset
+
 ROOT = Path(__file__).resolve().parents[1]
 HANG_GUARD = 120  # seconds
 MIB = budgets.MIB

@@ -19,6 +19,8 @@ import pytest
 
 from kubelint_ports.loading import budgets, children
 
+pytestmark = pytest.mark.slow  # children killed at their deadlines and caps: not in the quick subset
+
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "kubelint_ports"
 WEB = ROOT / "tests" / "charts" / "web"

@@ -34,6 +34,8 @@ from test_kustomize import fake_binary, needs_kustomize, write
 from kubelint_ports.loading import budgets, load
 from kubelint_ports.loading.kustomize import load as kustomize
 
+pytestmark = pytest.mark.slow  # builds hostile kustomizations to their budgets: not in the quick subset
+
 ROOT = Path(__file__).resolve().parents[1]
 POD = """\
 apiVersion: v1

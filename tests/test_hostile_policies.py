@@ -19,6 +19,8 @@ import pytest
 from kubelint_ports.engine import lint_paths
 from kubelint_ports.policies import policies_with
 
+pytestmark = pytest.mark.slow  # policies run to their budgets: not in the quick subset
+
 SLOW = ".*.*.*.*.*.*="  # no repeated group (the load-time check lets it through), yet O(n^6): ~1 s on 50 characters
 MESSAGE_CHARS = 2048  # the cap docs/safety.md states
 

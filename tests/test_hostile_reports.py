@@ -43,7 +43,7 @@ MISSING = browser_missing()
 def browser_available():
     """No browser: skip with the package to install; under CI=true, fail."""
     if MISSING:
-        unavailable(f"no browser to drive: {MISSING}")
+        unavailable(MISSING)
 
 
 needs_browser = pytest.mark.usefixtures("browser_available")
@@ -148,7 +148,7 @@ document.addEventListener("securitypolicyviolation",
 @pytest.fixture(scope="module")
 def browser(tmp_path_factory):
     if MISSING:
-        unavailable(f"no browser to drive: {MISSING}")
+        unavailable(MISSING)
     driver = chromium_driver(str(tmp_path_factory.mktemp("chromium-profile")), 1400, 900)
     driver.execute_cdp_cmd("Page.addScriptToEvaluateOnNewDocument", {"source": WATCH})
     yield driver

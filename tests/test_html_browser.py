@@ -52,7 +52,7 @@ def browser(tmp_path_factory):
     autouse fixture: pytest sets module-scoped fixtures up first, so such a check came too late
     and every test errored on starting a driver that is not there."""
     if MISSING:
-        unavailable(f"no browser to drive: {MISSING}")
+        unavailable(MISSING)
     driver = chromium_driver(str(tmp_path_factory.mktemp("chromium-profile")), 1400, 900)
     yield driver
     driver.quit()

@@ -31,11 +31,14 @@ def origin_annotations_supported() -> str | None:
     """Why building cannot be tested here, or None when it can."""
     commands = kustomize.kustomize_commands()
     if not commands:
-        return "no `kustomize` or `kubectl` on PATH"
+        return ("the kustomize tests need `kustomize` (4.5 or later) or `kubectl` (1.24 or later), neither of "
+                "which is installed: see https://kubectl.docs.kubernetes.io/installation/kustomize/ "
+                "(Debian's kubernetes-client is kubectl 1.20, too old)")
     try:
         kustomize.build(str(FIXTURES / "shop" / "base"))
     except kustomize.KustomizeError as error:
-        return f"cannot build with origin annotations: {error}"
+        return (f"the kustomize tests need `kustomize` 4.5 or later or `kubectl` 1.24 or later (origin "
+                f"annotations), and the one installed cannot build with them: {error}")
     return None
 
 

@@ -449,13 +449,14 @@ def test_node_modules_is_never_walked(tmp_path):
 def test_what_git_ignores_and_virtualenvs_are_not_walked_unless_named(tmp_path, monkeypatch):
     """Issue 24: `paths: []` walked into venv/. As ruff: skip what .gitignore (and git's other
     excludes) ignore and directories that are virtualenvs; a path named explicitly is linted."""
-    import shutil
     import subprocess
 
+    from external_tools import missing_tools_reason
     from kubelint_ports.loading import discover
 
-    if shutil.which("git") is None:
-        pytest.skip("git is not installed")
+    missing = missing_tools_reason(("git", "git"))
+    if missing:
+        pytest.skip(missing)
     subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
     for name in ("k8s/app.yaml", "build/out.yaml", "k8s/app.generated.yaml", "venv/lib/site/data.yaml",
                  "tools/env/nested.yaml"):

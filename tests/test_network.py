@@ -552,7 +552,7 @@ def test_cluster_cidr_equal_to_service_cidr_is_the_incident_detour(lint):
     }
     [finding] = of_rule(lint(files), "KP402")
     assert where([finding]) == ["proxy.yaml:14:11"]
-    assert "incident 002" in finding.message and "10.20.0.0/16" in finding.message
+    assert "no Service answers them" in finding.message and "10.20.0.0/16" in finding.message
 
 
 def test_overlap_is_judged_per_family(lint):

@@ -366,13 +366,18 @@ SNAPSHOT = "messages.snap"
 
 
 def snapshot_entry(finding) -> str:
-    """One finding in full: where, how bad, the claim, the explanation, related places and the
-    datapath model's answer (`traffic`), as the text and JSON formats give them."""
+    """One finding in full: where, how bad, the three parts a reviewer reads (headline, effect,
+    fix), the analysis `-v` prints, related places and the datapath model's answer (`traffic`),
+    as the text and JSON formats give them."""
+    words = finding.short_words
     lines = [f"{finding.location.path}:{finding.location.line}:{finding.location.column}: {finding.severity} "
              f"{finding.rule_id} [{finding.subject}]",
-             f"  claim: {finding.headline}"]
+             f"  headline: {words.headline}"]
+    lines += [f"  {name}: {text}" for name, text in (("effect", words.effect), ("fix", words.fix)) if text]
+    if words.unknown:
+        lines.append(f"  unknown: {', '.join(words.unknown)}")
     if finding.explanation:
-        lines.append(f"  explanation: {finding.explanation}")
+        lines.append(f"  analysis: {finding.explanation}")
     lines += [f"  related: {related.path}:{related.line}: {related.message}" for related in finding.related]
     if finding.traffic is not None:
         lines.append("  traffic: " + json.dumps(finding.traffic, sort_keys=True, indent=2).replace("\n", "\n  "))

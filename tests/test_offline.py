@@ -21,7 +21,9 @@ from test_hostile import DEPLOYMENT, POLICY, SCHEMAS, needs_engine, write_chart
 TOOLS = (("unshare", "util-linux"), ("ip", "iproute2"), ("iptables", "iptables"), ("ip6tables", "iptables"))
 pytestmark = [
     pytest.mark.skipif(sys.platform != "linux", reason="network namespaces are Linux's"),
-    pytest.mark.skipif(hasattr(os, "geteuid") and os.geteuid() != 0, reason="needs root for a network namespace"),
+    pytest.mark.skipif(hasattr(os, "geteuid") and os.geteuid() != 0,
+                       reason="the offline test needs root, for a network namespace"),
+    pytest.mark.slow,  # the hostile cases again, in a network namespace: not in the quick subset
 ]
 
 

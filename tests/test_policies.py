@@ -343,7 +343,30 @@ def points_at_cidr_settings(param) -> bool:
     return CHECKS[policy_for(param.values[0]).check].function.__module__.endswith(".network_config")
 
 
-@pytest.mark.parametrize("path, case", [param for param in case_params("fail") if not points_at_cidr_settings(param)])
+def points_at_comments(param) -> bool:
+    """KP005 (unused-suppression) points at a suppression comment, not a port key: the position
+    must be the comment's first character, checked here, and its own tests in
+    tests/test_unused_suppressions.py."""
+    return policy_for(param.values[0]).check == "unused-suppression"
+
+
+@pytest.mark.parametrize("path, case", [param for param in case_params("fail") if points_at_comments(param)])
+def test_comment_findings_point_at_the_comment(path: Path, case: str):
+    from kubelint_ports.suppressions import comment_in
+
+    policy = policy_for(path)
+    folder = fixture_folder(policy, case)
+    findings = of_rule(lint_fixtures(folder, "fail"), policy.id)
+    assert findings
+    for finding in findings:
+        location = finding.location
+        line = (folder / location.path).read_text(encoding="utf-8").splitlines()[location.line - 1]
+        found = comment_in(line)
+        assert found is not None and found[0] + 1 == location.column, f"{location}: not at a comment: {line!r}"
+
+
+@pytest.mark.parametrize("path, case", [param for param in case_params("fail")
+                                        if not points_at_cidr_settings(param) and not points_at_comments(param)])
 def test_fail_findings_point_at_port_keys(path: Path, case: str):
     """Each position is a port key (or, for an incomplete entry, the entry itself), and the
     message names the number written there; a port name, an address, a type or a flag's value

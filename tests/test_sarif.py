@@ -337,6 +337,7 @@ def test_suppressed_findings_are_kept_with_a_suppression(kind):
         {"kind": kind, "justification": "ports are fixed by the appliance"}]
 
 
+@pytest.mark.slow
 def test_results_are_capped_with_a_notification():
     findings = [make_finding(line) for line in range(1, MAX_RESULTS + 11)]
     findings[-1] = dataclasses.replace(findings[-1], severity=Severity.ERROR)  # past the cap, but most severe
@@ -365,6 +366,7 @@ def test_no_python_reprs_leak_into_output(manifests):
 MULTITOOL_CASES = [(".", ["."]), ("deploy", [".", "../service.yaml", "../broken.yaml"]), ("deploy", [])]
 
 
+@pytest.mark.slow
 def test_github_accepts_our_sarif_per_the_multitool(manifests, tmp_path_factory, monkeypatch):
     """`sarif-multitool validate` with GitHub's rules, on logs made from the top level and from a
     subdirectory (no PATH: the config's paths, which resolve outside the current directory). One

@@ -17,6 +17,8 @@ from kubelint_ports.loading import LoadResult, ManifestLoader, load, load_bytes
 from kubelint_ports.loading.yaml_files import manifests
 from kubelint_ports.loading.yaml_files import yamltree as yt
 
+pytestmark = pytest.mark.slow  # large generated inputs: not in the quick subset
+
 ROOT = Path(__file__).resolve().parents[1]
 
 NODE = """\

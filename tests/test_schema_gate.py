@@ -77,6 +77,7 @@ VALUES = st.recursive(
 )
 
 
+@pytest.mark.slow
 @settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.dictionaries(st.sampled_from(KEYS), VALUES, max_size=5))
 def test_the_gate_never_passes_what_jsonschema_refuses(data):
@@ -84,6 +85,7 @@ def test_the_gate_never_passes_what_jsonschema_refuses(data):
         assert jsonschema_valid(data), data
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(st.sampled_from(sorted(CONFIGS)), st.data())
 def test_mutated_repository_configurations_never_pass_wrongly(name, data):

@@ -14,6 +14,7 @@ from kubelint_ports.checks.manifest import phrases
 from kubelint_ports.engine import LintOptions, lint_paths
 from kubelint_ports.policies import builtin_policies
 from kubelint_ports.portmap import port_map_of
+from kubelint_ports.vocabulary import Message
 
 CONTROL_PLANE_AND_WORKERS = textwrap.dedent("""\
     apiVersion: v1
@@ -115,10 +116,15 @@ def test_kp304_alone_against_default_kubernetes_keeps_its_one_service_story(tmp_
 
 
 def test_service_capture_many_counts_in_the_singular_and_the_plural():
-    one = phrases.service_capture_many(443, "TCP", False, ["a/Service/x"], "head: pods that connect to its ClusterIP")
-    assert "the traffic of 1 Service's port 443 (a/Service/x)" in one
-    two = phrases.service_capture_many(443, "TCP", True, ["a/Service/x", "b/Service/y"], "head: story")
-    assert "takes the traffic of 2 Services' port 443" in two
+    one = phrases.service_capture_many(443, "TCP", False, ["a/Service/x"],
+                                       Message("head", analysis="head: pods that connect to its ClusterIP"))
+    assert "the traffic of 1 Service's port 443 (a/Service/x)" in one.analysis
+    assert one.headline == "hostPort 443/TCP may take the traffic of 1 Service's port 443 (a/Service/x)"
+    assert one.analysis.endswith("pods that connect to their ClusterIPs")
+    two = phrases.service_capture_many(443, "TCP", True, ["a/Service/x", "b/Service/y"],
+                                       Message("head", analysis="head: story"))
+    assert "takes the traffic of 2 Services' port 443" in two.analysis
+    assert two.headline.endswith("(a/Service/x and 1 more)")
 
 
 # --- KP301: the three shapes of the issue ------------------------------------------------------------

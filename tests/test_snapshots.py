@@ -17,6 +17,8 @@ from pathlib import Path
 
 import pytest
 
+from external_tools import missing_tools_reason
+
 from kubelint_ports.loading.snapshot import detect, load_snapshot, read_file
 from kubelint_ports.model.node_state import build_node_state, chain_hash
 
@@ -103,19 +105,22 @@ def test_ip_addr_ipset_ss():
 def test_real_tools_print_what_the_readers_expect(tmp_path: Path):
     """Lab: regenerate the dumps in a network namespace with the real tools; they read the same."""
     if os.geteuid() != 0:
-        pytest.skip("needs root to create a network namespace (ip netns add)")
-    missing = [tool for tool in ("ip", "iptables-nft", "iptables-legacy", "nft", "ipset", "ss") if not shutil.which(tool)]
+        pytest.skip("regenerating the node dumps needs root, to create a network namespace (ip netns add)")
+    missing = missing_tools_reason(("ip", "iproute2"), ("iptables-nft", "iptables"), ("iptables-legacy", "iptables"),
+                                   ("nft", "nftables"), ("ipset", "ipset"), ("ss", "iproute2"),
+                                   who="regenerating the node dumps")
     if missing:
-        pytest.skip(f"tools missing: {', '.join(missing)}")
+        pytest.skip(missing)
     namespace = f"kp13-test-{uuid.uuid4().hex[:6]}"
     created = subprocess.run(["ip", "netns", "add", namespace], capture_output=True, text=True)
     if created.returncode:
-        pytest.skip(f"cannot create a network namespace: {created.stderr.strip()}")
+        pytest.skip(f"regenerating the node dumps needs a network namespace, which `ip netns add` could not "
+                    f"create: {created.stderr.strip()}")
     try:
         setup = subprocess.run(["ip", "netns", "exec", namespace, "sh", str(FORMATS / "setup.sh")],
                                capture_output=True, text=True)
         if setup.returncode and "not supported" in setup.stderr.lower():
-            pytest.skip(f"the kernel lacks a feature setup.sh needs: {setup.stderr.strip()}")
+            pytest.skip(f"regenerating the node dumps needs a kernel feature this kernel lacks: {setup.stderr.strip()}")
         assert setup.returncode == 0, setup.stderr
         for name, command in (("iptables-nft-save-with-legacy-warning", ["iptables-nft-save"]),
                               ("iptables-legacy-save", ["iptables-legacy-save"]),

@@ -133,12 +133,14 @@ def test_require_reason_keeps_a_comment_without_one_from_silencing(tmp_path):
     assert not run.findings[0].suppressed and "gives no reason" in run.notes[0]
 
 
-def test_unknown_rules_and_unused_comments_get_notes(tmp_path, monkeypatch):
+def test_unknown_rules_and_unused_comments_are_kp005_findings_at_the_comment(tmp_path, monkeypatch):
     text = DEPLOYMENT.format(end_of_line="  # kubelint-ports: ignore KP999,KP105 -- typo", above="")
     report, found = findings_of(tmp_path, monkeypatch, text)
     assert not found[(19, "KP101")].suppressed
-    assert any("names 'KP999', which is no rule" in note for note in report.notes)
-    assert any(note.startswith("a.yaml:19:32: the `ignore` comment silenced no KP105 finding") for note in report.notes)
+    comment = found[(19, "KP005")]
+    assert (comment.location.column, comment.headline) == (
+        32, "the `ignore` comment names KP999, which is no rule and KP105, which silenced no finding")
+    assert not report.notes, "the rule says it: no note besides"
 
 
 def test_a_comment_for_a_rule_that_did_not_run_is_not_called_unused(tmp_path, monkeypatch):

@@ -17,7 +17,8 @@ ROOT = Path(__file__).resolve().parents[1]
 LINES = "tests/charts/lines"
 
 pytestmark = pytest.mark.skipif(in_process_engine() is None,
-                                reason="helm-python-sdk is not installed for this platform")
+                                reason="this test needs Helm's in-process engine, `helm-python-sdk`, which is not installed "
+                                       "(or has no wheel for this platform): pip install '.[helm]'")
 
 
 @pytest.fixture(autouse=True)

@@ -17,7 +17,7 @@ from typing import Any, Protocol
 
 from kubelint_ports.loading import Document
 from kubelint_ports.records import record
-from kubelint_ports.vocabulary import ObjectRef
+from kubelint_ports.vocabulary import Message, ObjectRef
 
 
 class Subject(Protocol):
@@ -36,7 +36,9 @@ class Related:
 class Hit:
     subject: Subject
     field_path: str
-    message: str
+    # The rule's words: a `Message` (headline, effect, fix, analysis), or one story string that
+    # the engine splits (`Message.from_story`).
+    message: "str | Message"
     related: tuple[Related, ...] = ()
     # Which case of the rule this is (e.g. the proxy mode); the policy's `variants` map a case to
     # its severity, so severity stays data even when it depends on facts.

@@ -17,6 +17,7 @@ import yaml
 
 from kubelint_ports.policy_data import builtin_policy_data
 from kubelint_ports.findings import Finding
+from kubelint_ports.fixes.comments import remove_unused_suppression
 from kubelint_ports.fixes.kube_proxy import set_cluster_cidr
 from kubelint_ports.fixes.plan import SAFE, UNSAFE, Context, Plan, place
 from kubelint_ports.fixes.source import Target, scalar_span
@@ -378,5 +379,6 @@ FIXERS = {
     "move-host-port": move_host_port,
     "move-node-port": move_node_port,
     "set-cluster-cidr": set_cluster_cidr,
+    "remove-unused-suppression": remove_unused_suppression,
 }
 FIXES = {data["id"]: FIXERS[data["fix"]] for _, data in builtin_policy_data() if "fix" in data}

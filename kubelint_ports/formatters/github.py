@@ -17,6 +17,7 @@ from kubelint_ports.vocabulary import Location, Severity
 COMMANDS = {Severity.ERROR: "error", Severity.WARNING: "warning", Severity.NOTE: "notice"}
 INPUT_ERROR_TITLE = "kubelint-ports input error"
 INTERNAL_ERROR_TITLE = "kubelint-ports internal error"
+MESSAGE_LIMIT = 300  # effect and fix; the object, the fix hint and the rule's page follow
 
 
 def escape_data(text: str) -> str:
@@ -52,6 +53,27 @@ def position(location: Location, root: str, *, with_end: bool = True) -> dict[st
     return properties
 
 
+def rule_pages(report: Report) -> dict[str, str]:
+    """Each built-in rule's docs page, by id (none for a user's own policies)."""
+    from kubelint_ports.formatters.rule_links import help_uri, project_url
+
+    repository = project_url()
+    pages = {}
+    for policy in report.rules:
+        uri = help_uri(policy, repository) if repository else None
+        if uri:
+            pages[policy.id] = uri
+    return pages
+
+
+def cut(text: str, limit: int) -> str:
+    """At most `limit` characters, cut at a word with an ellipsis (an annotation's box shows
+    about that much without scrolling; the full analysis is one click away)."""
+    if len(text) <= limit:
+        return text
+    return text[:limit - 1].rsplit(" ", 1)[0].rstrip(",;:") + "…"
+
+
 def format_report(report: Report, out: TextIO, options: FormatOptions) -> None:
     root = options.source_root or find_source_root()
     for diagnostic in report.diagnostics:
@@ -59,14 +81,16 @@ def format_report(report: Report, out: TextIO, options: FormatOptions) -> None:
         message = diagnostic.message if diagnostic.location.is_file else f"{diagnostic.location}: {diagnostic.message}"
         out.write(command("error", properties, message))
     standing = [finding for finding in report.findings if not finding.suppressed]
+    pages = rule_pages(report)
     for finding in sorted(standing, key=lambda f: -f.severity):  # stable: report order within a level
-        properties = {**position(finding.location, root), "title": f"{finding.rule_id} ({finding.rule_name})"}
-        message = f"{finding.message} [{finding.subject}]"
-        if finding.template:
-            message += f" (from {finding.template})"
+        words = finding.short_words
+        properties = {**position(finding.location, root), "title": f"{finding.rule_id} {words.headline}"}
+        message = cut(" ".join(part for part in (words.effect, words.fix) if part), MESSAGE_LIMIT)
         hint = fix_hint(finding, options.unsafe_fixes)
-        if hint:
-            message += f" ({hint})"
+        where = f"{finding.subject}" + (f" (from {finding.template})" if finding.template else "")
+        message += f"\n{where}" + (f" ({hint})" if hint else "")
+        if finding.rule_id in pages:
+            message += f" · {finding.rule_id}: {pages[finding.rule_id]}"
         for related in finding.related:  # an annotation has one place; name the others in its text
             message += f"\n{relative_to_root(related.path, root)}:{related.line}:{related.column}: {related.message}"
         out.write(command(COMMANDS[finding.severity], properties, message))

@@ -46,7 +46,7 @@ def format_report(report: Report, out: TextIO, options: FormatOptions) -> None:
     for finding in report.findings:
         if not finding.suppressed:
             hint = fix_hint(finding, options.unsafe_fixes)
-            description = f"{finding.message} [{finding.subject}]" + (f" ({hint})" if hint else "")
+            description = f"{finding.short_words.short} [{finding.subject}]" + (f" ({hint})" if hint else "")
             issues.append(issue(description, finding.rule_id, finding.fingerprint,
                                 SEVERITIES[finding.severity], finding.location, root))
     seen: dict[str, int] = {}

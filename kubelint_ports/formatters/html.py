@@ -453,5 +453,6 @@ def finding_item(index: int, finding: Finding, links: Links) -> str:
             f'{text(finding.rule_name)} {links.html(finding.location)}{origin} '
             f'<span class="subject">{text(finding.subject)}</span>{suppressed}'
             + (f' <button type="button" class="show-on-map"{port}>show on map</button>' if port else "")
+            + f'<p class="headline">{text(finding.short_words.short)}</p>'
             + f'<p class="msg">{text(finding.message)}</p>'
             + (f'<ul class="related">{related}</ul>' if related else "") + "</li>")

@@ -20,6 +20,12 @@ def location_dict(location: Location) -> dict[str, Any]:
     return data
 
 
+def short_dict(finding: Finding) -> dict[str, str]:
+    """The five-second words: headline, effect and fix (`message` is the full analysis)."""
+    words = finding.short_words
+    return {"headline": words.headline, "effect": words.effect, "fix": words.fix}
+
+
 def finding_dict(finding: Finding) -> dict[str, Any]:
     subject = finding.subject
     extra = {"traffic": finding.traffic} if finding.traffic is not None else {}
@@ -32,6 +38,7 @@ def finding_dict(finding: Finding) -> dict[str, Any]:
         "name": finding.rule_name,
         "severity": str(finding.severity),
         "message": finding.message,
+        "short": short_dict(finding),
         **location_dict(finding.location),
         "fieldPath": finding.field_path,
         "template": finding.template or None,

@@ -32,7 +32,7 @@ def finding_case(finding: Finding, path: str, root: str, unsafe_fixes: bool = Fa
     if finding.suppressed:
         ET.SubElement(case, "skipped", message=xml_text(f"suppressed: {finding.suppressed}"))
         return case
-    details = [finding.message, f"{path}:{place}" if finding.location.line >= 1 else path,
+    details = [finding.short_words.short, f"{path}:{place}" if finding.location.line >= 1 else path,
                f"object: {finding.subject}" + (f" (from {finding.template})" if finding.template else "")]
     details += [f"{relative_to_root(related.path, root)}:{related.line}:{related.column}: {related.message}"
                 for related in finding.related]

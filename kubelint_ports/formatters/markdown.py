@@ -76,7 +76,7 @@ def format_report(report: Report, out: TextIO, options: FormatOptions) -> None:
         hint = fix_hint(finding, options.unsafe_fixes)
         fixable = f" {text(f'({hint})')}" if hint else ""
         rows.append(f"| {finding.severity}{state} | {text(finding.rule_id)} {text(finding.rule_name)} | "
-                    f"{link(finding.location, options, root)} | {text(finding.subject)} | {text(finding.message)}{fixable} |")
+                    f"{link(finding.location, options, root)} | {text(finding.subject)} | {text(finding.short_words.short)}{fixable} |")
     if rows:
         lines += ["| severity | rule | location | object | message |", "|---|---|---|---|---|"]
         size = sum(len(line) + 1 for line in lines)

@@ -25,7 +25,8 @@ from kubelint_ports import __version__
 from kubelint_ports.docs import rule_markdown
 from kubelint_ports.findings import FINGERPRINT_VERSION, Finding, Report
 from kubelint_ports.formatters import FormatOptions
-from kubelint_ports.policies import Policy, builtin_policy_dir
+from kubelint_ports.formatters.rule_links import help_uri, project_url
+from kubelint_ports.policies import Policy
 from kubelint_ports.sourceroot import find_source_root, relative_to_root
 from kubelint_ports.vocabulary import COMMAND_LINE, STDIN_NAME, Location, Severity
 
@@ -64,34 +65,6 @@ def to_sarif_dict(value: Any) -> Any:
     if isinstance(value, (list, tuple)):
         return [to_sarif_dict(item) for item in value]
     return value
-
-
-def project_url() -> str:
-    """The repository's address, from `[project.urls]` (the installed metadata, else the
-    checkout's pyproject.toml); "" when neither says."""
-    from importlib import metadata
-
-    try:
-        entries = metadata.metadata("kubelint-ports").get_all("Project-URL") or []
-    except metadata.PackageNotFoundError:
-        entries = []
-    urls = dict(entry.split(", ", 1) for entry in entries if ", " in entry)
-    if not urls:
-        pyproject = Path(__file__).resolve().parents[2] / "pyproject.toml"
-        if pyproject.is_file():
-            try:
-                import tomllib
-            except ModuleNotFoundError:  # Python 3.10
-                import tomli as tomllib
-            urls = tomllib.loads(pyproject.read_text(encoding="utf-8")).get("project", {}).get("urls", {})
-    return (urls.get("Repository") or urls.get("Homepage") or "").rstrip("/")
-
-
-def help_uri(policy: Policy, repository: str) -> str | None:
-    """The rule's page under docs/rules/ at this release's tag; none for your own policies."""
-    if not repository or not Path(policy.path).resolve().is_relative_to(builtin_policy_dir().resolve()):
-        return None
-    return f"{repository}/blob/v{__version__}/docs/rules/{quote(policy.slug)}.md"
 
 
 def artifact_location(path: str, root: str) -> om.ArtifactLocation:
@@ -173,7 +146,8 @@ def result(finding: Finding, rule_index: dict[str, int], root: str) -> om.Result
         rule_id=finding.rule_id,
         rule_index=rule_index.get(finding.rule_id),
         level=LEVELS[finding.severity],
-        message=om.Message(text=finding.message),
+        # The headline and its effect for the alert's list; the full analysis as markdown.
+        message=om.Message(text=finding.short_words.alert, markdown=markdown_text(finding.message)),
         locations=[om.Location(
             physical_location=sarif_location(finding.location, root).physical_location,
             logical_locations=[om.LogicalLocation(name=subject.name, fully_qualified_name=str(subject),
@@ -189,6 +163,18 @@ def result(finding: Finding, rule_index: dict[str, int], root: str) -> om.Result
                     if value} or None,
         fixes=sarif_fixes(finding, root),
     )
+
+
+def markdown_text(text: str) -> str:
+    """Plain words as markdown that shows them as written: the characters markdown reads as
+    markup (and `<`, `&` for HTML) escaped, backticked fields kept as code."""
+    out = []
+    for index, part in enumerate(text.split("`")):
+        if index % 2:
+            out.append(f"`{part}`")
+        else:
+            out.append("".join(f"\\{char}" if char in "\\*_[]<>#|~" else char for char in part).replace("&", "&amp;"))
+    return "".join(out)
 
 
 def fix_properties(finding: Finding) -> dict | None:

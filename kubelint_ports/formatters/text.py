@@ -49,12 +49,17 @@ def format_report(report: Report, out: TextIO, options: FormatOptions, concise: 
         out.write("\n")
     fixes = fix_summary(report, options.unsafe_fixes)
     out.write(summary_line(report) + (f"; {fixes}" if fixes else "") + "\n")
+    note = unknown_facts_note(shown)
+    if note and not concise:
+        import textwrap  # only when a finding depends on an unknown fact
+
+        out.write(textwrap.fill(note, WIDTH, break_long_words=False, break_on_hyphens=False) + "\n")
     if shown and not options.explain and not options.statistics and not concise:
         out.write(HINT + "\n")
 
 
 def write_finding(finding: Finding, out: TextIO, options: FormatOptions, paint, explain: bool) -> None:
-    units = f" [{unit_label(finding.units)}]" if finding.units else ""
+    units = f" [{unit_label(finding.units)}]" if any(finding.units) else ""
     suppressed = " (suppressed)" if finding.suppressed else ""
     severity = paint(f"{str(finding.severity):<{SEVERITY_WIDTH}}", COLORS[finding.severity])
     marker = " [*]" if applied_by_fix(finding, options.unsafe_fixes) else ""
@@ -62,6 +67,17 @@ def write_finding(finding: Finding, out: TextIO, options: FormatOptions, paint, 
               f"{printable(finding.headline)}{units}{suppressed}\n")
     if explain:
         write_details(finding, finding.explanation, out, paint)
+
+
+def unknown_facts_note(findings: list[Finding]) -> str:
+    """Once per run, the facts that would settle the findings told as "depends" (the datapath
+    model's words); "" when every finding's facts are known."""
+    unknown = {name for finding in findings for name in finding.short_words.unknown}
+    if not unknown:
+        return ""
+    from kubelint_ports.model.datapath.effects import unknown_facts_note as note
+
+    return note(unknown)
 
 
 def fixable(finding: Finding, applicability: str) -> bool:
@@ -103,7 +119,7 @@ def fix_hint(finding: Finding, unsafe_fixes: bool = False) -> str:
 def unit_label(units: tuple[str, ...]) -> str:
     """The deployment units a finding is in, short: an overlay's directory by its last name (the
     full path is in the details, `-v`)."""
-    return ", ".join(printable(unit.rstrip("/").rsplit("/", 1)[-1] or unit) for unit in units)
+    return ", ".join(printable(unit.rstrip("/").rsplit("/", 1)[-1] or unit) for unit in units if unit)
 
 
 def place(finding: Finding) -> str:

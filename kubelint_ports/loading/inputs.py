@@ -290,7 +290,27 @@ class Loading:
             from kubelint_ports.loading.kustomize.load import load_kustomizations
 
             try:
-                load_kustomizations(kustomizations, self.paths, result, reader)
+                read = load_kustomizations(kustomizations, self.paths, result, reader)
             except Exception as error:  # a bug: name the builds, keep what the other inputs gave
                 result.diagnostics.append(internal_error(", ".join(map(display_path, kustomizations)), error))
+            else:
+                self._outside_builds(read, result, reader)
         return result
+
+    def _outside_builds(self, read: dict[str, frozenset[str]], result: LoadResult, reader) -> None:
+        """A file named on the command line stands for the Kustomize directory above it; when that
+        build does not read it (a manifest beside a kustomization.yaml that does not list it), it is
+        linted on its own, with a note, rather than dropped without a word."""
+        known: dict[str, str | None] = {}
+        builds = {os.path.realpath(directory): files for directory, files in read.items()}
+        for path in self.paths:
+            if path == STDIN or os.path.isdir(path) or path in self.archives or _chart_of_template(path):
+                continue
+            directory = _kustomization_of(path, known)
+            files = builds.get(os.path.realpath(directory)) if directory else None
+            if files is None or os.path.realpath(path) in files:
+                continue
+            result.notes.append(f"{display_path(path)}: not part of the Kustomize build of "
+                                f"{display_path(directory)}; linted on its own")
+            read_guarded(path, result, lambda: load_file(path, result, stdin=self.stdin, helm=self.helm, reader=reader,
+                                                         walked=False))

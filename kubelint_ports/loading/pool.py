@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING
 
 from kubelint_ports.loading.paths import STDIN
 from kubelint_ports.loading.yaml_files.documents import DocumentReader, LoadResult, read_guarded
-from kubelint_ports.loading import budgets, files
+from kubelint_ports.loading import budgets, file_cache, files
 from kubelint_ports.loading.yaml_files.manifests import load_file
 
 if TYPE_CHECKING:  # imported when a pool starts: a small run never pays for multiprocessing
@@ -111,8 +111,9 @@ class Workers:
         are too small to gain from workers. `walked`: the entries a directory walk found to be
         regular files, no symlinks (`inputs.discover`)."""
         sizes: dict[int, int] = {}
+        cache = file_cache.active()  # hook: a file the cache holds is read from it, in this process
         for position, path in enumerate(entries):
-            if path == STDIN:
+            if path == STDIN or (cache is not None and cache.has_entry(path, helm, reader)):
                 continue
             try:
                 status = os.stat(path)
@@ -146,7 +147,8 @@ class Workers:
             self.executor = ProcessPoolExecutor(max_workers=jobs, mp_context=_context(), initializer=gc.disable)
             self.started = jobs
         return {first: (self.executor.submit(read_batch, paths, helm, reader.fresh(), budgets.current(),
-                                             {path for path in paths if path in walked}), len(paths))
+                                             {path for path in paths if path in walked},
+                                             cache.directory if cache is not None else None), len(paths))
                 for first, paths in batches}
 
     def workers_wanted(self) -> int:
@@ -175,10 +177,11 @@ class Workers:
 
 
 def read_batch(paths: list[str], helm, reader: DocumentReader, limits: budgets.Limits,
-               walked: set[str] = frozenset()) -> tuple[LoadResult, DocumentReader]:
-    """One batch, in a worker, under the run's budgets (a spawned worker would not inherit them)."""
+               walked: set[str] = frozenset(), cache_dir: str | None = None) -> tuple[LoadResult, DocumentReader]:
+    """One batch, in a worker, under the run's budgets and file cache (a spawned worker would not
+    inherit them; a forked one keeps the run's open cache)."""
     result = LoadResult()
-    with budgets.applied(limits), files.time_limits():
+    with budgets.applied(limits), file_cache.applied(cache_dir), files.time_limits():  # hook: file cache
         for path in paths:
             read_guarded(path, result, lambda: load_file(path, result, helm=helm, reader=reader,
                                                          walked=path in walked))

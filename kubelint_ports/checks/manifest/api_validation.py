@@ -11,6 +11,7 @@ from functools import lru_cache
 from typing import Any
 
 from kubelint_ports.checks import Hit, Related, register
+from kubelint_ports.checks.manifest.phrases import told
 from kubelint_ports.model import Cluster, Service, Workload
 from kubelint_ports.model.objects import DeclaredPort
 
@@ -61,10 +62,14 @@ def invalid_port_name(cluster: Cluster, params: Mapping[str, Any]) -> Iterator[H
         yield from container_port_names(workload)
         for reference in workload.port_references:
             if isinstance(reference.value, str) and (problems := port_name_problems(reference.value)):
-                yield Hit(workload, reference.field_path, (
-                    f"{reference.source} port {reference.value!r} is not a valid port name: "
-                    f"it {join(problems)}. The API server rejects the pod (container '{reference.container}'); "
-                    f"use the name of a port the container declares, or its number."))
+                head = f"{reference.source} port {reference.value!r} is not a valid port name"
+                yield Hit(workload, reference.field_path, told(
+                    f"{head} (container '{reference.container}')",
+                    f"it {join(problems)}, so the API server rejects the pod",
+                    "Use the name of a port the container declares, or its number.",
+                    f"{head}: it {join(problems)}. The API server rejects the pod (container "
+                    f"'{reference.container}'); use the name of a port the container declares, or its number.",
+                    reference.container))
     for service in cluster.services:
         yield from service_port_names(service)
 
@@ -72,28 +77,37 @@ def invalid_port_name(cluster: Cluster, params: Mapping[str, Any]) -> Iterator[H
 def container_port_names(workload: Workload) -> Iterator[Hit]:
     for port in workload.declared_ports:
         if port.name and (problems := port_name_problems(port.name)):
-            yield Hit(workload, f"{port.field_path}.name", (
-                f"port name {port.name!r} (container '{port.container}') is not an IANA service name: it "
-                f"{join(problems)}. The API server rejects the pod; rename it, and the Services, probes and "
-                f"NetworkPolicies that refer to it."), port=port.container_port)
+            head = f"port name {port.name!r} (container '{port.container}') is not an IANA service name"
+            yield Hit(workload, f"{port.field_path}.name", told(
+                head, f"it {join(problems)}, so the API server rejects the pod",
+                "Rename it, and the Services, probes and NetworkPolicies that refer to it.",
+                f"{head}: it {join(problems)}. The API server rejects the pod; rename it, and the Services, probes "
+                f"and NetworkPolicies that refer to it.", port.container, port.name), port=port.container_port)
 
 
 def service_port_names(service: Service) -> Iterator[Hit]:
     several = len(service.ports) > 1
     for port in service.ports:
         if port.name and (problems := dns_label_problems(port.name)):
-            yield Hit(service, f"{port.field_path}.name", (
-                f"Service port name {port.name!r} is not a DNS label: it {join(problems)}. The API server "
-                f"rejects the Service; rename it (clients that look up SRV records use the name)."), port=port.port)
+            head = f"Service port name {port.name!r} is not a DNS label"
+            yield Hit(service, f"{port.field_path}.name", told(
+                head, f"it {join(problems)}, so the API server rejects the Service",
+                "Rename it (clients that look up SRV records use the name).",
+                f"{head}: it {join(problems)}. The API server rejects the Service; rename it (clients that look up SRV "
+                f"records use the name).", port.name), port=port.port)
         elif not port.name and several:
-            yield Hit(service, port.field_path, (
-                f"Service port {port.port} has no name, but the Service has {len(service.ports)} ports: the API "
-                f"server requires a name on each port of a multi-port Service and rejects it. Add "
-                f"`name:` (a DNS label such as http or metrics)."), port=port.port)
+            head = f"Service port {port.port} has no name, but the Service has {len(service.ports)} ports"
+            effect = "the API server requires a name on each port of a multi-port Service and rejects it"
+            yield Hit(service, port.field_path, told(
+                head, effect, "Add `name:` (a DNS label such as http or metrics).",
+                f"{head}: {effect}. Add `name:` (a DNS label such as http or metrics)."), port=port.port)
         if isinstance(port.target_port, str) and (problems := port_name_problems(port.target_port)):
-            yield Hit(service, f"{port.field_path}.targetPort", (
-                f"targetPort {port.target_port!r} is not a valid port name: it {join(problems)}. The API server "
-                f"rejects the Service; use the name a container port declares, or its number."), port=port.port)
+            head = f"targetPort {port.target_port!r} is not a valid port name"
+            yield Hit(service, f"{port.field_path}.targetPort", told(
+                head, f"it {join(problems)}, so the API server rejects the Service",
+                "Use the name a container port declares, or its number.",
+                f"{head}: it {join(problems)}. The API server rejects the Service; use the name a container port "
+                f"declares, or its number.", port.target_port), port=port.port)
 
 
 # --- duplicate-port ----------------------------------------------------------------------------------
@@ -115,9 +129,10 @@ def duplicate_names_in_containers(workload: Workload) -> Iterator[Hit]:
             continue
         key = (port.field_path.rpartition(".ports[")[0], port.name)
         if (earlier := first.setdefault(key, port)) is not port:
-            yield Hit(workload, f"{port.field_path}.name", (
-                f"port name {port.name!r} is declared twice in container '{port.container}': the API server "
-                f"rejects the pod, and a Service or probe naming it could not tell the two apart. Rename one."),
+            head = f"port name {port.name!r} is declared twice in container '{port.container}'"
+            effect = "the API server rejects the pod, and a Service or probe naming it could not tell the two apart"
+            yield Hit(workload, f"{port.field_path}.name", told(
+                head, effect, "Rename one of them.", f"{head}: {effect}. Rename one.", port.container),
                 (Related(workload, f"{earlier.field_path}.name", f"port name {port.name!r} first declared here"),),
                 port=port.container_port)
 
@@ -153,9 +168,11 @@ def duplicate_host_ports(workload: Workload) -> Iterator[Hit]:
             rejected = "the pod" if workload.ref.kind == "Pod" else f"every Pod the {workload.ref.kind} creates"
             outcome = (f"on a hostNetwork pod the API sets hostPort = containerPort, so the API server rejects "
                        f"{rejected}")
-        yield Hit(workload, field, (
-            f"hostPort {number}/{port.protocol}{on_ip} is declared twice in one pod ({where}): {outcome}. "
-            f"Declare it once; containers of a pod share its network namespace, so one declaration covers them all."),
+        head = f"hostPort {number}/{port.protocol}{on_ip} is declared twice in one pod ({where})"
+        yield Hit(workload, field, told(
+            head, outcome, "Declare it once: the pod's containers share one network namespace.",
+            f"{head}: {outcome}. Declare it once; containers of a pod share its network namespace, so one "
+            f"declaration covers them all.", port.container, earlier.container),
             (Related(workload, f"{earlier.field_path}.{'hostPort' if earlier.host_port else 'containerPort'}",
                      f"hostPort {number}/{port.protocol} first declared here"),), port=number)
 
@@ -168,17 +185,20 @@ def duplicate_service_ports(service: Service) -> Iterator[Hit]:
     for port in service.ports:
         if port.name and not dns_label_problems(port.name):
             if (earlier := names.setdefault(port.name, port)) is not port:
-                yield Hit(service, f"{port.field_path}.name", (
-                    f"Service port name {port.name!r} is used twice: the API server rejects the Service. "
-                    f"Give each port its own name."),
+                head = f"Service port name {port.name!r} is used twice"
+                yield Hit(service, f"{port.field_path}.name", told(
+                    head, "the API server rejects the Service", "Give each port its own name.",
+                    f"{head}: the API server rejects the Service. Give each port its own name.", port.name),
                     (Related(service, f"{earlier.field_path}.name", f"port name {port.name!r} first used here"),),
                     port=port.port)
         if port.port is None:
             continue
         if (earlier := pairs.setdefault((port.port, port.protocol), port)) is not port:
-            yield Hit(service, f"{port.field_path}.port", (
-                f"port {port.port}/{port.protocol} is declared twice in this Service: the API server rejects it. "
-                f"Merge the two entries, or use another port (TCP and UDP of one port may coexist)."),
+            head = f"port {port.port}/{port.protocol} is declared twice in this Service"
+            remedy = "Merge the two entries, or use another port (TCP and UDP of one port may coexist)."
+            yield Hit(service, f"{port.field_path}.port", told(
+                head, "the API server rejects the Service", remedy,
+                f"{head}: the API server rejects it. {remedy}"),
                 (Related(service, f"{earlier.field_path}.port",
                          f"port {port.port}/{port.protocol} first declared here"),),
                 port=port.port)
@@ -195,6 +215,12 @@ def service_without_ports(cluster: Cluster, params: Mapping[str, Any]) -> Iterat
             fix = "e.g. `ports: [{name: http, port: 80, targetPort: 8080}]`"
             if service.type == "ClusterIP":  # a NodePort or LoadBalancer Service cannot be headless
                 fix += ", or make it headless (`clusterIP: None`) if it only gives its pods DNS names"
-            yield Hit(service, "spec.ports", (
-                f"Service {service.ref.name} has no ports: the API server rejects a {service.type} Service without "
-                f"`spec.ports` (spec.ports: Required value). Add the ports clients connect to, {fix}."))
+            head = f"Service {service.ref.name} has no ports"
+            effect = (f"the API server rejects a {service.type} Service without `spec.ports` (spec.ports: Required "
+                      f"value)")
+            short_fix = "Add the ports clients connect to" + (
+                ", or make it headless (`clusterIP: None`)" if service.type == "ClusterIP" else
+                " (e.g. `[{name: http, port: 80, targetPort: 8080}]`)")
+            yield Hit(service, "spec.ports", told(
+                head, effect, short_fix, f"{head}: {effect}. Add the ports clients connect to, {fix}.",
+                service.ref.name))

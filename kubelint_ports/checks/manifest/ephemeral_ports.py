@@ -13,6 +13,7 @@ from kubelint_ports.checks.manifest import phrases
 from kubelint_ports.checks.manifest.host_ports import HOLDER_PARAMS
 from kubelint_ports.model import Cluster, HostClaim
 from kubelint_ports.model.objects import DEFAULT_EPHEMERAL_PORT_RANGE
+from kubelint_ports.vocabulary import Message
 
 
 def in_range(port: int, bounds: tuple[int, int]) -> bool:
@@ -39,13 +40,11 @@ def host_port_in_ephemeral_range(cluster: Cluster, params: Mapping[str, Any]) ->
         yield Hit(workload, claim.field_path, message, port=claim.port)
 
 
-def bind_may_fail(cluster: Cluster, claim: HostClaim, source: str) -> str:
+def bind_may_fail(cluster: Cluster, claim: HostClaim, source: str) -> Message:
     how = f", undeclared, {source}" if source else ""
-    return (f"hostNetwork port {claim.port}/{claim.protocol} (container '{claim.container}'{how}) is in the ephemeral "
-            f"range: the node's kernel gives ports in {range_origin(cluster)} to outgoing connections of any "
-            f"node process, so when one holds {claim.port} the pod's bind() fails with 'address already in "
-            f"use' and it crash-loops on that node until the connection closes. Use a port below "
-            f"{cluster.ephemeral_port_range[0]}, or list it in the nodes' net.ipv4.ip_local_reserved_ports.")
+    return phrases.ephemeral_host_network_port(f"hostNetwork port {claim.port}/{claim.protocol}", claim.port,
+                                               claim.container, how, range_origin(cluster),
+                                               cluster.ephemeral_port_range[0])
 
 
 @register("node-port-range-overlaps-ephemeral-range")

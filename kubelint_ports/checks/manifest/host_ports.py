@@ -64,7 +64,7 @@ def host_port(cluster: Cluster, params: Mapping[str, Any]) -> Iterator[Hit]:
         names = {HOSTPORT: f"{workload.ref} (container '{claim.container}')"}
         head = f"container '{claim.container}' claims hostPort {claim.port}/{claim.protocol}"
         message = phrases.host_port(head, claim.port, claim.host_ip, claim.host_ip == WILDCARD, node, localhost,
-                                    other_addresses, paths, words)
+                                    other_addresses, paths, words, claim.container)
         yield Hit(workload, claim.field_path, message, port=claim.port, traffic=traffic_data(node, names, paths))
 
 

@@ -14,7 +14,7 @@ from dataclasses import replace
 from typing import Any
 
 from kubelint_ports.checks import Hit, Related, register
-from kubelint_ports.checks.manifest import phrases
+from kubelint_ports.checks.manifest import network_phrases as phrases
 from kubelint_ports.model import Cluster
 from kubelint_ports.model.datapath import (
     FROM_POD,
@@ -70,17 +70,25 @@ def more(count: int) -> str:
     return f" (and {count} more)" if count > 0 else ""
 
 
-def pod_cidr_advice(network: NetworkConfig, proxy: ProxyConfig) -> str:
-    """`--cluster-cidr=10.244.0.0/16 (the pod CIDR, from ...)`, when other inputs know the pod CIDR."""
+def pod_cidr(network: NetworkConfig) -> tuple[str, str]:
+    """(`10.244.0.0/16`, the labels of the settings that state it) when other inputs know the pod
+    CIDR; ("", "") else."""
     found = [(version, source) for version in (4, 6) if (source := network.cluster_pod_range(version)) is not None]
     if not found:
-        return ""
+        return "", ""
     first = found[0][1]
     if all(source is first for _, source in found):
         value = cidr_text(first.networks)  # one source for both families: keep its order
     else:
         value = ",".join(str(source.of_family(version)[0]) for version, source in found)
-    labels = " and ".join(dict.fromkeys(source.label for _, source in found))
+    return value, " and ".join(dict.fromkeys(source.label for _, source in found))
+
+
+def pod_cidr_advice(network: NetworkConfig, proxy: ProxyConfig) -> str:
+    """`--cluster-cidr=10.244.0.0/16 (the pod CIDR, from ...)`, when other inputs know the pod CIDR."""
+    value, labels = pod_cidr(network)
+    if not value:
+        return ""
     setting = f"--cluster-cidr={value}" if proxy.from_flags else f"clusterCIDR: {value}"
     return f"{setting} (the pod CIDR, from {labels})"
 
@@ -92,9 +100,8 @@ def invalid_cidr(network: NetworkConfig, cluster: Cluster) -> Iterator[Hit]:
     for invalid in network.invalid:
         if invalid.owner.live:
             continue
-        yield Hit(invalid.owner, invalid.field_path, (
-            f"{invalid.label} {invalid.text!r} is not a valid CIDR: {invalid.problem}; {invalid.effect}. "
-            f"Write one range like 10.244.0.0/16, or a dual-stack pair like 10.244.0.0/16,fd00:10:244::/56."))
+        yield Hit(invalid.owner, invalid.field_path,
+                  phrases.invalid_cidr(invalid.label, invalid.text, invalid.problem, invalid.effect))
 
 
 # --- KP401 -----------------------------------------------------------------------------------
@@ -106,33 +113,28 @@ def kube_proxy_cluster_cidr_missing(network: NetworkConfig, cluster: Cluster) ->
             continue
         if not proxy.uses_cluster_cidr or proxy.masquerade_all:
             continue  # local traffic is told apart another way, or everything is masqueraded anyway
-        harm, variant = masquerade_harm(cluster, proxy.effective_mode)
+        harm, gaps, variant = masquerade_harm(cluster, proxy.effective_mode)
         pods = pods_harm(cluster, proxy.effective_mode)
-        advice = pod_cidr_advice(network, proxy)
-        fix = f"Set {advice}" if advice else (
-            f"Set {proxy.cluster_cidr_setting} to the cluster's pod CIDR (not the Service CIDR)")
         ignored = [flag for flag in proxy.ignored_flags if flag.name == "cluster-cidr"]
-        note = ""
-        if ignored:
-            note = (f" The {ignored[0].text} flag of {proxy.launcher.ref if proxy.launcher else 'the DaemonSet'} "
-                    f"does not count: kube-proxy ignores it because --config is set.")
         field_path = proxy.cluster_cidr_path or proxy.anchor_path
         related = [Related(proxy.launcher, flag.field_path, f"ignored because of --config: {flag.text}")
                    for flag in ignored if proxy.launcher is not None]
-        yield Hit(proxy.owner, field_path,
-                  f"{proxy.cluster_cidr_setting} is {'empty' if proxy.cluster_cidr_path else 'not set'} in "
-                  f"{proxy.label}: {harm}. {pods}{fix}.{note}",
-                  related_places(related), variant=variant)
+        yield Hit(proxy.owner, field_path, phrases.cluster_cidr_missing(
+            proxy.cluster_cidr_setting, "empty" if proxy.cluster_cidr_path else "not set", proxy.label,
+            str(proxy.owner.ref), harm, gaps, pods, pod_cidr_advice(network, proxy), pod_cidr(network)[0],
+            ignored[0].text if ignored else "", str(proxy.launcher.ref) if proxy.launcher else "the DaemonSet"),
+            related_places(related), variant=variant)
 
 
-def masquerade_harm(cluster: Cluster, mode: str) -> tuple[str, str]:
-    """What breaks without clusterCIDR, per plausible kube-proxy version (model.datapath), and the
-    variant: `node-clients` when node processes may reach no Service, else `off-cluster-clients`."""
+def masquerade_harm(cluster: Cluster, mode: str) -> tuple[str, tuple, str]:
+    """What breaks without clusterCIDR, per plausible kube-proxy version (model.datapath), the
+    gaps it tells, and the variant: `node-clients` when node processes may reach no Service, else
+    `off-cluster-clients`."""
     version = cluster.datapath.facts.kube_proxy_version if cluster.datapath is not None else None
     gaps = masquerade_gap(mode, version.value if version else None)
     variant = "node-clients" if any(gap.node_clients_broken for gap in gaps) else "off-cluster-clients"
     known = f" (kube-proxy {version_text(version.value)} from {version.source})" if version and len(gaps) == 1 else ""
-    return phrases.masquerade_harm(mode, gaps, known), variant
+    return phrases.masquerade_harm(mode, gaps, known), gaps, variant
 
 
 def pods_harm(cluster: Cluster, mode: str) -> str:
@@ -176,16 +178,15 @@ def kube_proxy_cluster_cidr_overlaps_service_cidr(network: NetworkConfig, cluste
             first, first_range = overlapping[0]
             mode = proxy.effective_mode
             if not masqueraded(mode, "node", cluster_cidr="services"):
-                harm = phrases.cluster_cidr_harm("node-clients-unanswered")
+                harm = "node-clients-unanswered"
             elif masqueraded(mode, "pod", cluster_cidr="services"):
-                harm = phrases.cluster_cidr_harm("pods-masqueraded")
+                harm = "pods-masqueraded"
             else:
                 continue
-            advice = pod_cidr_advice(network, proxy)
-            yield Hit(proxy.owner, proxy.cluster_cidr_path or proxy.anchor_path, (
-                f"{proxy.cluster_cidr_setting} {cluster_range} in {proxy.label} overlaps the Service CIDR "
-                f"{first_range} ({first.label}){more(len(overlapping) - 1)}: {harm}. "
-                f"{'Set ' + advice if advice else 'Set it to the pod CIDR, not the Service CIDR'}."),
+            words = phrases.cluster_cidr_overlaps_service_cidr(
+                proxy.cluster_cidr_setting, str(cluster_range), proxy.label, str(proxy.owner.ref), str(first_range),
+                first.label, more(len(overlapping) - 1), harm, pod_cidr_advice(network, proxy), pod_cidr(network)[0])
+            yield Hit(proxy.owner, proxy.cluster_cidr_path or proxy.anchor_path, words,
                 related_places(source_related(source, f"{source.label}: {r}") for source, r in overlapping))
 
 
@@ -204,17 +205,13 @@ def kube_proxy_cluster_cidr_excludes_pod_cidr(network: NetworkConfig, cluster: C
             if not outside:
                 continue
             source, pod_range = outside[0]
-            others = f" (and {len(outside) - 1} more pod ranges)" if len(outside) > 1 else ""
-            if mine:
-                problem = (f"{source.label} {pod_range}{others} is not inside {proxy.cluster_cidr_setting} "
-                           f"{mine[0]} of {proxy.label}")
-            else:
-                problem = (f"{proxy.cluster_cidr_setting} {cidr_text(cluster_ranges)} of {proxy.label} has no "
-                           f"{family_name(version)} range, but {source.label} is {pod_range}{others}")
             advice = pod_cidr_advice(network, proxy)
-            fix = 'Set ' + advice if advice else 'Set it to the pod CIDR that holds every node podCIDR'
             yield Hit(proxy.owner, proxy.cluster_cidr_path or proxy.anchor_path, phrases.pods_outside_cluster_cidr(
-                problem, masqueraded(proxy.effective_mode, "pod", cluster_cidr="elsewhere"), fix),
+                proxy.cluster_cidr_setting, proxy.label, str(proxy.owner.ref), source.label, str(pod_range),
+                len(outside) - 1, str(mine[0]) if mine else "", cidr_text(cluster_ranges), family_name(version),
+                masqueraded(proxy.effective_mode, "pod", cluster_cidr="elsewhere"),
+                'Set ' + advice if advice else 'Set it to the pod CIDR that holds every node podCIDR',
+                pod_cidr(network)[0]),
                 related_places(source_related(s, f"{s.label}: {r}") for s, r in outside))
 
 
@@ -245,13 +242,9 @@ def service_cidr_overlaps_pod_cidr(network: NetworkConfig, cluster: Cluster) -> 
     for subject, version in order:
         overlaps = reported[(id(subject), version)]
         subject_range, other, other_range = overlaps[0]
-        if subject.role == "service":
-            text = (f"Service CIDR {subject_range} ({subject.label}) overlaps the pod range {other_range} "
-                    f"({other.label})")
-        else:
-            text = (f"pod range {subject_range} ({subject.label}) overlaps the Service CIDR {other_range} "
-                    f"({other.label})")
-        yield Hit(subject.owner, subject.field_path, phrases.service_cidr_overlap(text, more(len(overlaps) - 1)),
+        yield Hit(subject.owner, subject.field_path, phrases.service_cidr_overlap(
+            subject.role == "service", str(subject_range), subject.label, str(other_range), other.label,
+            more(len(overlaps) - 1)),
             related_places(source_related(o, f"{o.label}: {r}") for _, o, r in overlaps))
 
 
@@ -285,8 +278,16 @@ def kube_proxy_config_inconsistent(network: NetworkConfig, cluster: Cluster) -> 
         first = others[0]
         mode_differs = any(other.effective_mode != proxy.effective_mode for other in others)
         field_path = (proxy.mode_path if mode_differs else proxy.cluster_cidr_path) or proxy.anchor_path
+        ref, first_ref = str(proxy.owner.ref), str(first.owner.ref)
+        if first.effective_mode != proxy.effective_mode:  # the headline: how it differs from the first other
+            difference = phrases.configs_differ_in_mode(proxy.effective_mode, ref, first.effective_mode, first_ref)
+        else:
+            difference = phrases.configs_differ_in_cluster_cidr(
+                cidr_text(proxy.cluster_cidrs) if proxy.cluster_cidrs else "", ref,
+                cidr_text(first.cluster_cidrs) if first.cluster_cidrs else "", first_ref)
         yield Hit(proxy.owner, field_path, phrases.kube_proxy_configs_disagree(
-            proxy.label, describe_setting(proxy), first.label, describe_setting(first), more(len(others) - 1)),
+            proxy.label, describe_setting(proxy), first.label, describe_setting(first), more(len(others) - 1),
+            difference, ref, first_ref),
             related_places(Related(other.owner, (other.mode_path if mode_differs else other.cluster_cidr_path)
                                    or other.anchor_path, f"{other.label}: {describe_setting(other)}")
                            for other in others))

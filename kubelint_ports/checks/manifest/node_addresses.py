@@ -116,9 +116,8 @@ def collision_hits(cluster: Cluster, service, port, address, victims) -> Iterato
         names[HOST_PROCESS] = " or ".join(dict.fromkeys(str(v[0].ref) for v in processes))
         words[HOST_PROCESS] = "the process on the node"
     variant = "host-network" if processes else "host-port"
-    head = (f"{address.label} {address.ip}:{port.port}/{port.protocol} is a host port of node {node_list(shared)}: "
-            f"{address.ip} is the node's own address and {label}{more} uses port {port.port} there")
-    message = phrases.external_ip_collision(head, address.ip, port.port, answer, words, paths)
+    message = phrases.external_ip_collision(address.label, address.ip, port.port, port.protocol, node_list(shared),
+                                            label, more, answer, words, paths, str(victims[0][0].ref))
     related = (Related(service, address.field_path, f"{address.label} {address.ip} of {service.ref}"),)
     related += tuple(Related(w, path, f"port {port.port} of {text}") for w, path, _, _, text in victims[:MAX_RELATED])
     data = traffic_data(answer, names, paths)

@@ -9,7 +9,7 @@ from typing import Any
 
 from kubelint_ports.checks import Hit, Related, register
 from kubelint_ports.checks.manifest import phrases
-from kubelint_ports.checks.manifest.phrases import (  # noqa: F401 (node_addresses reads node_list here)
+from kubelint_ports.checks.manifest.scheduling_phrases import (  # noqa: F401 (node_addresses reads node_list here)
     SCHEDULER_MESSAGE,
     conflict_message,
     node_list,
@@ -59,9 +59,10 @@ def host_port_conflict(cluster: Cluster, params: Mapping[str, Any]) -> Iterator[
         for claimant in conflict.claimants:
             others = [c for c in conflict.claimants if c is not claimant]
             # A pod that collides with itself (more replicas than nodes): no other port helps.
-            free = free_host_port.sentence(claimant.workload, conflict.port, claimant.claim.via) if others else ""
+            free_port, free = (free_host_port.find(claimant.workload, conflict.port, claimant.claim.via) if others
+                               else (None, ""))
             yield Hit(claimant.workload, claimant.claim.field_path,
-                      phrases.with_free(conflict_message(conflict, claimant, others), free),
+                      phrases.with_free(conflict_message(conflict, claimant, others, free_port), free),
                       tuple(claimant_related(c) for c in others[:MAX_RELATED]), port=conflict.port, nodes=nodes)
     yield from silent_port_conflicts(cluster, free_host_port)
 
@@ -168,10 +169,11 @@ def silent_pair_hit(allocation, free_host_port: FreeHostPort, listener: Listener
     if len(others) > 3:
         names += f" and {len(others) - 3} more"
     undeclared = sorted({str(x.workload.ref) for x in (listener, *others) if x.silent})
+    free_port, free = free_host_port.find(workload, listener.port, "hostNetwork")
     message = phrases.silent_port_conflict(
         listener_text(listener, with_pods=True), names, len(others), meeting, where, len(nodes) or 1, undeclared,
-        any(x.confidence == BEST_EFFORT for x in (listener, *others)), listener.port)
-    free = free_host_port.sentence(workload, listener.port, "hostNetwork")
+        any(x.confidence == BEST_EFFORT for x in (listener, *others)), listener.port, listener_port(listener),
+        [str(o.workload.ref) for o in others], free_port)
     related = tuple(Related(o.workload, o.field_path,
                             f"port {o.port} of hostNetwork {o.workload.ref} ({o.evidence}){where_running(o.workload)}")
                     for o in others[:MAX_RELATED])
@@ -225,7 +227,7 @@ def silent_replicas_hit(allocation, listener: Listener) -> Iterator[Hit]:
         return
     yield Hit(workload, listener.field_path, phrases.silent_port_replicas(
         workload.ref.kind, workload.pods, listener_text(listener), len(nodes), node_list(nodes),
-        wanted - len(nodes), listener.confidence == BEST_EFFORT, listener.port),
+        wanted - len(nodes), listener.confidence == BEST_EFFORT, listener.port, listener_port(listener)),
         port=listener.port, nodes=tuple(nodes))
 
 
@@ -234,6 +236,12 @@ def listener_note(listener: Listener, with_pods: bool = True) -> str:
     ends at its first one, `findings.split_message`)."""
     pods = f"{listener.workload.pods}; " if with_pods else ""
     return f"({pods}{listener.evidence}, {listener.confidence})"
+
+
+def listener_port(listener: Listener) -> str:
+    """`hostNetwork port 8080/TCP`, undeclared ones said so (a headline's words)."""
+    on_ip = f" on {listener.host_ip}" if listener.host_ip != "0.0.0.0" else ""
+    return f"{'undeclared ' if listener.silent else ''}hostNetwork port {listener.port}/TCP{on_ip}"
 
 
 def listener_text(listener: Listener, with_pods: bool = False) -> str:
@@ -342,7 +350,7 @@ def node_reserved_port(cluster: Cluster, params: Mapping[str, Any]) -> Iterator[
                                          HOST_PROCESS: daemon})
         how = f", undeclared, {source}" if source else ""
         yield Hit(workload, claim.field_path, phrases.reserved_port(
-            port_text(claim), f"container '{claim.container}'{how}", daemon, answer, words),
+            port_text(claim), f"container '{claim.container}'{how}", daemon, answer, words, claim.container),
             port=claim.port, traffic=data)
 
 

@@ -40,9 +40,10 @@ def node_port_related(service: Service, claim: NodePortClaim) -> Related:
     return Related(service, claim.field_path, f"{claim.label} {claim.port} of {service.ref}")
 
 
-def lowest_free_node_port(cluster: Cluster) -> str:
-    """The sentence naming the lowest free nodePort of the range (`phrases.free_node_port`)."""
-    return phrases.free_node_port(free_node_port(cluster, cluster.node_daemons), cluster.node_port_range_text)
+def lowest_free_node_port(cluster: Cluster) -> tuple[int | None, str]:
+    """The lowest free nodePort of the range, and the sentence naming it (`phrases.free_node_port`)."""
+    found = free_node_port(cluster, cluster.node_daemons)
+    return found, phrases.free_node_port(found, cluster.node_port_range_text)
 
 
 class FreeHostPort:
@@ -54,12 +55,16 @@ class FreeHostPort:
         self.cluster = cluster
         self.held: HeldHostPorts | None = None
 
-    def sentence(self, workload: Workload, port: int, via: str) -> str:
+    def find(self, workload: Workload, port: int, via: str) -> tuple[int | None, str]:
+        """The free port nearest `port`, or None, and the sentence naming it ("" when None)."""
         if self.held is None:
             self.held = held_host_ports(self.cluster, self.cluster.node_daemons)
         found = free_host_port_for(self.cluster, workload, port, self.held)
-        return phrases.free_host_port(found, port, "hostPort" if via == "hostPort" else "port",
-                                      bool(self.cluster.nodes))
+        return found, phrases.free_host_port(found, port, "hostPort" if via == "hostPort" else "port",
+                                             bool(self.cluster.nodes))
+
+    def sentence(self, workload: Workload, port: int, via: str) -> str:
+        return self.find(workload, port, via)[1]
 
 
 @register("host-port-node-port-collision", params_schema=HOLDER_PARAMS)
@@ -85,11 +90,12 @@ def host_port_node_port_collision(cluster: Cluster, params: Mapping[str, Any]) -
         theirs = f"{node_port.label} {claim.port} of {service.ref}"
         fix = (phrases.HOST_PORT_FIX if hostport else phrases.HOST_NETWORK_FIX).format(label=node_port.label)
         related = tuple(node_port_related(s, np) for s, np in owners[:MAX_RELATED])
-        free = free_host_port.sentence(workload, claim.port, claim.via)
+        free_port, free = free_host_port.find(workload, claim.port, claim.via)
         if node_port.label == "healthCheckNodePort" and not hostport:
             # kube-proxy serves health checks from its own socket: two processes, one port, no packet rule.
             yield Hit(workload, claim.field_path, phrases.health_check_clash(
-                f"{noun} {claim.port}/{claim.protocol}{found}", theirs, others, fix, free), related, port=claim.port)
+                f"{noun} {claim.port}/{claim.protocol}{found}", theirs, others, fix, free, free_port,
+                node_port.label, (str(service.ref),)), related, port=claim.port)
             continue
         if node_port.label == "healthCheckNodePort":
             use = PortUse(host_port_ip=claim.host_ip, host_process=True)
@@ -111,7 +117,8 @@ def host_port_node_port_collision(cluster: Cluster, params: Mapping[str, Any]) -
                                               found)
         holds = not hostport and kube_proxy_may_hold_node_ports(datapath)
         yield Hit(workload, claim.field_path, phrases.node_port_collision(
-            headline, others, answer, words, paths, fix, not hostport, holds, free),
+            headline, others, answer, words, paths, fix, not hostport, holds, free, claim.port, free_port,
+            node_port.label, (str(service.ref),)),
             related, port=claim.port, traffic=traffic_data(answer, names, paths))
 
 
@@ -139,7 +146,7 @@ def legal_share(a: NodePortClaim, b: NodePortClaim) -> bool:
 
 @register("node-port-collision")
 def node_port_collision(cluster: Cluster, params: Mapping[str, Any]) -> Iterator[Hit]:
-    free = None  # the lowest free nodePort's sentence, made at the first finding
+    free = None  # the lowest free nodePort and its sentence, made at the first finding
     for number, entries in cluster.node_ports_by_number().items():
         if len(entries) < 2:
             continue
@@ -158,36 +165,30 @@ def node_port_collision(cluster: Cluster, params: Mapping[str, Any]) -> Iterator
             more = f" (and {other_services - 1} more Service{'s' if other_services > 2 else ''})" \
                 if other_services > 1 else ""
             for service, claim in claims:
-                yield Hit(service, claim.field_path, phrases.with_free(
-                    f"{claim.label} {number} is also claimed by {other_service.ref}{more}: nodePorts are "
-                    f"allocated cluster-wide by number, whatever the protocol, so the API server rejects whichever "
-                    f"is applied second ('provided port is already allocated'). Pick a free nodePort, or leave it "
-                    f"out and let the API server choose.", free),
+                yield Hit(service, claim.field_path, phrases.with_free(phrases.node_port_taken(
+                    claim.label, number, str(other_service.ref), more, free[0]), free[1]),
                     tuple(node_port_related(s, c) for s, c in others), port=number)
 
 
-def _within_one_service(claims: list[tuple[Service, NodePortClaim]], free: str) -> Iterator[Hit]:
+def _within_one_service(claims: list[tuple[Service, NodePortClaim]], free: tuple[int | None, str]) -> Iterator[Hit]:
     for position, (service, claim) in enumerate(claims):
         for _, earlier in claims[:position]:
             if not legal_share(earlier, claim):
-                yield Hit(service, claim.field_path, phrases.with_free(
-                    f"{claim.label} {claim.port} is used twice in this Service ({earlier.field_path}): one Service "
-                    f"may reuse a nodePort only for TCP and UDP of the same port, so the API server rejects it. "
-                    f"Use another nodePort.", free), (node_port_related(service, earlier),), port=claim.port)
+                yield Hit(service, claim.field_path, phrases.with_free(phrases.node_port_twice(
+                    claim.label, claim.port, earlier.field_path, free[0]), free[1]),
+                    (node_port_related(service, earlier),), port=claim.port)
                 break
 
 
 @register("node-port-out-of-range")
 def node_port_out_of_range(cluster: Cluster, params: Mapping[str, Any]) -> Iterator[Hit]:
     low, high = cluster.node_port_range
-    free = None  # the lowest free nodePort's sentence, made at the first finding
+    free = None  # the lowest free nodePort and its sentence, made at the first finding
     for service in cluster.services:
         if not service.has_node_ports:
             continue
         for claim in service.node_port_claims:
             if not low <= claim.port <= high:
                 free = lowest_free_node_port(cluster) if free is None else free
-                yield Hit(service, claim.field_path, phrases.with_free(
-                    f"{claim.label} {claim.port} is outside the node-port range {low}-{high}: the API server "
-                    f"rejects the Service ('provided port is not in the valid range'). Use a port in the range, "
-                    f"or pass the cluster's real range with --node-port-range.", free), port=claim.port)
+                yield Hit(service, claim.field_path, phrases.with_free(phrases.node_port_out_of_range(
+                    claim.label, claim.port, low, high, free[0]), free[1]), port=claim.port)

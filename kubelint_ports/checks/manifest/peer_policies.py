@@ -12,6 +12,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from kubelint_ports.checks import Hit, register
+from kubelint_ports.checks.manifest import network_phrases as phrases
 from kubelint_ports.model import Cluster
 
 
@@ -20,8 +21,4 @@ def host_network(cluster: Cluster, params: Mapping[str, Any]) -> Iterator[Hit]:
     for workload in cluster.workloads:
         if workload.host_network:
             ports = sorted({claim.port for claim in workload.claims})
-            listed = f" (declared: {', '.join(map(str, ports))})" if ports else ""
-            yield Hit(workload, f"{workload.pod_spec_path}.hostNetwork", (
-                f"the pod runs in the node's network namespace (hostNetwork is true): every port it opens is a "
-                f"port of the node{listed}, outside NetworkPolicies, and one such pod fits per node and port. "
-                f"Use a Service (and hostPort only if you must)."))
+            yield Hit(workload, f"{workload.pod_spec_path}.hostNetwork", phrases.host_network(str(workload.ref), ports))

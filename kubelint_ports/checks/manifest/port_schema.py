@@ -30,6 +30,7 @@ from functools import cache, lru_cache
 from typing import Any, NamedTuple
 
 from kubelint_ports.checks import Hit, register
+from kubelint_ports.checks.manifest.network_phrases import policy_words
 from kubelint_ports import policy_schemas as user_schemas
 from kubelint_ports.policy_schemas import (PatternBudget, PatternBudgetSpent, PatternLimit, charged_to, matcher,
                                                  pattern_keys, patterns_problem, references_problem)
@@ -569,7 +570,8 @@ def port_schema(cluster: Cluster, params: Mapping[str, Any]) -> Iterator[Hit]:
             failed = dict(items[schema_path[:n]] for n in range(len(schema_path) + 1) if schema_path[:n] in items)
             message = rendered(params["message"], context.values, params, failed, cache)
         number = port_number(error.instance) if path and path[-1] in PORT_KEYS else None
-        yield Hit(context.subject, context.fields.get(key, context.field), message, port=number or context.port)
+        yield Hit(context.subject, context.fields.get(key, context.field),
+                  policy_words(message, str(context.subject.ref)), port=number or context.port)
     say_what_was_spent(run, params, budget, counts)
 
 

@@ -11,7 +11,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from kubelint_ports.checks import Hit, Related, register
-from kubelint_ports.checks.manifest import phrases
+from kubelint_ports.checks.manifest import network_phrases as phrases
 from kubelint_ports.model import Cluster, Service, Workload
 from kubelint_ports.model.objects import ServicePort, SilentPort
 from kubelint_ports.model.selection import (
@@ -291,18 +291,11 @@ def probe_port_name_not_declared(cluster: Cluster, params: Mapping[str, Any]) ->
             by_container[port.container].append(port)
         for reference in workload.port_references:
             ports = by_container.get(reference.container, [])
-            effect = phrases.probe_effect(reference.source)
             if isinstance(reference.value, str):
                 if any(p.name == reference.value for p in ports):
                     continue
-                yield Hit(workload, reference.field_path, (
-                    f"{reference.source} port {reference.value!r} is not a port of container "
-                    f"'{reference.container}': the kubelet resolves a named port only among the container's own "
-                    f"ports, so every {reference.source} attempt fails ({effect}). Declare a port named "
-                    f"{reference.value!r} on '{reference.container}', or use the number."))
+                yield Hit(workload, reference.field_path, phrases.probe_port_name_missing(
+                    reference.source, reference.value, reference.container))
             elif params.get("numeric") and not any(p.container_port == reference.value for p in ports):
-                yield Hit(workload, reference.field_path, (
-                    f"{reference.source} port {reference.value} is not declared by container "
-                    f"'{reference.container}': the kubelet connects anyway, but nothing in the manifest says the "
-                    f"container listens there. Declare containerPort {reference.value}."),
-                    variant="numeric", port=reference.value)
+                yield Hit(workload, reference.field_path, phrases.probe_port_number_undeclared(
+                    reference.source, reference.value, reference.container), variant="numeric", port=reference.value)

@@ -22,6 +22,7 @@ from kubelint_ports.model.datapath import (
     NODE_IP,
     SERVICE,
     WILDCARD,
+    Answer,
     PortUse,
     explain,
     traffic_data,
@@ -45,7 +46,8 @@ def fact_keys(node: NodeState, rules: dict | None = None) -> dict[tuple[str, ...
     return keys
 
 
-def missing_rule_answer(node: NodeState, rule: NodePortRule | ClusterIpRule, label: str) -> tuple[str, dict]:
+def missing_rule_answer(node: NodeState, rule: NodePortRule | ClusterIpRule, label: str
+                        ) -> tuple[Answer, dict[str, str]]:
     """Who gets a packet for a Service rule this node lacks: what else holds the port here decides."""
     if isinstance(rule, NodePortRule):
         listening = next(node.listeners.on_ports({(rule.protocol, rule.port)}), None) is not None
@@ -61,7 +63,7 @@ def missing_rule_answer(node: NodeState, rule: NodePortRule | ClusterIpRule, lab
         parties[HOSTPORT] = "the hostPort pod"
     if use.host_process:
         parties[HOST_PROCESS] = "the process listening on the node"
-    return explain(answer, parties), traffic_data(answer, parties)
+    return answer, parties
 
 
 @register("node-drift")
@@ -95,6 +97,7 @@ def node_drift(context: NodeSnapshots, params: Mapping[str, Any]) -> Iterator[Hi
         missing = missing_on.get(node.name)
         if missing and node.services_anchor is not None:
             first = missing[0]
-            said, traffic = missing_rule_answer(node, rules[("service", first)], first)
+            answer, parties = missing_rule_answer(node, rules[("service", first)], first)
             yield Hit(subject(node, node.services_anchor), "drift missing services", phrases.drift_missing(
-                node.name, len(missing), listed(missing), first, said), variant="service", traffic=traffic)
+                node.name, len(missing), listed(missing), first, explain(answer, parties), answer=answer,
+                parties=parties), variant="service", traffic=traffic_data(answer, parties))

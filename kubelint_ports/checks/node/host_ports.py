@@ -44,21 +44,21 @@ from kubelint_ports.model.datapath import (
     traffic_data,
 )
 from kubelint_ports.model.datapath.node import node_facts
-from kubelint_ports.model.node_state import READY, HostPortEntry, NodeSnapshots, NodeState
+from kubelint_ports.model.node_state import READY, HostPortEntry, NodeSnapshots, NodeState, host_ports_text
 from kubelint_ports.model.port_holders import node_destination
 
 
 # --- which entry a packet meets -------------------------------------------------------------------
 
-def host_port_answer(node: NodeState, entry: HostPortEntry, receiver_name: str) -> tuple[str, dict]:
+def host_port_answer(node: NodeState, entry: HostPortEntry, receiver_name: str) -> tuple[Answer, dict]:
     """Who gets a packet to the entry's port on the node (its hostIP, when it is bound to one),
-    told with `receiver_name` as the hostPort side."""
+    told with `receiver_name` as the hostPort side: the answer and its parties."""
     use = PortUse(host_port_ip=entry.host_ip or WILDCARD, node_port=node_port_on(node, entry.protocol, entry.port))
     answer = ask(node, node_destination(use.host_port_ip), use, entry.port, entry.protocol)
     parties = {HOSTPORT: receiver_name}
     if use.node_port:
         parties[SERVICE] = f"nodePort {entry.port}"
-    return explain(answer, parties), traffic_data(answer, parties)
+    return answer, parties
 
 
 def one_chain(entries: list[HostPortEntry], entry: HostPortEntry) -> list[HostPortEntry]:
@@ -149,6 +149,11 @@ def port_list(entries: list[HostPortEntry]) -> str:
     return f"{protocol}/{listed(ports)}" if len(ports) > 1 else f"{protocol}/{ports[0]}"
 
 
+def first_ports(entries: list[HostPortEntry]) -> str:
+    """The ports a headline names: the first, and how many more."""
+    return phrases.first_ports(entries[0].protocol, [entry.port for entry in entries])
+
+
 @register("stale-host-port-dnat")
 def stale_host_port_dnat(context: NodeSnapshots, params: Mapping[str, Any]) -> Iterator[Hit]:
     for node in context.nodes:
@@ -164,7 +169,8 @@ def stale_host_port_dnat(context: NodeSnapshots, params: Mapping[str, Any]) -> I
                     if is_live(loser, node, context):
                         victims.setdefault(loser.jump, loser)
             winners = [winner for winner in (winner_of(node.host_ports, stale) for stale in entries) if winner]
-            sentence, traffic = host_port_answer(node, entry, f"{entry.pod_ip} (the stale entry, where nothing answers)")
+            answer, parties = host_port_answer(node, entry, f"{entry.pod_ip} (the stale entry, where nothing answers)")
+            sentence, traffic = explain(answer, parties), traffic_data(answer, parties)
             if victims:
                 victim = next(iter(victims.values()))
                 outcome = phrases.stale_outcome_shadowing(entry.protocol, entry.port, sentence,
@@ -172,16 +178,22 @@ def stale_host_port_dnat(context: NodeSnapshots, params: Mapping[str, Any]) -> I
                                                           entry.backend)
                 evidence += [related(node, loser.jump, f"live entry shadowed: {describe_entry(loser)}")
                              for loser in victims.values()]
+                words = phrases.stale_effect(entry.protocol, entry.port, answer, parties, victim_ip=victim.pod_ip)
             elif len(winners) == len(entries):
                 outcome = phrases.stale_outcome_shadowed(describe_entry(winners[0]), winners[0].jump.line,
                                                          entry.backend)
+                words = phrases.stale_effect(entry.protocol, entry.port, answer, parties,
+                                             winner_line=winners[0].jump.line)
             else:
                 outcome = phrases.stale_outcome(entry.protocol, entry.port, sentence)
+                words = phrases.stale_effect(entry.protocol, entry.port, answer, parties)
             hash_note = phrases.chain_name_mismatch(entry.network) if entry.chain_name_matches is False else ""
             udp_ports = sorted({e.port for e in entries if e.protocol == "udp"})
             fix = phrases.stale_fix(entry.backend, entry.chain, udp_ports)
             yield Hit(subject(node, jump), f"hostPort {ports} {entry.chain}", phrases.stale_entry(
-                describe_entry(entry), ports, "; ".join(reasons), outcome, hash_note, fix),
+                describe_entry(entry), ports, "; ".join(reasons), outcome, hash_note, fix, chain=entry.chain,
+                pod_ip=entry.pod_ip, headline_ports=first_ports(entries), words=words,
+                action=phrases.stale_fix_action(entry.backend, entry.chain, node.name, bool(udp_ports))),
                 tuple([related(node, entry.dnat, f"DNAT to {entry.pod_ip}:{entry.pod_port}")] + evidence),
                 port=entry.port, traffic=traffic)
 
@@ -204,22 +216,36 @@ def shadowed_host_port(context: NodeSnapshots, params: Mapping[str, Any]) -> Ite
                     winners.setdefault(winner.jump, winner)
             for winner_jump, lost in partial.items():
                 winner, entry = winners[winner_jump], lost[0]
-                sentence, traffic = host_port_answer(node, winner, describe_entry(winner))
+                answer, parties = host_port_answer(node, winner, describe_entry(winner))
+                sentence, traffic = explain(answer, parties), traffic_data(answer, parties)
+                words = phrases.shadowed_effect(pod_of(entry), pod_of(winner), entry.protocol, entry.port, answer,
+                                                parties, address=winner.host_ip)
                 yield Hit(subject(node, jump), f"hostPort {port_list(lost)} {entry.chain} on {winner.host_ip}",
                           phrases.shadowed_for_address(port_list(lost), node.name, winner.host_ip,
                                                        describe_entry(winner), winner_jump.line,
-                                                       describe_entry(entry), entry.protocol, entry.port, sentence),
+                                                       describe_entry(entry), entry.protocol, entry.port, sentence,
+                                                       headline_ports=first_ports(lost), names=(winner.host_ip,),
+                                                       words=words),
                     (related(node, winner_jump, f"winner for {winner.host_ip}: {describe_entry(winner)}"),),
                     port=entry.port, traffic=traffic)
             for winner_jump, lost in pairs.items():
                 winner, entry = winners[winner_jump], lost[0]
                 host = f" on {entry.host_ip}" if entry.host_ip else ""
-                sentence, traffic = host_port_answer(node, winner, describe_entry(winner))
+                answer, parties = host_port_answer(node, winner, describe_entry(winner))
+                sentence, traffic = explain(answer, parties), traffic_data(answer, parties)
+                words = phrases.shadowed_effect(pod_of(entry), pod_of(winner), entry.protocol, entry.port, answer,
+                                                parties)
                 yield Hit(subject(node, jump), f"hostPort {port_list(lost)} {entry.chain}", phrases.shadowed(
                     port_list(lost), host, node.name, describe_entry(winner), winner_jump.line, describe_entry(entry),
-                    entry.protocol, entry.port, sentence, winner.backend),
+                    entry.protocol, entry.port, sentence, winner.backend, headline_ports=first_ports(lost),
+                    words=words),
                     (related(node, winner_jump, f"winner: {describe_entry(winner)}"),), port=entry.port,
                     traffic=traffic)
+
+
+def pod_of(entry: HostPortEntry) -> str:
+    """The pod address an entry DNATs to, as messages show it (`10.187.2.34:443`)."""
+    return host_ports_text(entry.pod_ip, entry.pod_port)
 
 
 # --- hostPort jumps ahead of kube-proxy's (KP803) -------------------------------------------------
@@ -279,10 +305,13 @@ def host_ports_ahead_of_kube_proxy(context: NodeSnapshots, params: Mapping[str, 
                     parties = {HOSTPORT: "the hostPort pod", SERVICE: label}
                     outcome = phrases.ahead_captures(label, answer, parties, [name for name, _ in captured[1:]])
                     traffic = traffic_data(answer, parties)
+                    words = phrases.ahead_effect(label, answer, parties, len(captured) - 1)
                 else:
                     outcome = phrases.AHEAD_NOTHING_YET
+                    words = phrases.AHEAD_NOTHING_YET_EFFECT
                 yield Hit(subject(node, jump.place), f"nat {hook} {jump.chain}", phrases.ahead_of_kube_proxy(
-                    hook, jump.chain, jump.index, proxy.index, outcome, node_ports_stay_taken(node)),
+                    hook, jump.chain, jump.index, proxy.index, outcome, node_ports_stay_taken(node), node=node.name,
+                    words=words),
                     (related(node, proxy.place, "kube-proxy's jump, which comes later"),), traffic=traffic)
 
 

@@ -67,9 +67,8 @@ def kube_proxy_masquerade_rule(context: NodeSnapshots, params: Mapping[str, Any]
             # The `KUBE-CLUSTER-IP src,dst` rule came with kube-proxy v1.11 (kubernetes#63319): its
             # presence dates the node's kube-proxy for the datapath model.
             version = (1, 11) if rules else (1, 10) if mode == "ipvs" else None
-            gap = " ".join(f"{g.text}." for g in masquerade_gap(mode, version))
             yield Hit(subject(node, anchor), "nat KUBE-SERVICES masquerade",
-                      phrases.masquerade_rule_missing(mode, node.name, gap), variant=mode)
+                      phrases.masquerade_rule_missing(mode, node.name, masquerade_gap(mode, version)), variant=mode)
             continue
         service_space = [cidr for cidr in context.service_cidrs]
         by_range: dict[str, object] = {}
@@ -86,12 +85,11 @@ def kube_proxy_masquerade_rule(context: NodeSnapshots, params: Mapping[str, Any]
             missing = [(item, why) for item, why in pod_addresses(node, context) if not contains(cidr, item)
                        and (cidr_of(item) is not None and cidr_of(item).version == cidr.version)]
             if is_service_cidr:
-                what = (f"{rule.negated_source} is the Service range (it holds ClusterIPs such as "
-                        f"{services_inside[0]})" if services_inside
-                        else f"{rule.negated_source} overlaps the Service CIDR")
+                what = phrases.masquerade_range_service(rule.negated_source,
+                                                        services_inside[0] if services_inside else "")
             elif missing:
                 item, why = missing[0]
-                what = f"{rule.negated_source} does not contain {item} ({why})"
+                what = phrases.masquerade_range_missing(rule.negated_source, item, why)
             else:
                 continue
             yield Hit(subject(node, rule.place), "nat KUBE-SERVICES masquerade",

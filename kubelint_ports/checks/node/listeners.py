@@ -72,7 +72,8 @@ def host_process_loses_port(context: NodeSnapshots, params: Mapping[str, Any]) -
                 parties = {HOSTPORT: f"the pod at {entry.pod_ip}:{entry.pod_port}", HOST_PROCESS: listener.process_text}
                 yield Hit(subject(node, listener.place), f"listener {listener.protocol}/{listener.port}",
                           phrases.process_loses_to_host_port(listener.process_text, shown, listener.protocol,
-                                                             describe_entry(entry), node.name, answer, parties),
+                                                             describe_entry(entry), node.name, answer, parties,
+                                                             pod=entry.pod_ip, port=listener.port),
                           (related(node, entry.jump, f"hostPort DNAT {describe_entry(entry)}"),), port=listener.port,
                           traffic=traffic_data(answer, parties))
                 continue
@@ -94,7 +95,8 @@ def host_process_loses_port(context: NodeSnapshots, params: Mapping[str, Any]) -
                 ("pods", ask(node, destination, use, listener.port, listener.protocol, FROM_POD))]
             yield Hit(subject(node, listener.place), f"listener {listener.protocol}/{listener.port}",
                       phrases.process_loses_to_node_port(listener.process_text, shown, listener.protocol,
-                                                         listener.port, service, answer, parties, paths),
+                                                         listener.port, service, answer, parties, paths,
+                                                         node=node.name),
                       (related(node, rule.place, f"nodePort {listener.port} of {service}"),), port=listener.port,
                       traffic=traffic_data(answer, parties, paths))
 

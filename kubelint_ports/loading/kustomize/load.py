@@ -64,9 +64,10 @@ _FILE_LISTS = ("resources", "bases", "components", "crds", "configurations", "ge
 
 
 def load_kustomizations(directories: list[str], named: Iterable[str], result: LoadResult,
-                        document_reader: DocumentReader | None = None) -> None:
+                        document_reader: DocumentReader | None = None) -> dict[str, frozenset[str]]:
     """Build every Kustomize directory that no other one in the run builds on (or that was named on
-    the command line), and add its objects, positioned in their files, to `result`."""
+    the command line), and add its objects, positioned in their files, to `result`. Returns, per
+    directory that was read, the real paths of the files its build reads."""
     guard = Guard()
     checked: set[str] = set()  # real paths of the files the guard read: the only ones opened after it
     reader = Reader(checked)
@@ -104,6 +105,7 @@ def load_kustomizations(directories: list[str], named: Iterable[str], result: Lo
                                      else None) or Location(display_path(file), 0, 0)
         result.diagnostics.append(Diagnostic(where, f"cannot build Kustomize directory "
                                                     f"{display_path(directory)}: {outcome}"))
+    return {directory: frozenset(reads.files) for directory, reads in read_by.items()}
 
 
 def build_all(directories: list[str], read_by: dict[str, BuildReads]) -> dict[str, tuple[str, str] | KustomizeError]:

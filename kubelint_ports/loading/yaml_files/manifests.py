@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 import yaml
 
 from kubelint_ports.vocabulary import Diagnostic, Location
-from kubelint_ports.loading import budgets, files
+from kubelint_ports.loading import budgets, file_cache, files
 from kubelint_ports.loading.yaml_files import yamltree
 from kubelint_ports.loading.yaml_files.documents import (EMPTY_STDIN, KEPT_ANNOTATION_PREFIXES, STDIN, Document, DocumentReader,
                                               LoadResult, ManifestLoader, SourceText, decoded_text, display_path,
@@ -66,6 +66,19 @@ def load_file(path: str, result: LoadResult, *, stdin=None, helm: HelmOptions | 
             "gzip data, not YAML: a packaged Helm chart is linted when named directly with its own name "
             "(`kubelint-ports lint mychart-1.2.3.tgz`)")))
         return
+    # --- hook: the file cache (loading/file_cache.py): an unchanged file is not read again ---
+    cache = file_cache.active()
+    if cache is not None and path != STDIN:
+        cache.load(path, data, helm, result, reader,
+                   lambda into, read_by: _load_data(path, shown, data, into, helm=helm, reader=read_by))
+        return
+    # --- end of hook ---
+    _load_data(path, shown, data, result, helm=helm, reader=reader)
+
+
+def _load_data(path: str, shown: str, data: bytes, result: LoadResult, *, helm: HelmOptions | None,
+               reader: DocumentReader | None) -> None:
+    """The bytes of one file (or standard input), read into `result` and `reader`."""
     source = SourceText(file=None if path == STDIN else path, data=data if path == STDIN else None,
                         digest=zlib.crc32(data))
     mapper = None

@@ -73,6 +73,7 @@ from kubelint_ports.model.datapath.facts import (
     version_text,
 )
 from kubelint_ports.model.datapath import phrases  # the wording, importable here
+from kubelint_ports.model.datapath.effects import UNKNOWN_WORDS, effect, unknown_facts_note
 from kubelint_ports.model.datapath.masquerade import MasqueradeGap, masquerade_gap, masqueraded
 from kubelint_ports.model.datapath.node import first_dnat
 from kubelint_ports.model.datapath.phrases import (
@@ -98,9 +99,9 @@ __all__ = [
     "HOSTPORT_TRAITS", "KUBE_PROXY_FIRST", "LOCALHOST", "NFT_ANY", "NFT_BROKEN", "NFT_LOCAL", "NO_HOSTPORT",
     "NODE_ADDRESSES", "NODE_IP", "NOTHING", "ORDER_HOOKS", "ORDER_INSERTED", "OTHERWISE", "PREPENDED", "PROXY_MODES",
     "RECEIVER_WORDS", "REJECTED", "SAME_BACKEND", "SECONDARY_IP", "SERVICE", "SPLIT_BACKENDS", "STEP_WORDS",
-    "UNDEFINED", "WHEN_UNKNOWN", "WILDCARD", "Answer", "Datapath", "DatapathFacts", "Fact", "MasqueradeGap",
-    "Outcome", "PortUse", "Route", "World", "condition_text", "explain", "fact_sources", "fact_text", "facts_table",
+    "UNDEFINED", "UNKNOWN_WORDS", "WHEN_UNKNOWN", "WILDCARD", "Answer", "Datapath", "DatapathFacts", "Fact", "MasqueradeGap",
+    "Outcome", "PortUse", "Route", "World", "condition_text", "effect", "explain", "fact_sources", "fact_text", "facts_table",
     "first_dnat", "losers_of", "masquerade_gap", "masqueraded", "node_port_coverage", "outcome_clause",
     "parse_version", "phrases", "receiver_rank", "route", "summary", "summary_short",
-    "traffic_data", "version_text", "who",
+    "traffic_data", "unknown_facts_note", "version_text", "who",
 ]

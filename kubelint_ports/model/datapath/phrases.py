@@ -301,7 +301,7 @@ MASQUERADE_GAP_WORDS = {
                        "sends from a VIP), but {off_cluster}",
     "node-clients-broken": "node processes and hostNetwork pods reach no Service: the node sends to a ClusterIP "
                            "(bound to kube-ipvs0) from that ClusterIP, no rule masquerades it, and the backend's reply "
-                           "goes back to the VIP on its own node (incident 002)",
+                           "goes back to the VIP on its own node",
     "node-address": "node processes still work (they send from the node's address, which replies find), but "
                     "{off_cluster}",
 }

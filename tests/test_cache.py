@@ -1,0 +1,389 @@
+"""The file cache (issue 37, docs/cache.md): findings byte for byte the same with and without it,
+in every format, cold, warm and warm after an edit; and every hostile entry or directory ignored,
+never trusted, never a way out of the cache directory."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import zlib
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from kubelint_ports.cli import app
+from kubelint_ports.engine import LintOptions, lint_paths
+from kubelint_ports.loading import file_cache
+from kubelint_ports.loading.cache_codec import CodecError, Decoder, Encoder, dumps_body
+
+ROOT = Path(__file__).resolve().parents[1]
+runner = CliRunner()
+REPORTS = ("json", "sarif", "github", "markdown", "junit", "gitlab")
+
+COLLISION = """\
+apiVersion: v1
+kind: Pod
+metadata: {name: agent, namespace: ops}
+spec:
+  containers:
+    - name: agent
+      ports:
+        - containerPort: 31123
+          hostPort: 31123
+---
+apiVersion: v1
+kind: Service
+metadata: {name: svc, namespace: ops}
+spec:
+  type: NodePort
+  ports: [{port: 80, nodePort: 31123}]
+"""
+OTHER = """\
+apiVersion: apps/v1
+kind: DaemonSet
+metadata: {name: exporter, namespace: mon}
+spec:
+  selector: {matchLabels: {app: e}}
+  template:
+    metadata: {labels: {app: e}}
+    spec:
+      containers:
+        - name: e
+          ports: [{containerPort: 31123, hostPort: 31123}]
+"""
+
+
+def lint_all_formats(where: Path, args: list[str], cache: list[str], tag: str) -> dict[str, bytes]:
+    """One run writing text on standard output and every other format as a report file; each
+    format's bytes, the exit code and standard error."""
+    out = where.parent / f"out-{tag}"
+    out.mkdir()
+    reports = [f"--report={kind}:{out / kind}" for kind in REPORTS]
+    result = runner.invoke(app, ["lint", *args, *reports, *cache], catch_exceptions=False)
+    found = {kind: (out / kind).read_bytes() for kind in REPORTS if (out / kind).exists()}
+    found["text"] = result.stdout.encode()
+    found["stderr"] = result.stderr.encode()
+    found["exit"] = str(result.exit_code).encode()
+    return found
+
+
+SOURCES = {
+    "examples": (ROOT / "examples", ["examples", "--nodes", "examples/inventory/nodes.yaml"], "examples/services.yaml"),
+    "policies": (ROOT / "tests" / "policies", ["policies"], None),
+    "charts": (ROOT / "tests" / "charts", ["charts"], "charts/web-rendered.yaml"),
+    "kustomize": (ROOT / "tests" / "kustomize", ["kustomize"], None),
+}
+
+
+@pytest.mark.parametrize("name", sorted(SOURCES))
+def test_findings_are_byte_identical_cold_warm_and_after_an_edit(name, tmp_path, monkeypatch):
+    source, args, edited = SOURCES[name]
+    work = tmp_path / "work"
+    shutil.copytree(source, work / args[0], symlinks=True)
+    monkeypatch.chdir(work)
+    cache = ["--cache-dir", str(tmp_path / "cache")]
+    plain = lint_all_formats(work, args, ["--no-cache"], "plain")
+    cold = lint_all_formats(work, args, cache, "cold")
+    stored = any(entry.name.endswith(file_cache.ENTRY_SUFFIX) for entry in (tmp_path / "cache").iterdir())
+    assert stored == (name != "kustomize")  # a Kustomize build is read afresh (not cached yet)
+    warm = lint_all_formats(work, args, cache, "warm")
+    assert cold == plain
+    assert warm == plain
+    if edited is None:  # the first YAML file of the tree that holds an object
+        edited = next(str(path.relative_to(work)) for path in sorted((work / args[0]).rglob("*.yaml"))
+                      if "kind:" in path.read_text(errors="replace") and "templates" not in path.parts)
+    path = work / edited
+    path.write_text(path.read_text() + "\n---\n" + OTHER)
+    plain_edited = lint_all_formats(work, args, ["--no-cache"], "plain-edited")
+    warm_edited = lint_all_formats(work, args, cache, "warm-edited")
+    assert warm_edited == plain_edited
+    assert plain_edited != plain or name == "charts"
+
+
+# --- the entries: hostile ones are ignored and written again ---------------------------------
+
+
+@pytest.fixture
+def tree(tmp_path, monkeypatch):
+    """A small tree of manifests, the current directory, and its run: (findings as text, cache)."""
+    (tmp_path / "k8s").mkdir()
+    (tmp_path / "k8s" / "a.yaml").write_text(COLLISION)
+    (tmp_path / "k8s" / "b.yaml").write_text(OTHER)
+    monkeypatch.chdir(tmp_path)
+    cache = tmp_path / "cache"
+
+    def run(directory: Path | None = cache):
+        report = lint_paths(["k8s"], LintOptions(cache_dir=str(directory) if directory else None, jobs=1))
+        return [str(f) for f in report.findings], [str(d) for d in report.diagnostics], report.notes
+
+    return run, cache
+
+
+def entries(cache: Path) -> list[Path]:
+    return sorted(path for path in cache.iterdir() if path.name.endswith(file_cache.ENTRY_SUFFIX))
+
+
+def read_entry(path: Path) -> dict:
+    """The entry's header, its body as text under "body"."""
+    header, _, body = zlib.decompress(path.read_bytes()).partition(b"\n")
+    return {**json.loads(header), "body": body.decode()}
+
+
+def write_entry(path: Path, entry) -> None:
+    if isinstance(entry, dict) and "body" in entry:
+        body = entry.pop("body")
+        path.write_bytes(zlib.compress(json.dumps(entry).encode() + b"\n" + body.encode()))
+    else:
+        path.write_bytes(zlib.compress(json.dumps(entry).encode()))
+
+
+def test_a_warm_run_reads_no_yaml(tree, monkeypatch):
+    run, cache = tree
+    expected = run(None)
+    assert run() == expected
+    assert len(entries(cache)) == 2 and (cache / ".gitignore").read_text().endswith("*\n")
+    from kubelint_ports.loading.yaml_files import manifests
+
+    def no_reading(*args, **kwargs):
+        raise AssertionError("a file was read again")
+
+    monkeypatch.setattr(manifests, "load_bytes", no_reading)
+    assert run() == expected
+
+
+def hostile_cases():
+    def truncated(path):
+        path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
+
+    def garbage(path):
+        path.write_bytes(b"\x00not zlib at all")
+
+    def other_version(path):
+        entry = read_entry(path)
+        entry["tool"] = "0.0.1+0000000000000000"
+        write_entry(path, entry)
+
+    def wrong_hash(path):
+        entry = read_entry(path)
+        entry["sha256"] = "0" * 64
+        write_entry(path, entry)
+
+    def wrong_shape(path):
+        write_entry(path, ["a", "list", {"not": "an entry"}])
+
+    def wrong_body(path):
+        entry = read_entry(path)
+        entry["body"] = json.dumps([[{"o": 10**9}, [], 0, [], None], json.loads(entry["body"])[1]])
+        write_entry(path, entry)
+
+    def wrong_records(path):
+        entry = read_entry(path)
+        entry["records"] = entry["records"][:-1]
+        write_entry(path, entry)
+
+    def no_body(path):
+        entry = read_entry(path)
+        del entry["body"]
+        write_entry(path, entry)
+
+    def foreign_type(path):  # a name outside the package: never imported, never called
+        entry = read_entry(path)
+        entry["types"][0][0] = "os:system"
+        write_entry(path, entry)
+
+    def not_a_record(path):  # a class of the package that is no record
+        entry = read_entry(path)
+        entry["types"][0][0] = "kubelint_ports.loading.file_cache:FileCache"
+        write_entry(path, entry)
+
+    def other_fields(path):
+        entry = read_entry(path)
+        entry["types"][0][1] = entry["types"][0][1][:-1]
+        write_entry(path, entry)
+
+    def huge(path):  # sparse: over the bound without writing it
+        with open(path, "r+b") as handle:
+            handle.truncate(file_cache.MAX_ENTRY_BYTES + 1)
+
+    def bomb(path):  # a few KiB that inflate past any real entry
+        path.write_bytes(zlib.compress(b" " * (file_cache.MAX_ENTRY_BYTES * 16 + 10), 9))
+
+    return [truncated, garbage, other_version, wrong_hash, wrong_shape, wrong_body, wrong_records, no_body,
+            foreign_type, not_a_record, other_fields, huge, bomb]
+
+
+@pytest.mark.parametrize("spoil", hostile_cases(), ids=lambda f: f.__name__)
+def test_a_hostile_entry_is_ignored_and_written_again(tree, spoil):
+    run, cache = tree
+    expected = run(None)
+    run()
+    for path in entries(cache):
+        spoil(path)
+    assert run() == expected
+    for path in entries(cache):  # rewritten: valid again
+        assert read_entry(path)["format"] == file_cache.FORMAT
+    assert run() == expected
+
+
+def test_an_entry_describes_the_bytes_it_was_made_from(tree, tmp_path):
+    """The file changed, same size, same name: its entry is not used."""
+    run, cache = tree
+    run()
+    path = tmp_path / "k8s" / "a.yaml"
+    path.write_text(COLLISION.replace("31123", "31124"))
+    assert run() == run(None)
+
+
+def test_a_symlinked_cache_directory_is_not_used(tree, tmp_path):
+    run, cache = tree
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    cache.symlink_to(outside, target_is_directory=True)
+    findings, diagnostics, notes = run()
+    assert (findings, diagnostics) == run(None)[:2]
+    assert list(outside.iterdir()) == []
+    assert any("symlink" in note for note in notes)
+
+
+def test_a_symlinked_entry_never_leads_outside(tree, tmp_path):
+    run, cache = tree
+    expected = run(None)
+    run()
+    outside = tmp_path / "secret"
+    outside.write_text("do not touch\n")
+    for path in entries(cache):
+        path.unlink()
+        path.symlink_to(outside)
+    assert run() == expected
+    assert outside.read_text() == "do not touch\n"
+    assert all(not path.is_symlink() for path in entries(cache))
+
+
+def test_a_read_only_cache_directory_is_noted_not_fatal(tree, monkeypatch):
+    run, cache = tree
+    expected = run(None)
+    cache.mkdir()
+    real_open = os.open
+
+    def read_only(path, flags, *args, **kwargs):
+        if flags & os.O_CREAT:
+            raise PermissionError(13, "Permission denied")
+        return real_open(path, flags, *args, **kwargs)
+
+    monkeypatch.setattr(file_cache.os, "open", read_only)
+    findings, diagnostics, notes = run()
+    assert (findings, diagnostics) == expected[:2]
+    assert any("not writable" in note for note in notes)
+
+
+def test_two_runs_at_once_never_corrupt_it(tmp_path):
+    (tmp_path / "k8s").mkdir()
+    for index in range(40):
+        (tmp_path / "k8s" / f"m{index}.yaml").write_text(COLLISION.replace("agent", f"agent{index}"))
+    command = [sys.executable, "-m", "kubelint_ports", "lint", "k8s", "--format", "json", "--jobs", "1",
+               "--cache-dir", str(tmp_path / "cache")]
+    plain = subprocess.run([*command[:-2], "--no-cache"], cwd=tmp_path, capture_output=True)
+    for _ in range(2):
+        runs = [subprocess.Popen(command, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                for _ in range(4)]
+        outputs = [run.communicate() for run in runs]
+        assert all(output == (plain.stdout, plain.stderr) for output in outputs)
+    assert len(entries(tmp_path / "cache")) == 40
+    assert not [path for path in (tmp_path / "cache").iterdir() if path.name.startswith(".tmp-")]
+    for path in entries(tmp_path / "cache"):
+        assert read_entry(path)["format"] == file_cache.FORMAT
+
+
+def test_the_cache_is_bounded(tree, monkeypatch):
+    run, cache = tree
+    monkeypatch.setattr(file_cache, "MAX_ENTRIES", 1)
+    run()
+    assert len(entries(cache)) <= 1
+
+
+def test_no_cache_writes_nothing(tree, tmp_path):
+    run, cache = tree
+    result = runner.invoke(app, ["lint", "k8s", "--no-cache", "--cache-dir", str(cache)])
+    assert result.exit_code == 1
+    assert not cache.exists()
+
+
+def test_the_environment_names_the_directory(tree, tmp_path, monkeypatch):
+    run, cache = tree
+    monkeypatch.setenv(file_cache.CACHE_ENV, str(tmp_path / "from-env"))
+    result = runner.invoke(app, ["lint", "k8s"])
+    assert result.exit_code == 1
+    assert entries(tmp_path / "from-env")
+
+
+def test_a_repository_config_keeps_its_cache_inside(tmp_path, monkeypatch):
+    monkeypatch.delenv("CI", raising=False)
+    monkeypatch.delenv(file_cache.CACHE_ENV, raising=False)
+    (tmp_path / ".git").mkdir()
+    (tmp_path / ".git" / "HEAD").write_text("ref: refs/heads/main\n")
+    (tmp_path / "a.yaml").write_text(COLLISION)
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / ".kubelint-ports.yaml").write_text("cache-dir: ../elsewhere\n")
+    result = runner.invoke(app, ["lint", "a.yaml"])
+    assert result.exit_code == 2 and "outside the repository" in result.stderr
+    assert not (tmp_path.parent / "elsewhere").exists()
+    (tmp_path / ".kubelint-ports.yaml").write_text("cache-dir: .cache/kp\n")
+    result = runner.invoke(app, ["lint", "a.yaml"])
+    assert result.exit_code == 1 and entries(tmp_path / ".cache" / "kp")
+    (tmp_path / ".kubelint-ports.yaml").write_text("fail-on: error\n")
+    result = runner.invoke(app, ["lint", "a.yaml"])
+    assert result.exit_code == 1 and not (tmp_path / file_cache.CACHE_DIRECTORY).exists()  # asked for, not assumed
+
+
+def test_no_cache_by_default_in_ci(tmp_path, monkeypatch):
+    (tmp_path / ".git").mkdir()
+    (tmp_path / ".git" / "HEAD").write_text("ref: refs/heads/main\n")
+    (tmp_path / "a.yaml").write_text(COLLISION)
+    (tmp_path / ".kubelint-ports.yaml").write_text("cache-dir: planted\n")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv(file_cache.CACHE_ENV, raising=False)
+    monkeypatch.setenv("CI", "true")
+    assert runner.invoke(app, ["lint", "a.yaml"]).exit_code == 1
+    assert not (tmp_path / "planted").exists() and not (tmp_path / file_cache.CACHE_DIRECTORY).exists()
+
+
+def test_no_cache_outside_a_repository(tmp_path, monkeypatch):
+    (tmp_path / "a.yaml").write_text(COLLISION)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv(file_cache.CACHE_ENV, raising=False)
+    result = runner.invoke(app, ["lint", "a.yaml"])
+    assert result.exit_code == 1
+    assert not (tmp_path / file_cache.CACHE_DIRECTORY).exists()
+
+
+# --- the format --------------------------------------------------------------------------------
+
+
+def test_the_codec_refuses_what_it_does_not_hold():
+    with pytest.raises(CodecError):
+        Encoder().encode(object())
+    with pytest.raises(CodecError):
+        Encoder().encode(lambda: None)
+    for types in ([["builtins:eval", []]], [["kubelint_ports.loading.file_cache:FileCache", []]],
+                  [["kubelint_ports.nothing_here:X", []]], [["kubelint_ports.loading.budgets:Limits", ["x"]]],
+                  [["kubelint_ports.loading.budgets:Limits", [["a list"]]]]):
+        with pytest.raises(CodecError):
+            Decoder(types, [])
+    with pytest.raises(CodecError):  # an enum is no record
+        Decoder([["kubelint_ports.vocabulary:Severity", []]], [0])
+
+
+def test_the_codec_round_trips_shared_records():
+    from kubelint_ports.vocabulary import Location, Severity
+
+    shared = Location("a.yaml", 1, 2)
+    value = [shared, shared, (1, "x"), {"k": frozenset({1})}, b"\x00\xff", Severity.ERROR, None, 1.5]
+    encoder = Encoder()
+    body = dumps_body(encoder, encoder.encode(value))
+    decoded = Decoder(json.loads(json.dumps(encoder.types)), list(encoder.records)).loads(body)
+    assert decoded == value
+    assert decoded[0] is decoded[1]
