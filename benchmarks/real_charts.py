@@ -234,7 +234,7 @@ def run_lint(command: list[str], cwd: Path, timeout: float) -> dict:
                                                    kind=(f.get("object") or {}).get("kind"),
                                                    name=(f.get("object") or {}).get("name")),
         "location": f"{f.get('file')}:{f.get('line')}:{f.get('column')}",
-        "fieldPath": f.get("fieldPath"), "template": f.get("template"), "message": f.get("message"),
+        "fieldPath": f.get("fieldPath"), "template": f.get("template"), "message": f.get("message"), "short": f.get("short"),
         "related": [f"{r.get('file')}:{r.get('line')}: {r.get('message')}" for r in f.get("related") or []],
     } for f in data.get("findings", [])]
     if done.stderr.strip():

@@ -42,6 +42,7 @@ from kubelint_ports.cli_options import (
     Scope,
     UsageError,
     argument,
+    color_wanted,
     command_line,
     echo,
     is_a,
@@ -52,6 +53,7 @@ from kubelint_ports.cli_options import (
     with_option_groups,
 )
 from kubelint_ports.formatters import printable
+from kubelint_ports.server.command import server
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 3
 
@@ -91,18 +93,6 @@ def check_writable(*paths) -> None:
             raise SystemExit(EXIT_USAGE)
 
 
-def color_wanted(flag: bool | None, stream) -> bool:
-    """--color/--no-color, else NO_COLOR (any non-empty value: no colour), else FORCE_COLOR (any
-    non-empty value but 0: colour), else colour only on a terminal (no-color.org, Python 3.13)."""
-    if flag is not None:
-        return flag
-    if os.environ.get("NO_COLOR"):
-        return False
-    if os.environ.get("FORCE_COLOR", "0") not in ("", "0"):
-        return True
-    return stream.isatty()
-
-
 PATHS_HELP = ("Manifest files, directories (recursive: *.yaml, *.yml, *.json; a directory with Chart.yaml is rendered "
               "as a Helm chart) or - for standard input (default: the config's `paths`, else .).")
 
@@ -125,10 +115,13 @@ def lint(
     fact_args: FactArgs,
     helm_args: HelmArgs,
     budget_args: BudgetArgs,
+    watch: bool = option(False, "--watch", help="Lint again on each change to the paths and print what changed: "
+                                                "findings that appeared (+), that went away (-). Ctrl-C stops."),
 ) -> None:
     """Lint Kubernetes manifests and Helm charts for port-allocation mistakes."""
     from kubelint_ports.engine import lint_paths
     from kubelint_ports.formatters import FormatOptions
+    from kubelint_ports.sourceroot import find_source_root
 
     extra_reports = report_args.extra_reports()
     check_writable(report_args.output, write_baseline, *(path for _, path in extra_reports))
@@ -139,6 +132,14 @@ def lint(
     note_old_baseline(settings, baseline, quiet)
     options = dataclasses.replace(settings.options, jobs=budget_args.jobs,
                                   say_workers=report_args.explain or report_args.statistics)
+    format_options = FormatOptions(show_suppressed=show_suppressed, sarif_category=sarif_category, link_base=link_base,
+                                   source_root=find_source_root(settings.config.path), quiet=quiet,
+                                   unsafe_fixes=fix_args.unsafe_fixes, sarif_full_rules=sarif_full_rules)
+    if watch:  # `lint --watch` (watch.py): this run, then again on each change, printing what changed
+        from kubelint_ports.watch import watch_lint
+
+        raise SystemExit(watch_lint(settings, options, format_options, report_args, fix_args, write_baseline,
+                                    no_cache=budget_args.no_cache))
     report = lint_paths(settings.paths, options, policies=settings.policies)
     # SARIF carries each fix's edits; other formats only say a fix exists (no ruamel.yaml import).
     sarif = report_args.output_format is OutputFormat.sarif or any(kind == "sarif" for kind, _ in extra_reports)
@@ -161,11 +162,6 @@ def lint(
                                                                                  OutputFormat.concise)
     if any(d.message == EMPTY_STDIN for d in report.diagnostics) and not terminal_text:
         echo(f"kubelint-ports: warning: {EMPTY_STDIN}", err=True)
-    from kubelint_ports.sourceroot import find_source_root
-
-    format_options = FormatOptions(show_suppressed=show_suppressed, sarif_category=sarif_category, link_base=link_base,
-                                   source_root=find_source_root(settings.config.path), quiet=quiet,
-                                   unsafe_fixes=fix_args.unsafe_fixes, sarif_full_rules=sarif_full_rules)
     write_reports(report, report_args, extra_reports, format_options)
     exit_recording(report, settings.fail_on, write_baseline, quiet)
 
@@ -499,7 +495,7 @@ def echo_notes(notes) -> None:
 # the typer app's commands, in the order --help lists them.
 WITHOUT_TYPER = {"lint": lint, "ports": ports}
 COMMANDS = (("lint", lint), ("config", show_config), ("rules", rules), ("version", version),
-             ("explain", explain), ("ports", ports), ("node", node_command))
+             ("explain", explain), ("ports", ports), ("node", node_command), ("server", server))
 _app = None
 
 

@@ -205,6 +205,18 @@ def echo(message: str = "", *, err: bool = False, nl: bool = True) -> None:
     stream.flush()
 
 
+def color_wanted(flag: bool | None, stream) -> bool:
+    """--color/--no-color, else NO_COLOR (any non-empty value: no colour), else FORCE_COLOR (any
+    non-empty value but 0: colour), else colour only on a terminal (no-color.org, Python 3.13)."""
+    if flag is not None:
+        return flag
+    if os.environ.get("NO_COLOR"):
+        return False
+    if os.environ.get("FORCE_COLOR", "0") not in ("", "0"):
+        return True
+    return stream.isatty()
+
+
 # --- reading a command line without typer ---------------------------------------------------------
 
 @record(frozen=True, slots=True)

@@ -36,6 +36,8 @@ STAGES = {
     "settings": 6,      # command line + configuration -> one run's options
     "cli": 6,
     "cli_options": 6,   # option groups the commands share, declared once
+    "watch": 6,         # `lint --watch`: lint again on each change, print what changed (watchfiles)
+    "server": 6,        # `kubelint-ports server`: the language server, after the engine like the CLI (pygls)
     "__main__": 6,
     "__init__": 0,
 }

@@ -39,6 +39,7 @@ NOT_FOR_NODE = {
     "--cni-plugins-version": "each node's dumps show the portmap rules' order itself; no node rule reads the option",
     "--node-port-range": "no node rule reads the node-port range: they compare the dumps with the Services",
     "--ephemeral-port-range": "no node rule reads the ephemeral port range",
+    "--watch": "node reads dumps taken once, not files being edited",
 }
 
 # What `lint` takes that `config` does not, and why: `config` prints the effective configuration
@@ -66,6 +67,7 @@ NOT_FOR_CONFIG = {
     "--link-base": "config writes no Markdown or HTML report",
     "--write-baseline": "config writes no file",
     "-o": "config prints to standard output",
+    "--watch": "config prints the configuration once; lint --watch lints again on each change",
 }
 
 

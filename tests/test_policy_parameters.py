@@ -59,7 +59,7 @@ def test_the_allowed_host_port_ranges_are_named_in_the_message(tmp_path):
            "hostPort: 8443}]}]}"
     [finding] = findings(tmp_path, manifest("Pod", "edge", spec), policy)
     assert finding.port == 8443
-    assert "the host ports this cluster permits are 8000-8099, 9000-9099" in finding.message
+    assert "the host ports this cluster permits: 8000-8099, 9000-9099" in finding.message
 
 
 def test_a_forbidden_service_type_is_one_finding_per_service_whatever_its_ports(tmp_path):

@@ -392,6 +392,18 @@ def active() -> FileCache | None:
 
 
 @contextmanager
+def kept(cache) -> Iterator:
+    """Use `cache`, made by the caller and kept between its runs (the language server's, in
+    memory: an object with FileCache's `load`, `has_entry` and `notes`), for every file read inside
+    the block; `applied` then keeps it, as it keeps an outer load's."""
+    previous, _current[0] = _current[0], cache
+    try:
+        yield cache
+    finally:
+        _current[0] = previous
+
+
+@contextmanager
 def applied(directory: str | None) -> Iterator[FileCache | None]:
     """Use the cache in `directory` for every file read inside the block (None: no cache); a
     cache already applied (an outer load) is kept."""

@@ -45,6 +45,11 @@ class PolicyScenario:
     def orders(self) -> tuple[str | None, ...]:
         return (KUBE_PROXY_FIRST, HOSTPORT_FIRST) if self.mode == "nftables" else (None,)
 
+    @property
+    def cluster_cidr(self) -> str | None:
+        """kube-proxy's clusterCIDR on the node (None: its local detector is a no-op)."""
+        return netlab.CLUSTER_CIDR
+
     def facts(self, order: str | None = None) -> dp.DatapathFacts:
         return dp.DatapathFacts(
             proxy_mode=dp.Fact(self.mode, "lab"),
@@ -126,7 +131,7 @@ def observe(scenario: PolicyScenario, order: str | None, timeout: float = 1.0) -
         policies = services(backend.ip, scenario.local_endpoint)
         node.node_run("sysctl", "-qw", "net.ipv4.conf.all.route_localnet=1")
         if scenario.mode == "iptables":
-            node.iptables_restore(shapes_local.iptables_policies(policies))
+            node.iptables_restore(shapes_local.iptables_policies(policies, cluster_cidr=scenario.cluster_cidr))
         elif scenario.mode == "ipvs":
             node.node_run("ip", "link", "add", "kube-ipvs0", "type", "bridge")
             node.node_run("ip", "addr", "add", f"{CLUSTER_IP}/32", "dev", "kube-ipvs0")
@@ -136,8 +141,8 @@ def observe(scenario: PolicyScenario, order: str | None, timeout: float = 1.0) -
             node.iptables_restore(text)
             node.serve(node.namespace, "ipvs-stand-in", [f"tcp:0.0.0.0:{HOST_PORT}", f"tcp:0.0.0.0:{CLUSTER_PORT}"])
         else:
-            node.nft(shapes.nftables_mode([]))
-            node.nft(shapes_local.nftables_policies(policies))
+            node.nft(shapes.nftables_mode([], cluster_cidr=scenario.cluster_cidr))
+            node.nft(shapes_local.nftables_policies(policies, cluster_cidr=scenario.cluster_cidr))
         if scenario.mode != "nftables":
             for jump in shapes.iptables_jumps(scenario.mode):
                 node.iptables(*jump)

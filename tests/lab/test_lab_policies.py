@@ -12,18 +12,16 @@ the fact `local_detector` false."""
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 import pytest
 
-import netlab
 import policy_cells
 import shapes
 import shapes_local
 from cells import HOSTPORT_FIRST, Observation, matches, observable, observed_class
-from policy_cells import BACKEND_PORT, CELLS, HOST_PORT, SCENARIOS, PolicyScenario
+from policy_cells import CELLS, SCENARIOS, PolicyScenario
 from shapes_local import PolicyService
 from test_shapes_upstream import canonical, chain_names, data, overall_services, parse_nft_dump, parse_restore, \
     policy_services
@@ -45,6 +43,10 @@ class BlindScenario(PolicyScenario):
         return replace(super().facts(order), local_detector=dp.Fact(False, "lab"))
 
     @property
+    def cluster_cidr(self) -> str | None:
+        return None  # kube-proxy's rules written without clusterCIDR
+
+    @property
     def detected(self) -> PolicyScenario:
         """The same node with kube-proxy telling pods apart (a clusterCIDR)."""
         return PolicyScenario(self.name, self.proxy, self.local_endpoint)
@@ -57,40 +59,8 @@ BLIND = tuple(BlindScenario(f"{proxy}, no local endpoint, no clusterCIDR (no pod
 ALL_SCENARIOS = (*SCENARIOS, *BLIND)
 
 
-@functools.cache
-def observe_blind(scenario: BlindScenario, order: str | None, timeout: float = 1.0) -> Observation:
-    """policy_cells.observe's node, with kube-proxy's rules written without clusterCIDR."""
-    observation = Observation(scenario, order)
-    with netlab.Node(prefix="kp22") as node:
-        if scenario.mode == "nftables" and order == HOSTPORT_FIRST:
-            node.nft(shapes.nftables_base_chains())  # before portmap's first ADD creates the nat table
-        backend = node.add_pod("backend")
-        hostport = node.add_pod("hostport", [{"hostPort": HOST_PORT, "containerPort": 8080, "protocol": "tcp"}])
-        client = node.add_pod("client")
-        node.serve(hostport.namespace, "hostport-pod", ["tcp:0.0.0.0:8080"])
-        node.serve(backend.namespace, "service", [f"tcp:0.0.0.0:{BACKEND_PORT}"])
-        node.serve(node.outside, "service", [f"tcp:0.0.0.0:{BACKEND_PORT}"])  # another node's endpoint
-        node.serve(node.namespace, "host-process", [f"tcp:0.0.0.0:{policy_cells.PROCESS_PORT}"])
-        policies = policy_cells.services(backend.ip, scenario.local_endpoint)
-        node.node_run("sysctl", "-qw", "net.ipv4.conf.all.route_localnet=1")
-        if scenario.mode == "iptables":
-            node.iptables_restore(shapes_local.iptables_policies(policies, cluster_cidr=None))
-            for jump in shapes.iptables_jumps(scenario.mode):
-                node.iptables(*jump)
-        else:
-            node.nft(shapes.nftables_mode([], cluster_cidr=None))
-            node.nft(shapes_local.nftables_policies(policies, cluster_cidr=None))
-        for client_side in (dp.FROM_OUTSIDE, dp.FROM_POD, dp.FROM_NODE):
-            mine = [cell for cell in CELLS if cell.client == client_side]
-            namespace = {dp.FROM_NODE: node.namespace, dp.FROM_OUTSIDE: node.outside}.get(client_side, client.namespace)
-            answers = node.probe(namespace, [[c.protocol, c.address, c.port] for c in mine], timeout)
-            observation.answers.update({cell.key: answer for cell, answer in zip(mine, answers)})
-    return observation
-
-
 def observe(scenario: PolicyScenario, order: str | None) -> Observation:
-    return observe_blind(scenario, order) if isinstance(scenario, BlindScenario) else \
-        policy_cells.observe(scenario, order)
+    return policy_cells.observe(scenario, order)
 
 
 RUNS = [(scenario, order) for scenario in ALL_SCENARIOS for order in scenario.orders]
