@@ -696,8 +696,10 @@ def test_charts_found_while_walking_are_rendered_once_and_templates_never_read_a
     found = list(discover([CHARTS, WEB, f"{WEB}/templates/deployment.yaml",
                            f"{WEB}/charts/db/templates/statefulset.yaml"]))
     assert found == [f"{CHARTS}/values-bad-schema.yaml", f"{CHARTS}/web-rendered.yaml", f"{CHARTS}/agents",
-                     f"{CHARTS}/branches", f"{CHARTS}/broken-template", f"{CHARTS}/lines/helper", f"{CHARTS}/lines/podtemplate",
-                     f"{CHARTS}/lines/ranges", f"{CHARTS}/linked/app", f"{CHARTS}/linked/library",
+                     f"{CHARTS}/branches", f"{CHARTS}/broken-template", f"{CHARTS}/lines/definefix",
+                     f"{CHARTS}/lines/dictarg", f"{CHARTS}/lines/helper", f"{CHARTS}/lines/maprange",
+                     f"{CHARTS}/lines/podtemplate", f"{CHARTS}/lines/ranges", f"{CHARTS}/linked/app",
+                     f"{CHARTS}/linked/library",
                      f"{CHARTS}/missing-dep", f"{CHARTS}/remote-schema", f"{CHARTS}/web"]
 
 

@@ -83,6 +83,96 @@ def test_the_agents_chart_points_into_each_container_define():
     }
 
 
+def findings(chart: str, rule: str) -> dict[int, tuple[tuple[str, int, int], list[tuple[str, int, str]]]]:
+    """`rule`'s findings by port: (template file, line, column) and the related (file, line, message)."""
+    report = lint_paths([f"{LINES}/{chart}"], LintOptions(helm=HelmOptions()), stdin=io.BytesIO(b""))
+    assert report.diagnostics == []
+    return {finding.port: ((finding.location.path, finding.location.line, finding.location.column),
+                           [(related.path, related.line, related.message) for related in finding.related])
+            for finding in report.findings if finding.rule_id == rule}
+
+
+def test_a_port_a_range_over_a_map_writes_lands_on_the_values_key_of_its_element():
+    """`range $name, $port := .Values.ports` in a container's ports: Go goes over the keys sorted
+    (`admin` before `http`), so the second item is `ports.http`. The values line was there, but
+    named `.Values.ports[1] of the subchart`."""
+    template = f"{LINES}/maprange/templates/daemonset.yaml"
+    values = f"{LINES}/maprange/values.yaml"
+    used = f"used at {template}:19"
+    assert findings("maprange", "KP101") == {
+        8080: ((template, 19, 15), [(values, 2, f".Values.ports.http, {used}")]),
+        9090: ((template, 19, 15), [(values, 3, f".Values.ports.admin, {used}")]),
+    }
+
+
+def test_a_port_of_a_document_a_range_over_a_map_writes_lands_on_its_elements_key():
+    """`range $name, $svc := .Values.services` around a whole Service: `api` renders first, `web`
+    second. The first had the values line of the element numbered by its list item (0: `api`),
+    the second none."""
+    template = f"{LINES}/maprange/templates/services.yaml"
+    values = f"{LINES}/maprange/values.yaml"
+    used = f"used at {template}:14"
+    assert findings("maprange", "KP204") == {
+        40080: ((template, 14, 7), [(values, 6, f".Values.services.web.nodePort, {used}")]),
+        40081: ((template, 14, 7), [(values, 9, f".Values.services.api.nodePort, {used}")]),
+    }
+
+
+def test_a_port_a_helper_is_passed_in_a_dict_lands_on_the_values_key_passed():
+    """`include "dictarg.port" (dict "name" "relay" "port" .Values.relay.port "ctx" $)` and the
+    define's `hostPort: {{ .port }}`: the finding was on the define's line, with no values line."""
+    template = f"{LINES}/dictarg/templates/_ports.tpl"
+    values = f"{LINES}/dictarg/values.yaml"
+    used = f"used at {template}:5"
+    assert findings("dictarg", "KP101") == {
+        7443: ((template, 5, 3), [(values, 3, f".Values.relay.port, {used}")]),
+        9100: ((template, 5, 3), [(values, 5, f".Values.exporter.port, {used}")]),
+    }
+
+
+def lint_diff(*args: str) -> str:
+    from typer.testing import CliRunner
+
+    from kubelint_ports.cli import app
+
+    return CliRunner().invoke(app, ["lint", "--diff", "--unsafe-fixes", "--show-fixes", *args]).output
+
+
+def test_a_host_port_a_define_writes_is_moved_in_the_values_key_it_reads():
+    """KP201 on `hostPort: {{ .Values.proxy.hostPort }}` inside `define "definefix.ports"`: the
+    fix was not made (`{{ include ... }} writes it: there is no literal to edit`)."""
+    output = lint_diff(f"{LINES}/definefix")
+    assert "-  hostPort: 30443   # the edge's port on every node\n+  hostPort: " in output, output
+    assert f"(set .Values.proxy.hostPort in {LINES}/definefix/values.yaml:2)" in output, output
+    assert "_helpers.tpl" not in output.split("would fix")[0], output  # the template is not edited
+
+
+def test_a_host_port_a_define_is_passed_in_a_dict_is_moved_in_the_key_passed():
+    """KP303 on the define's `hostPort: {{ .port }}`, `.port` being `$.Values.exporter.port`: the
+    key moves, and the description says it moves the containerPort the same line pair writes."""
+    output = lint_diff(f"{LINES}/dictarg")
+    assert "-  port: 9100\n+  port: " in output, output
+    assert (f"(set .Values.exporter.port in {LINES}/dictarg/values.yaml:5; the key also sets containerPort at "
+            f"{LINES}/dictarg/templates/_ports.tpl:4)") in output, output
+
+
+def test_a_host_port_a_define_included_twice_reads_is_not_moved(tmp_path, monkeypatch):
+    """Two objects include the define that reads `.Values.proxy.hostPort`: moving the key moves both."""
+    import shutil
+
+    chart = tmp_path / "definefix"
+    shutil.copytree(ROOT / LINES / "definefix", chart)
+    deployment = (chart / "templates" / "daemonset.yaml").read_text()
+    (chart / "templates" / "canary.yaml").write_text(deployment.replace("-proxy", "-canary").replace(
+        "{app: proxy}", "{app: canary}"))
+    monkeypatch.chdir(tmp_path)
+    output = lint_diff("definefix")
+    assert "+  hostPort: " not in output, output
+    assert ('KP201 fix not applied: definefix/templates/_helpers.tpl:5 is in `define "definefix.ports"`, which '
+            "definefix/templates/canary.yaml:16 includes too: moving .Values.proxy.hostPort would move that port "
+            "as well") in output, output
+
+
 def test_a_values_comment_is_cut_in_one_pass_as_the_pattern_cut_it():
     """`without_comment` reads as `re.sub(r"\\s+#.*$", "", text)` did, on 100,000 generated texts, and
     in one pass: the pattern took seconds on a line of many blanks and no `#`."""

@@ -72,6 +72,10 @@ def carry(document, target: Target, plan: Plan, finding: Finding, context: Conte
     on_line = [action for action in actions if action.line == number and not action.is_control]
     values = template.values
     if mapped.rest:
+        through = document.map_through(finding.field_path)
+        if through is not None and through.source is not template and through.source is not None \
+                and not through.rest and through.entry is not None and through.entry.kind != "root":
+            return from_define(document, mapped, through, value, plan, style_only, context, finding)
         path, where = generated_reference(mapped, actions, outline_lines, document.path)
         return from_values(values, path, value, plan, style_only, context, where, finding, (document, number))
     if not on_line:
@@ -114,12 +118,13 @@ def line_of(text: str, starts: list[int], number: int) -> str:
     return text[starts[number]:end]
 
 
-def exact_reference(action, actions, mapped, line: str, where: str) -> list:
+def exact_reference(action, actions, mapped, line: str, where: str, top=None) -> list:
     """The values path the action writes as the line's whole value (`{{ .Values.x }}`, maybe
-    piped through quote or int); NoFix when it computes something else."""
-    from kubelint_ports.loading.helm.templatemap_values import template_context, values_references
+    piped through quote or int); NoFix when it computes something else. `top`: `.` at the top (a
+    `define`'s: what the `include` passed)."""
+    from kubelint_ports.loading.helm.templatemap_values import ROOT, template_context, values_references
 
-    context = template_context(actions, action.line, mapped.range_index)
+    context = template_context(actions, action.line, mapped.range_index, ROOT if top is None else top)
     references = list(values_references(action, context, line))
     if len(references) != 1:
         raise NoFix(f"{where} reads {len(references) or 'no'} values keys: no one key to edit")
@@ -151,7 +156,8 @@ def from_values(values, reference: list, value: yaml.ScalarNode, plan: Plan, sty
                 where: str, finding: Finding, read_at: tuple | None = None) -> tuple[Plan, Target]:
     """The plan carried to the values key at `reference` (a values path), when that key holds the
     rendered value: its scalar replaced, in the quotes it had unless the quotes are the fix.
-    `read_at`: (rendered document, template line) that reads the key; a move says the other
+    `read_at`: (rendered document, template line) that reads the key, and (from a `define`) the
+    places it reads the key through and the ports the key writes there; a move says the other
     rendered fields the key writes (`other_uses`)."""
     from kubelint_ports.fixes.plan import place
 
@@ -168,7 +174,8 @@ def from_values(values, reference: list, value: yaml.ScalarNode, plan: Plan, sty
             if (other is not finding and other.rule_id == "KP203" and other.port == finding.port
                     and other.subject != finding.subject and any(place(r) == here for r in other.related)):
                 raise NoFix(f"{other.subject} takes its nodePort from {named} too: moving it moves both")
-    also = other_uses(*read_at, reference, where, finding) if read_at is not None and not style_only else ""
+    also = other_uses(read_at[0], read_at[1], reference, where, finding, *read_at[2:]) \
+        if read_at is not None and not style_only else ""
     shown = f"{source.path}:{key.start_mark.line + 1}"
     owner = None if style_only else values.users_layer()
     if owner is not None and chart_default(values, source.file):
@@ -293,11 +300,14 @@ LINE_KEY = re.compile(r"^\s*(?:-\s+)*([A-Za-z]+)\s*:")
 MAX_TEMPLATES = 2_000  # a chart's template files read to find a values key's other uses
 
 
-def other_uses(document, own_line: int, reference: list, where: str, finding: Finding) -> str:
+def other_uses(document, own_line: int, reference: list, where: str, finding: Finding,
+               through: frozenset = frozenset(), also: tuple = ()) -> str:
     """Where else the chart's templates read the values key at `reference`, as the words the
     fix's description adds ("; it also sets containerPort at ..."). A key read anywhere but as a
     port of the same object (a flag, a config file, a checksum, another object, a `toYaml` of a
-    map holding it) would move that too: NoFix, naming those places."""
+    map holding it) would move that too: NoFix, naming those places. `through`: (real file, line)
+    of the lines that read it on the way (a `define`'s, the `include` passing it), `also` the
+    ports they write (`from_define`)."""
     from kubelint_ports.loading.helm.templatemap_values import template_context, values_references
 
     template = document.source
@@ -307,12 +317,12 @@ def other_uses(document, own_line: int, reference: list, where: str, finding: Fi
     own_doc = template.document_for(document.ordinal, document.root)
     own_index = next((index for index, doc in enumerate(template.outline[0]) if doc is own_doc), None)
     own_file = os.path.realpath(template.file)
-    ports, elsewhere = [], []
+    ports, elsewhere = list(also), []
     names = {segment for segment in reference if isinstance(segment, str)}
     for file, (docs, actions, lines) in templates:
         shown = display_path(file)
         for action in actions:
-            if action.is_control or (file == own_file and action.line == own_line):
+            if action.is_control or (file == own_file and action.line == own_line) or (file, action.line) in through:
                 continue
             if not action.generates_block and not any(name in action.body for name in names):
                 continue  # cheap: a reference to the key names one of its segments, or copies a map
@@ -384,3 +394,72 @@ def chart_templates(template_file: str | None) -> list[tuple[str, tuple]] | None
                 return None
             found.append((file, _OUTLINES[key]))
     return found
+
+
+def from_define(document, include, mapped, value, plan: Plan, style_only: bool, context: Context,
+                finding: Finding) -> tuple[Plan, Target]:
+    """The plan carried to the values key a `define`'s line writes (`hostPort: {{ .Values.x }}`,
+    or `{{ .port }}` of an `include "name" (dict "port" .Values.x ...)`), the `include` on
+    `include`'s line placing it: the key is edited, never the `define`, which every `include`
+    shares. A key the `define` reads from the root, when another line includes it too, is not
+    moved (that object's port would move as well). Raises NoFix."""
+    from kubelint_ports.loading.helm.templatemap import _CALL, included_source
+    from kubelint_ports.loading.helm.templatemap_values import ROOT, template_context, values_references
+
+    body, template = mapped.source, document.source
+    _, actions, lines = body.outline
+    number = mapped.entry.line
+    where = f"{body.path}:{number + 1}"
+    if included_source(template, include.entry, include.range_index) is not body:
+        raise NoFix(f"{where} is in a `define` that another `define` includes: where else it is used is not "
+                    f"followed, so the key is not moved")
+    if mapped.twin is not None:
+        raise NoFix(f"{body.path}:{mapped.twin.line + 1} writes the same text in another branch of an `if` "
+                    f"whose condition is not known here: which one Helm rendered cannot be told, so neither is edited")
+    on_line = [action for action in actions if action.line == number and not action.is_control]
+    if not on_line:
+        raise NoFix(f"{where} writes it literally inside a `define`, which every `include` of it shares: "
+                    f"edit it there by hand")
+    if len(on_line) != 1:
+        raise NoFix(f"{where} holds {len(on_line)} template actions: no one value to edit")
+    reference = exact_reference(on_line[0], actions, mapped, lines[number], where, body.top)
+    calls = [call for action in template.outline[1] if action.line == include.entry.line and not action.is_control
+             for call in _CALL.finditer(action.body)]
+    name = calls[0].group(1) if len(calls) == 1 else "?"
+    own_file = os.path.realpath(template.file)
+    direct = True  # read from the root: the same key for every `include` of the `define`
+    if body.top is not None and body.top != ROOT:
+        try:
+            direct = reference == exact_reference(on_line[0], actions, mapped, lines[number], where, ROOT)
+        except NoFix:
+            direct = False  # read from what the `include` passed (`.port`)
+    body_file = os.path.realpath(body.body_file) if body.body_file else None
+    templates = chart_templates(template.file)
+    if templates is None or body_file is None:
+        raise NoFix(f"the chart's templates cannot all be read to see where else `define \"{name}\"` is used")
+    if direct:
+        for file, (_, other_actions, _) in templates:
+            for action in other_actions:
+                if (file, action.line) != (own_file, include.entry.line) and not action.is_comment and any(
+                        call.group(1) == name for call in _CALL.finditer(action.body)):
+                    raise NoFix(f"{where} is in `define \"{name}\"`, which {display_path(file)}:{action.line + 1} "
+                                f"includes too: moving {dotted(reference)} would move that port as well")
+    through = {(body_file, number)} | ({(own_file, include.entry.line)} if not direct else set())
+    also = []
+    for action in actions:  # the `define`'s other lines reading the key: ports of this object, or no move
+        if action.is_control or action.line == number:
+            continue
+        text = lines[action.line] if action.line < len(lines) else ""
+        scope = template_context(actions, action.line, mapped.range_index, body.top)
+        for used, generator, exact in values_references(action, scope, text):
+            if reference[:len(used)] != used:
+                continue
+            key = LINE_KEY.match(text)
+            through.add((body_file, action.line))
+            if not exact or generator or key is None or key.group(1) not in PORT_KEYS:
+                raise NoFix(f"{dotted(reference)}, which {where} reads, is also read at {body.path}:{action.line + 1} "
+                            f"(`{{{{ {action.body} }}}}`): not as a port, so moving the key would change that too")
+            also.append(f"{key.group(1)} at {body.path}:{action.line + 1}")
+            break
+    return from_values(template.values, reference, value, plan, style_only, context, where, finding,
+                       (document, include.entry.line, frozenset(through), tuple(also)))

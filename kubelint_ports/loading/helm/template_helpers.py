@@ -19,6 +19,7 @@ from kubelint_ports.loading import budgets, files
 from kubelint_ports.loading.helm.archive import ArchivePlace
 from kubelint_ports.loading.helm.template_outline import mask_actions
 from kubelint_ports.loading.helm.templatemap import TemplateSource
+from kubelint_ports.loading.helm.templatemap_values import Fields
 from kubelint_ports.loading.paths import display_path
 
 _DEFINE = re.compile(r'^(?:define|block)\s+"([^"]+)"')
@@ -42,7 +43,7 @@ class Defines:
     def source(self, name: str, top, values):
         """The body of `define "name"` as a template source whose `.` is `top`; None when the
         charts define no such name."""
-        key = (name, None if top is None else tuple(top), id(values))
+        key = (name, None if top is None else top.key() if isinstance(top, Fields) else tuple(top), id(values))
         if key in self._sources:
             return self._sources[key]
         body = self.bodies().get(name)
@@ -51,7 +52,7 @@ class Defines:
             shown, file, text, start, end = body
             blanked = re.sub(r"[^\n]", " ", text[:start]) + text[start:end] + re.sub(r"[^\n]", " ", text[end:])
             found = TemplateSource(shown, None, values, rendered_count=1, data=blanked.encode("utf-8"),
-                                   top=top, defines=self)
+                                   top=top, defines=self, body_file=file)
         if len(self._sources) < _MAX_SOURCES:
             self._sources[key] = found
         return found

@@ -23,7 +23,7 @@ import re
 
 from kubelint_ports.loading.helm.template_outline import Action, Entry, literal_value, without_comment
 from kubelint_ports.loading.helm.templatemap_values import (
-    ValuesSource, _resolve_expression, condition_truth, open_blocks, template_context)
+    RangeIndex, ValuesSource, _resolve_expression, condition_truth, open_blocks, template_context)
 from kubelint_ports.loading.yaml_files import yamltree as yt
 
 MAX_ITEMS = 120  # rendered items split as a whole; a longer list is matched item by item
@@ -37,7 +37,7 @@ Run = tuple[Entry, int]  # (entry that wrote the item, the item's place in that 
 
 
 def assign_items(parent: Entry, rendered: yt.Node | None, actions: list[Action], values: ValuesSource | None,
-                 range_index: int | None, lines: list[str], top=None) -> list[Run] | None:
+                 range_index: RangeIndex, lines: list[str], top=None) -> list[Run] | None:
     """Per rendered item of the list `rendered` (written under `parent`): the entry that wrote it and
     its place in that entry's run; None when no split of the items over the entries fits."""
     if not isinstance(rendered, yt.SequenceNode):
@@ -84,7 +84,7 @@ def assign_items(parent: Entry, rendered: yt.Node | None, actions: list[Action],
 
 
 def multiplicity(child: Entry, parent: Entry, actions: list[Action], values: ValuesSource | None,
-                 range_index: int | None, top=None) -> tuple[int, int]:
+                 range_index: RangeIndex, top=None) -> tuple[int, int]:
     """How many rendered items `child` may have written (low, high), from the blocks opened around
     it inside `parent`: a `range` multiplies by its element count (when the values tell it), an
     `if`/`with` the values do not take makes it none, one they may not take makes it optional."""
@@ -94,7 +94,7 @@ def multiplicity(child: Entry, parent: Entry, actions: list[Action], values: Val
         if branches[0][1] <= parent.line:
             continue  # opened before the list: it rendered, or the list would not have
         if kind == "range":
-            elements = None if in_range or len(branches) > 1 else _range_count(
+            elements = None if in_range or len(branches) > 1 else range_count(
                 actions, branches[0], values, range_index, top)
             if elements is None:
                 low, high = 0, _MANY
@@ -113,7 +113,7 @@ def multiplicity(child: Entry, parent: Entry, actions: list[Action], values: Val
     return low, high
 
 
-def _range_count(actions, opening: tuple[str | None, int], values: ValuesSource | None, range_index, top) -> int | None:
+def range_count(actions, opening: tuple[str | None, int], values: ValuesSource | None, range_index, top) -> int | None:
     """How many elements `range <expression>` goes over, when the values tell it."""
     expression, line = opening
     if values is None or expression is None:
@@ -164,11 +164,13 @@ def fit(child: Entry, item: yt.Node, lines: list[str]) -> int | None:
         name = yt.get(item, "name") if isinstance(item, yt.MappingNode) else None
         if not isinstance(name, yt.ScalarNode) or not name.value:
             return 0
-        # Named after the item: `container-agent` fits `agent` better than `container-trace-agent`.
+        # Named after the item: `container-agent` fits `agent` better than `container-trace-agent`;
+        # or passed its name: `include "x.port" (dict "name" "metrics" ...)`.
         extra = [len(re.split(r"[-.]", included)) - len(re.split(r"[-.]", name.value))
                  for included in _INCLUDED.findall(child.value)
                  if included == name.value or included.endswith(("-" + name.value, "." + name.value))]
-        return max(1, 4 - min(extra)) if extra else 0
+        named = 3 if f'"{name.value}"' in child.value else 0  # `(dict "name" "metrics" ...)`
+        return max(1, 4 - min(extra), named) if extra else named
     if not isinstance(item, yt.MappingNode):
         return 0
     score = 0

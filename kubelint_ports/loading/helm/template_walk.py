@@ -23,7 +23,8 @@ from dataclasses import dataclass, field
 from kubelint_ports.loading.helm.template_lists import assign_items
 from kubelint_ports.loading.helm.template_outline import Entry, literal_value
 from kubelint_ports.loading.helm.templatemap_values import (
-    ROOT, Segment, branch_taken, open_blocks, rendered_branches, template_context, twin_of, values_references)
+    ROOT, RangeIndex, Segment, branch_taken, open_blocks, rendered_branches, template_context, twin_of,
+    values_references)
 from kubelint_ports.loading.yaml_files import yamltree as yt
 
 # Keys whose literal value in a template's list item tells which rendered item it wrote
@@ -137,7 +138,7 @@ class Mapped:
 
     entry: Entry | None
     rest: list[Segment]  # segments written by a generator (`toYaml`) rather than the template
-    range_index: int | None  # the rendered index of the last list written by one `range` item
+    range_index: RangeIndex  # per `range` (by its line), the element that wrote the field
     # The same text in another `if` branch the values may take: which one rendered cannot be told.
     twin: Entry | None = None
     # The rendered node `rest` starts from (a generator's own items, when it wrote a list's run).
@@ -145,11 +146,13 @@ class Mapped:
     source: object = field(default=None, repr=False)  # the outline walked (a `define`'s, or the template's)
 
 
-def walk(source, root: Entry, rendered: yt.Node | None, segments: list[Segment]) -> Mapped:
+def walk(source, root: Entry, rendered: yt.Node | None, segments: list[Segment],
+         ranges: dict[int, int] | None = None) -> Mapped:
     """The entry of `source`'s outline, from `root`, that wrote the rendered field at `segments`
-    under the rendered node `rendered`."""
+    under the rendered node `rendered`. `ranges`: the element each `range` around `root` is at,
+    by its line (a document a `range` repeats)."""
     entry = root
-    range_index = None
+    range_index: dict[int, int] = dict(ranges or {})
     twin: Entry | None = None
     _, actions, lines = source.outline
     top = getattr(source, "top", ROOT)
@@ -168,15 +171,15 @@ def walk(source, root: Entry, rendered: yt.Node | None, segments: list[Segment])
                     node = yt.SequenceNode("tag:yaml.org,2002:seq", own, rendered.start_mark, rendered.end_mark)
                     return Mapped(chosen, [segment - first, *segments[position + 1:]], range_index, twin, node, source)
                 if chosen in repeated_items(source, entry):
-                    range_index = offset
+                    range_index = _at(range_index, actions, entry, chosen, offset)
                 elif len(items) == 1 and chosen is items[0]:
-                    range_index = segment
+                    range_index = _at(range_index, actions, entry, chosen, segment)
             else:
                 repeats = repeated_items(source, entry) if any(child.kind == "gen" for child in entry.children) \
                     else set()
                 chosen = choose_beside_generators(entry, rendered, segment, repeats)
                 if len(items) == 1 and chosen is items[0]:
-                    range_index = segment
+                    range_index = _at(range_index, actions, entry, chosen, segment)
                 if chosen is not None and chosen.kind == "gen":  # the action's own list starts after the literal items
                     first = sum(1 for index in range(min(segment, _MAX_COUNTED_ITEMS)) if (
                         owner := choose_beside_generators(entry, rendered, index, repeats)) is not None
@@ -198,6 +201,13 @@ def walk(source, root: Entry, rendered: yt.Node | None, segments: list[Segment])
     return Mapped(entry, [], range_index, twin, rendered, source)
 
 
+def _at(ranges: dict[int, int], actions, parent: Entry, item: Entry, index: int) -> dict[int, int]:
+    """`ranges` with the `range`s open at the list item `item` at element `index`: those opened
+    inside the list `parent`, and those outside it whose element no document or list told yet."""
+    opened = [branches[0][1] for kind, branches in open_blocks(actions, item.line) if kind == "range"]
+    return {**ranges, **{line: index for line in opened if line > parent.line or line not in ranges}}
+
+
 def repeated_items(source, parent: Entry) -> set[Entry]:
     """The literal items of a list that a `range` opened inside its key repeats."""
     actions = source.outline[1]
@@ -205,7 +215,7 @@ def repeated_items(source, parent: Entry) -> set[Entry]:
         kind == "range" and branches[0][1] > parent.line for kind, branches in open_blocks(actions, item.line))}
 
 
-def choose_key(source, entry: Entry, key: str, rendered: yt.Node | None, range_index: int | None) -> Entry | None:
+def choose_key(source, entry: Entry, key: str, rendered: yt.Node | None, range_index: RangeIndex) -> Entry | None:
     """The child `key:` of `entry` that wrote the rendered value. Of several, one per branch of
     an `if`/`else if`/`else` (cert-manager's `containerPort:` three times): not one whose
     branch the values are known not to take, nor one whose literal or values key is another
@@ -225,7 +235,7 @@ def choose_key(source, entry: Entry, key: str, rendered: yt.Node | None, range_i
     return max(ranked, key=lambda rank: rank[:4])[4] if ranked else candidates[0]
 
 
-def writes_value(source, candidate: Entry, rendered: yt.Node | None, range_index: int | None) -> bool | None:
+def writes_value(source, candidate: Entry, rendered: yt.Node | None, range_index: RangeIndex) -> bool | None:
     """Whether the line `candidate` writes the rendered scalar: its literal, or the one values
     key it writes whole (`key: {{ .Values.x | quote }}`); None when that cannot be told."""
     if not isinstance(rendered, yt.ScalarNode):

@@ -14,9 +14,10 @@ several documents is matched by order, or by resemblance when conditionals or `r
 their number.
 
 A line holding `{{ .Values.x.y }}` (also `$.Values`, `index .Values "x"`, `with`/`range`
-contexts and `$var := .Values.x`) yields a related location at `x.y` in the values file that
-supplies the value: `--values` files last to first, then the chart's `values.yaml`, with a
-subchart's values looked up under its name in the parent's files.
+contexts, a `range` repeating the whole document, `$var := .Values.x`, and inside a `define` what
+its `include` passed, `.` or a `dict "port" .Values.x`) yields a related location at `x.y` in the
+values file that supplies the value: `--values` files last to first, then the chart's
+`values.yaml`, with a subchart's values looked up under its name in the parent's files.
 """
 
 from __future__ import annotations
@@ -30,7 +31,8 @@ from kubelint_ports.loading import budgets, files
 from kubelint_ports.loading.yaml_files import yamltree as yt
 from kubelint_ports.loading.helm.template_outline import Action, Entry, OutlineDoc, literal_value, parse_outline
 from kubelint_ports.loading.helm.templatemap_values import (  # noqa: F401 (ValuesFile: the tests' name for it here)
-    ROOT, Segment, ValuesFile, ValuesSource, template_context, values_references)
+    ROOT, Fields, RangeIndex, Segment, ValuesFile, ValuesSource, open_blocks, template_context, values_references)
+from kubelint_ports.loading.helm.template_lists import range_count
 from kubelint_ports.loading.helm.template_walk import (  # noqa: F401 (the names the mapping had here)
     Mapped, choose_beside_generators, choose_item, identify, similarity, walk)
 
@@ -56,6 +58,7 @@ class TemplateSource:
     _else_lines: list[int] | None = None
     top: list[Segment] | None = field(default_factory=list)  # `.` at the top: the root, or an include's argument
     defines: object = field(default=None, repr=False)  # the chart's `define`s (`template_helpers.Defines`)
+    body_file: str | None = None  # a `define`'s body: the template file on disk that holds it
 
     @property
     def body_root(self) -> Entry:
@@ -106,6 +109,30 @@ class TemplateSource:
         self._matches[ordinal] = match
         return match
 
+    def document_ranges(self, ordinal: int, doc: OutlineDoc) -> dict[int, int]:
+        """{line of the `range`: element} for a document a `range` repeats whole (a Service per
+        `.Values.services` key): the template's other documents render once each, so the rendered
+        ones are those before, one per element (of as many documents as the loop holds), and those
+        after; {} when the values do not tell how many elements there are, or the count is not
+        the one rendered."""
+        docs, actions, _ = self.outline
+        own = next((index for index, other in enumerate(docs) if other is doc), None)
+        if doc.first is None or own is None:
+            return {}
+        around = [branches[0] for kind, branches in open_blocks(actions, doc.first.line) if kind == "range"]
+        if len(around) != 1:
+            return {}
+        looped = [index for index, other in enumerate(docs) if other.first is not None and any(
+            kind == "range" and branches[0] == around[0] for kind, branches in open_blocks(actions, other.first.line))]
+        elements = range_count(actions, around[0], self.values, None, self.top)
+        if elements is None or len(docs) + (elements - 1) * len(looped) != self.rendered_count \
+                or looped != list(range(looped[0], looped[0] + len(looped))):
+            return {}
+        element, place = divmod(ordinal - looped[0], len(looped))
+        if not 0 <= element < elements or looped[place] != own:
+            return {}
+        return {around[0][1]: element}
+
 
 @dataclass(slots=True, eq=False)
 class TemplateDocument(Document):
@@ -143,7 +170,7 @@ class TemplateDocument(Document):
         if doc is None:
             return None
         segments = yt.parse_field_path(field_path) if field_path else []
-        return walk(self.source, doc.root, self.root, segments)
+        return walk(self.source, doc.root, self.root, segments, self.source.document_ranges(self.ordinal, doc))
 
     def map_through(self, field_path: str) -> Mapped | None:
         """`map`, then on into the `define` of each `include`/`template` that wrote the rest of the
@@ -190,6 +217,7 @@ class TemplateDocument(Document):
                        or (source.values.find(path) if generator else None))
             if located is not None:
                 location, key = located
+                path = source.values.keyed(path)  # `ports[1]` of a range over a map is `ports.http`
                 named = f".Values.{_dotted(path)}" if key[:len(path)] == path else \
                     f"{_dotted(key[:len(key) - len(full) + len(path)])} (.Values.{_dotted(path)} of the subchart)"
                 found.append(replace(location, message=f"{named}, used at {where}"))
@@ -223,7 +251,7 @@ def entry_place(source: TemplateSource, entry: Entry, message: str = "", path: s
                     max(end, entry.column) + 1, message)
 
 
-def included_source(source: TemplateSource, entry: Entry, range_index: int | None) -> TemplateSource | None:
+def included_source(source: TemplateSource, entry: Entry, range_index: RangeIndex) -> TemplateSource | None:
     """The body of the `define` that the `include "name" arg` (or `template`) on `entry`'s line
     calls, as a source of its own whose `.` is `arg` (a values path, the root context, or not
     known); None when the line calls none, several, or one this chart does not define."""
@@ -235,25 +263,70 @@ def included_source(source: TemplateSource, entry: Entry, range_index: int | Non
     if len(calls) != 1:
         return None
     name, argument = calls[0].group(1), calls[0].group(2)
+    if argument.lstrip().startswith("("):  # a `dict` holds parentheses of its own: read it whole
+        body = calls[0].string
+        argument = _balanced(body, body.index("(", calls[0].start(2)))
     context = template_context(actions, entry.line, range_index, source.top)
     top = _argument_path(argument, context)
     return source.defines.source(name, top, source.values)
 
 
-def _argument_path(argument: str, context) -> list[Segment] | None:
+def _argument_path(argument: str, context) -> list[Segment] | Fields | None:
     """What `.` is inside the `define`: the caller's `.` for `.`, the root for `$`, the values
-    path of a reference (`.Values.controller`, `$config`); None for anything else (a `dict`)."""
+    path of a reference (`.Values.controller`, `$config`), the values path of each key of a
+    `(dict "port" .Values.a.port "ctx" $)`; None for anything else."""
     argument = argument.strip()
     if argument == ".":
         return context.dot
     if argument == "$":
         return ROOT
-    if argument.startswith("(") or not argument:
+    if argument.startswith("("):
+        return _dict_argument(argument, context)
+    if not argument:
         return None
     from kubelint_ports.loading.helm.templatemap_values import _resolve_expression
     if argument in (".Values", "$.Values"):
         return None  # `.Values` passed as `.`: its keys are not under `.Values` inside
     return _resolve_expression(argument, context.dot, context.variables)
+
+
+_TOKEN = re.compile(r'"(?:[^"\\]|\\.)*"|`[^`]*`|[()]|[^\s()"`]+')
+
+
+def _balanced(text: str, start: int) -> str:
+    """The parenthesised group opening at `text[start]`, strings skipped (to the end if unclosed)."""
+    depth = 0
+    for token in _TOKEN.finditer(text, start):
+        depth += {"(": 1, ")": -1}.get(token.group(), 0)
+        if depth == 0:
+            return text[start:token.end()]
+    return text[start:]
+
+
+def _dict_argument(argument: str, context) -> Fields | None:
+    """`(dict "port" .Values.a.port "ctx" $)`: each key's values path (ROOT for `$`, or for `.` at
+    the root), keys whose value is no values path left out; None for any other expression."""
+    tokens = [token.group() for token in _TOKEN.finditer(argument)]
+    if tokens[:2] != ["(", "dict"] or tokens[-1:] != [")"]:
+        return None
+    words: list[str] = []
+    depth = 0
+    for token in tokens[2:-1]:  # the key and value words; a parenthesised value is one
+        if depth:
+            words[-1] += (" " if token != ")" and not words[-1].endswith("(") else "") + token
+        else:
+            words.append(token)
+        depth += {"(": 1, ")": -1}.get(token, 0)
+    if len(words) % 2:
+        return None
+    fields = Fields()
+    for key, value in zip(words[::2], words[1::2]):
+        if not key.startswith('"'):
+            return None
+        path = _argument_path(value, context) if value in (".", "$") or not value.startswith("(") else None
+        if path is not None and not isinstance(path, Fields) and value not in (".Values", "$.Values"):
+            fields[key[1:-1]] = path
+    return fields
 
 
 def template_document(document: Document, path: str, origin: str, source: TemplateSource,

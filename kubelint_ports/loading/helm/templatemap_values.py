@@ -219,13 +219,24 @@ class Context:
     conditions: list[tuple[list[Segment], int]]  # values tested by the enclosing `if`s, with their line
 
 
+RangeIndex = int | dict[int, int] | None  # the element of each `range` (`template_context`)
 ROOT: list[Segment] = []  # `.` at a template's top: the root context, where `.Values` is absolute
 
 
-def template_context(actions: list[Action], line: int, range_index: int | None,
+class Fields(dict):
+    """`.` inside a `define` an `include` passed a `dict "port" .Values.a.port "ctx" $`: per key,
+    the values path of its value (ROOT for the root context); a key it lacks is no values path."""
+
+    def key(self) -> tuple:
+        return tuple(sorted((name, tuple(path)) for name, path in self.items()))
+
+
+def template_context(actions: list[Action], line: int, range_index: RangeIndex,
                      top: list[Segment] | None = ROOT) -> Context:
     """`.`, `$variables` and enclosing `if` conditions as they stand at `line`. `top`: what `.` is
-    at the top (a `define`'s body: what the `include` passed it; None when not a values path)."""
+    at the top (a `define`'s body: what the `include` passed it; None when not a values path).
+    `range_index`: which element each `range` is at, by the line of its action (one number: every
+    `range` at that one; None, or a line the map lacks: not known)."""
     stack: list[tuple[str, list[Segment] | None, int]] = []  # (kind, values path, line)
     variables: dict[str, list[Segment]] = {}
 
@@ -255,7 +266,8 @@ def template_context(actions: list[Action], line: int, range_index: int | None,
                 binding = re.match(r"\s*(\$\w+)\s*(?:,\s*(\$\w+)\s*)?:=(.*)$", expression, re.DOTALL)
                 expression = binding.group(3) if binding else expression
                 path = _resolve_expression(expression, dot(), variables)
-                element = path + [range_index] if path is not None and range_index is not None else None
+                index = range_index.get(action.line) if isinstance(range_index, dict) else range_index
+                element = path + [index] if path is not None and index is not None else None
                 if binding and element is not None:
                     variables[binding.group(2) or binding.group(1)] = element
                 stack.append(("range", element, action.line))
@@ -311,6 +323,13 @@ def _chain(text: str, dot: list[Segment] | None, variables) -> list[Segment] | N
         base = variables.get(variable)
         return base + fields if base is not None else None
     fields = [f for f in text[1:].split(".") if f]
+    if isinstance(dot, Fields):  # a `dict` passed to a `define`: `.port`, `.ctx.Values.x`
+        base = dot.get(fields[0]) if fields else None
+        if base is None:
+            return None
+        if not base:  # the root context: `.ctx` is it, `.ctx.Values.x` a key
+            return [] if len(fields) == 1 else (fields[2:] or None) if fields[1:2] == ["Values"] else None
+        return base + fields[1:]
     if fields[:1] == ["Values"]:  # the root context: at the top, or passed to a `define`
         return fields[1:] or None
     if not dot or (fields and fields[0] in _BUILTINS):
@@ -343,7 +362,7 @@ _BLOCKS = frozenset(("if", "with", "range", "define", "block"))
 _MAX_CONDITION_DEPTH = 16  # nested `not`/`and`/`or`/parentheses read; deeper is not known
 
 
-def branch_taken(actions: list[Action], line: int, values: ValuesSource, range_index: int | None,
+def branch_taken(actions: list[Action], line: int, values: ValuesSource, range_index: RangeIndex,
                  top: list[Segment] | None = ROOT) -> bool | None:
     """Whether the values take every `if`/`with` branch enclosing `line` (an `else if` is taken
     when the conditions before it are false and its own is true): False when one is known not to
@@ -442,7 +461,7 @@ def _all(truths: list[bool | None]) -> bool | None:
 
 
 def rendered_branches(parent: Entry, actions: list[Action], values: ValuesSource | None,
-                      range_index: int | None, else_lines: list[int]) -> Entry:
+                      range_index: RangeIndex, else_lines: list[int]) -> Entry:
     """`parent` without the list items in an `if`/`else` branch the values are known not to take:
     Helm never rendered them, so they wrote no rendered item (`{{ if .Values.legacy }}` and
     `{{ else }}` holding the same `- name: metrics` item must not be told apart by order). Only a
@@ -455,7 +474,7 @@ def rendered_branches(parent: Entry, actions: list[Action], values: ValuesSource
     return parent if len(kept) == len(parent.children) else replace(parent, children=kept)
 
 
-def twin_of(chosen: Entry, parent: Entry, source, range_index: int | None) -> Entry | None:
+def twin_of(chosen: Entry, parent: Entry, source, range_index: RangeIndex) -> Entry | None:
     """Another child of `parent` that writes the same text as `chosen` across an `else`, in a branch
     the values may take, when they do not tell that `chosen`'s branch is the one taken: either may
     be what Helm rendered, so the place is a guess and no fix may edit it."""
