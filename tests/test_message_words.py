@@ -151,3 +151,14 @@ def test_names_are_shortened_in_the_middle_never_the_ports():
 
 def test_sentences_split_outside_code_and_versions():
     assert sentences_of("portmap v0.7.5. Then `a. B` stays. e.g. this") == ["portmap v0.7.5.", "Then `a. B` stays. e.g. this"]
+
+
+def test_the_analysis_as_markdown_is_escaped_whole():
+    """SARIF's message.markdown carries inputs' words (a container's argument, a label value): no
+    markup of theirs survives, a backtick of theirs included (it would end a code span early)."""
+    from kubelint_ports.formatters.sarif import markdown_text
+
+    hostile = "flag `--x=1` <img src=x onerror=alert(1)> [a](javascript:alert(1)) **b** & c"
+    escaped = markdown_text(hostile)
+    assert "<" not in escaped.replace("\\<", "") and "`" not in escaped.replace("\\`", "")
+    assert "](" not in escaped and "**" not in escaped and "&amp;" in escaped

@@ -37,6 +37,7 @@ MAX_RESULTS = 25_000  # GitHub rejects runs with more results than this
 MAX_DESCRIPTION = 1024  # GitHub truncates fullDescription.text beyond this
 MAX_TAGS = 20  # GitHub keeps at most 20 tags per rule
 
+MARKDOWN_SPECIAL = frozenset("\\`*_{}[]()<>#+-.!|~")  # CommonMark's backslash-escapable punctuation, in part
 LEVELS = {Severity.ERROR: "error", Severity.WARNING: "warning", Severity.NOTE: "note"}
 # GitHub's `problem.severity` words for non-security alerts.
 PROBLEM_SEVERITIES = {Severity.ERROR: "error", Severity.WARNING: "warning", Severity.NOTE: "recommendation"}
@@ -166,15 +167,10 @@ def result(finding: Finding, rule_index: dict[str, int], root: str) -> om.Result
 
 
 def markdown_text(text: str) -> str:
-    """Plain words as markdown that shows them as written: the characters markdown reads as
-    markup (and `<`, `&` for HTML) escaped, backticked fields kept as code."""
-    out = []
-    for index, part in enumerate(text.split("`")):
-        if index % 2:
-            out.append(f"`{part}`")
-        else:
-            out.append("".join(f"\\{char}" if char in "\\*_[]<>#|~" else char for char in part).replace("&", "&amp;"))
-    return "".join(out)
+    """Plain words as markdown that shows them as written: every character markdown or HTML reads
+    as markup is escaped, backticks included. No code span is kept: a backtick from an input (a
+    container's argument) could otherwise end one early and let the rest be read as markup."""
+    return "".join(f"\\{char}" if char in MARKDOWN_SPECIAL else char for char in text).replace("&", "&amp;")
 
 
 def fix_properties(finding: Finding) -> dict | None:
