@@ -387,3 +387,99 @@ def test_the_codec_round_trips_shared_records():
     decoded = Decoder(json.loads(json.dumps(encoder.types)), list(encoder.records)).loads(body)
     assert decoded == value
     assert decoded[0] is decoded[1]
+
+
+# --- the language server's memory (server/memory_cache.py): a file unchanged by its status is not read ---
+
+STALE_COMMENT = OTHER.replace("name: e\n", "name: e  # kubelint-ports: ignore KP999 -- no such rule\n")
+
+
+@pytest.fixture
+def served(tmp_path, monkeypatch):
+    """A workspace (the server's `Workspace`, in this process) of two manifests, a third holding a
+    suppression comment; `reads()` counts the files read since the last call, by name."""
+    pytest.importorskip("lsprotocol")
+    from kubelint_ports.loading import files
+    from kubelint_ports.server import memory_cache
+    from kubelint_ports.server.workspace import Workspace
+
+    root = tmp_path / "ws"
+    root.mkdir()
+    (root / "collision.yaml").write_text(COLLISION)
+    (root / "other.yaml").write_text(OTHER)
+    (root / "commented.yaml").write_text(STALE_COMMENT)
+    monkeypatch.chdir(root)
+    monkeypatch.setattr(memory_cache, "RACY_SECONDS", 0)  # the files were written just now
+    counted: dict[str, int] = {}
+    real_read = files.read_file
+
+    def counting(path, *args, **kwargs):
+        name = os.path.basename(path)
+        counted[name] = counted.get(name, 0) + 1
+        return real_read(path, *args, **kwargs)
+
+    monkeypatch.setattr(files, "read_file", counting)
+
+    def reads() -> dict[str, int]:
+        found = dict(counted)
+        counted.clear()
+        return found
+
+    return root, Workspace(str(root)), reads
+
+
+def shown(report) -> list[tuple]:
+    return sorted((f.rule_id, f.location.path, f.location.line, f.message, bool(f.suppressed)) for f in report.findings)
+
+
+def test_the_server_reads_again_only_files_whose_status_changed(served):
+    root, workspace, reads = served
+    cold = shown(workspace.lint())
+    assert reads().keys() >= {"collision.yaml", "other.yaml", "commented.yaml"}
+    assert any(rule == "KP005" for rule, *_ in cold)  # the comment naming no rule
+    warm = shown(workspace.lint())
+    assert warm == cold
+    read = reads()
+    assert "collision.yaml" not in read and "other.yaml" not in read  # neither loaded nor scanned for comments
+    assert read.get("commented.yaml", 0) <= 2  # the comment scan and its KP005 finding's line, not the loader
+    assert workspace.cache.unread_count == 3
+
+    # Rewritten with the same size and a new modification time: read again, its findings new.
+    other = root / "other.yaml"
+    before = other.stat()
+    other.write_text(OTHER.replace("31123", "31124"))
+    os.utime(other, ns=(before.st_atime_ns, before.st_mtime_ns + 1_000_000_000))
+    assert other.stat().st_size == before.st_size
+    edited = shown(workspace.lint())
+    assert reads().get("other.yaml") == 1
+    assert edited != cold
+    from kubelint_ports.engine import lint_paths
+
+    assert edited == shown(lint_paths(workspace.settings.paths, workspace.settings.options,
+                                      policies=workspace.settings.policies))
+
+
+def test_an_open_editor_text_is_always_read_whatever_the_file_status(served):
+    root, workspace, reads = served
+    cold = shown(workspace.lint())
+    workspace.set_text(str(root / "other.yaml"), OTHER.replace("31123", "31124"))
+    opened = shown(workspace.lint())
+    assert opened != cold and not any(path == "other.yaml" and line == 11 and rule == "KP201"
+                                      for rule, path, line, *_ in opened)
+    workspace.set_text(str(root / "other.yaml"), None)  # closed: the file counts again
+    reads()
+    assert shown(workspace.lint()) == cold
+    assert reads().get("other.yaml") == 1
+
+
+def test_a_file_changed_moments_ago_is_read_on_every_run(served, monkeypatch):
+    from kubelint_ports.server import memory_cache
+
+    root, workspace, reads = served
+    monkeypatch.setattr(memory_cache, "RACY_SECONDS", 3600)  # every file is recent
+    workspace.lint()
+    reads()
+    workspace.lint()
+    read = reads()
+    assert read.get("collision.yaml") == 1 and read.get("other.yaml") == 1
+    assert workspace.cache.unread_count == 0

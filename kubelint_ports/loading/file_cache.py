@@ -298,6 +298,17 @@ class FileCache:
             return False
         return self._exists(self.key(path, settings) + ENTRY_SUFFIX)
 
+    def unread(self, path: str, walked: bool, helm, result: LoadResult, reader) -> bool:
+        """Whether `path` was taken into `result` and `reader` without reading it: never here, an
+        entry is used only for the bytes it describes (the language server's memory, which keeps
+        each file's status between its runs, does: server/memory_cache.py)."""
+        return False
+
+    def marked(self, path: str) -> bool | None:
+        """Whether the bytes this run read of `path` hold a suppression comment's mark: unknown here
+        (None), so the comment scan reads the file (the language server's memory knows)."""
+        return None
+
     def load(self, path: str, data: bytes, helm, result: LoadResult, reader,
              read: Callable[[LoadResult, object], None]) -> None:
         """The file `path` whose bytes are `data` into `result` and `reader`: from its entry when
@@ -394,8 +405,8 @@ def active() -> FileCache | None:
 @contextmanager
 def kept(cache) -> Iterator:
     """Use `cache`, made by the caller and kept between its runs (the language server's, in
-    memory: an object with FileCache's `load`, `has_entry` and `notes`), for every file read inside
-    the block; `applied` then keeps it, as it keeps an outer load's."""
+    memory: an object with FileCache's `load`, `unread`, `marked`, `has_entry` and `notes`), for
+    every file read inside the block; `applied` then keeps it, as it keeps an outer load's."""
     previous, _current[0] = _current[0], cache
     try:
         yield cache

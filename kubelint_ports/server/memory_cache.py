@@ -2,37 +2,89 @@
 role (loading/file_cache.py) without the disk, the JSON or the decoding. An entry is the
 documents, diagnostics and model reader's pieces one file's bytes gave under one set of reading
 settings; a run hands the same objects on (they are not changed after reading: the checks never
-change the model), so a run after an edit reads again only the files whose bytes changed."""
+change the model), so a run after an edit reads again only the files whose bytes changed.
+
+A file is not even read again while its (device, inode, size, modification and change times) are
+those it had when its entry's bytes were read, as ruff's cache does (`unread`): taken before the
+read, and not at all for a file changed in the last `RACY_SECONDS` (a write in the same tick of
+the file system's clock leaves its times as they were, git's "racy clean" case), nor for an open
+editor's file (its text is always the editor's, `files.PLANNED`). Any other file is read and its
+bytes' SHA-256 decides. The disk cache (`--cache-dir`) keeps deciding by the hash alone.
+
+The run also learns, per file, whether the bytes it read hold a suppression comment's mark
+(`marked`): the comment scan (suppressions.read_comments) reads only those files again."""
 
 from __future__ import annotations
 
 import hashlib
+import os
+import stat
+import time
 
+from kubelint_ports.loading import files
 from kubelint_ports.loading.file_cache import FileCache
+from kubelint_ports.loading.paths import display_path
 from kubelint_ports.loading.yaml_files.documents import Document, LoadResult
+from kubelint_ports.suppressions import COMMENT_MARK
 
 MAX_ENTRIES = 200_000  # past it the whole memory is dropped (a workspace that big re-reads once)
+RACY_SECONDS = 2  # a file changed this recently is read again however its times look
+_MARK = COMMENT_MARK.encode()
+
+
+class Entry:
+    """One file's bytes (their digest), what reading them gave, the file's status when they were
+    read from it (None: not known to be the file's, as an editor's text), and whether they hold the
+    suppression comments' mark."""
+
+    __slots__ = ("digest", "result", "reader", "status", "marked", "shown")
+
+    def __init__(self, digest: bytes, result: LoadResult, reader, status, marked: bool, shown: str) -> None:
+        self.digest, self.result, self.reader, self.status, self.marked = digest, result, reader, status, marked
+        self.shown = shown
+
+
+def status_of(path: str) -> tuple | None:
+    """What says a file is unchanged without reading it, or None: not a regular file, not there, or
+    changed too recently to tell."""
+    try:
+        found = os.stat(path, follow_symlinks=False)
+    except (OSError, ValueError):
+        return None
+    if not stat.S_ISREG(found.st_mode):
+        return None
+    now = time.time_ns()
+    if now - max(found.st_mtime_ns, found.st_ctime_ns) < RACY_SECONDS * 1_000_000_000:
+        return None
+    return (found.st_dev, found.st_ino, found.st_size, found.st_mtime_ns, found.st_ctime_ns)
 
 
 class MemoryCache(FileCache):
-    """FileCache's `load` and `has_entry` (loading/file_cache.py) over a dict; `loading.file_cache.kept`
-    applies it to a run. Unlike the disk cache it is used when buffers are laid over the files
-    (`files.PLANNED`): an entry is keyed by the bytes read, whoever gave them."""
+    """FileCache's `load`, `unread` and `has_entry` (loading/file_cache.py) over a dict;
+    `loading.file_cache.kept` applies it to a run. Unlike the disk cache it is used when buffers are
+    laid over the files (`files.PLANNED`): an entry is keyed by the bytes read, whoever gave them."""
 
     def __init__(self) -> None:
         super().__init__("")
         self.directory = None  # workers (none: the server reads in-process) get no cache
         self.tool = "memory"
-        self.entries: dict[tuple[str, str], tuple[bytes, LoadResult, object]] = {}
+        self.entries: dict[tuple[str, str], Entry] = {}
         self.seen: set[tuple[str, str]] = set()
+        self.status: dict[str, tuple] = {}  # this run's: a file's status, taken before it was read
+        self.marks: dict[str, bool] = {}  # this run's: a file (as shown) -> whether its bytes hold the mark
+        self.planned_names: frozenset[str] = frozenset()
+        self.unread_count = 0
 
     def start_run(self) -> None:
         """Before a run: forget the last run's settings (they hold its reader, the whole model) and
         count afresh; after it, `prune` drops the entries of files no longer read."""
         self._settings = {}
         self.notes = []
-        self.hits = self.misses = 0
+        self.hits = self.misses = self.unread_count = 0
         self.seen = set()
+        self.status = {}
+        self.marks = {}
+        self.planned_names = frozenset(os.path.basename(path) for path in files.PLANNED)
 
     def prune(self) -> None:
         for key in [key for key in self.entries if key not in self.seen]:
@@ -42,8 +94,45 @@ class MemoryCache(FileCache):
         settings = self.settings(helm, reader)
         return settings is not None and (path, settings) in self.entries
 
+    def planned(self, path: str) -> bool:
+        """Whether `path` is read from an editor's text (the real path only asked for when one of
+        those texts has its name: a walked file is no symlink, nor is any directory below the top)."""
+        return os.path.basename(path) in self.planned_names and os.path.realpath(path) in files.PLANNED
+
+    def unread(self, path: str, walked: bool, helm, result: LoadResult, reader) -> bool:
+        """What the file `path` gave last time into `result` and `reader`, without reading it, when
+        its status is the one it had then; else False, and the status is kept for `load`. Only for a
+        file a walk found (regular, no symlink) that no editor has open."""
+        if not walked:
+            return False
+        settings = self.settings(helm, reader)
+        if settings is None or (files.PLANNED and self.planned(path)):
+            return False
+        status = status_of(path)
+        if status is None:
+            return False
+        key = (path, settings)
+        entry = self.entries.get(key)
+        if entry is None or entry.status != status:
+            self.status[path] = status
+            return False
+        self.seen.add(key)
+        self.hits += 1
+        self.unread_count += 1
+        self.marks[entry.shown] = entry.marked
+        _hand_on(result, entry.result, reader, entry.reader)
+        return True
+
+    def marked(self, path: str) -> bool | None:
+        """Whether the bytes this run read of `path` (as a report shows it) hold a suppression
+        comment's mark; None when this run did not read it through here."""
+        return self.marks.get(path)
+
     def load(self, path: str, data: bytes, helm, result: LoadResult, reader, read) -> None:
         settings = self.settings(helm, reader)
+        marked, shown = _MARK in data, display_path(path)
+        self.marks[shown] = marked
+        status = self.status.pop(path, None)  # taken before `data` was read from the file (not planned)
         if settings is None:
             read(result, reader)
             return
@@ -51,9 +140,10 @@ class MemoryCache(FileCache):
         self.seen.add(key)
         digest = hashlib.sha256(data).digest()
         entry = self.entries.get(key)
-        if entry is not None and entry[0] == digest:
+        if entry is not None and entry.digest == digest:
             self.hits += 1
-            _hand_on(result, entry[1], reader, entry[2])
+            entry.status = status
+            _hand_on(result, entry.result, reader, entry.reader)
             return
         self.misses += 1
         fresh_result = LoadResult()
@@ -62,7 +152,8 @@ class MemoryCache(FileCache):
         if all(type(document) is Document for document in fresh_result.documents):
             if len(self.entries) >= MAX_ENTRIES:
                 self.entries.clear()
-            self.entries[key] = (digest, fresh_result, fresh_reader)  # not `helm template` output mapped to a chart
+            # not `helm template` output mapped to a chart
+            self.entries[key] = Entry(digest, fresh_result, fresh_reader, status, marked, shown)
         else:
             self.entries.pop(key, None)
         _hand_on(result, fresh_result, reader, fresh_reader)

@@ -48,6 +48,9 @@ def load_file(path: str, result: LoadResult, *, stdin=None, helm: HelmOptions | 
         result.diagnostics.append(Diagnostic(Location(shown, 0, 0), (
             f"not read: a symlink to {escape}, outside the current directory and its own")))
         return
+    cache = file_cache.active()  # hook: a file the cache knows unchanged by its status alone (the server's)
+    if cache is not None and path != STDIN and cache.unread(path, walked, helm, result, reader):
+        return
     try:
         data = read_bytes(path, stdin, no_symlink=walked)
     except OSError as error:
@@ -67,7 +70,6 @@ def load_file(path: str, result: LoadResult, *, stdin=None, helm: HelmOptions | 
             "(`kubelint-ports lint mychart-1.2.3.tgz`)")))
         return
     # --- hook: the file cache (loading/file_cache.py): an unchanged file is not read again ---
-    cache = file_cache.active()
     if cache is not None and path != STDIN:
         cache.load(path, data, helm, result, reader,
                    lambda into, read_by: _load_data(path, shown, data, into, helm=helm, reader=read_by))
