@@ -256,9 +256,60 @@ def comment_only(line: str) -> bool:
     return found is not None and found[0] == 0 and found[1] == len(stripped)
 
 
+def scalar_spans(text: str) -> list[tuple[tuple[int, int], tuple[int, int]]] | None:
+    """Where the text's scalars are, as ((line, column), (line, column)) from 0, read by PyYAML's
+    scanner: a `#` inside one (a quoted string, a block scalar's script) is data, not a comment.
+    A block scalar starts on the line after its `|` or `>` (a comment may follow the indicator).
+    None when the text does not scan as YAML (a chart's template): then only the line is read."""
+    import yaml
+
+    scanner = getattr(yaml, "CSafeLoader", yaml.SafeLoader)(text)
+    spans = []
+    try:
+        while scanner.check_token():
+            token = scanner.get_token()
+            if isinstance(token, yaml.ScalarToken):
+                start, end = token.start_mark, token.end_mark
+                begin = (start.line + 1, 0) if token.style in ("|", ">") else (start.line, start.column)
+                spans.append((begin, (end.line, end.column)))
+    except yaml.YAMLError:
+        return None
+    finally:
+        scanner.dispose()
+    return spans
+
+
+def inside_scalar(spans, line: int, column: int) -> bool:
+    """Whether (line, column) lies in one of `spans` (in document order, none overlapping): one
+    binary search, so a file of many marks costs no more than its length."""
+    import bisect
+
+    at = bisect.bisect_right(spans, ((line, column), (line, column))) - 1
+    while at >= 0 and spans[at][0] == (line, column) and at + 1 < len(spans) and spans[at + 1][0] == (line, column):
+        at += 1
+    return at >= 0 and spans[at][0] <= (line, column) < spans[at][1]
+
+
+def code_lines_after(lines: list[str]) -> list[int | None]:
+    """For each line number, the first later line that is not only a comment (None at the end), in
+    one pass from the bottom: a run of 20,000 comment lines used to be searched once per comment."""
+    after: list[int | None] = [None] * (len(lines) + 1)
+    following = None
+    for number in range(len(lines), 0, -1):
+        after[number] = following
+        if not comment_only(lines[number - 1]):
+            following = number
+    return after
+
+
 def comments_of_text(path: str, text: str) -> list[SuppressionComment]:
-    """The suppression comments of a file's text, each with the lines it silences."""
+    """The suppression comments of a file's text, each with the lines it silences. A mark inside
+    a YAML scalar (`echo # kubelint-ports: ...` in a ConfigMap's script) is no comment: it neither
+    silences a finding nor is ever "fixed" away."""
     lines = [line.rstrip("\r") for line in text.split("\n")]
+    spans: list | None = None
+    scanned = False  # the text is scanned once, when a first candidate is found
+    after: list[int | None] | None = None  # made when a comment above a key asks
     starts = [1]  # the first line of each YAML document
     starts += [number + 1 for number, line in enumerate(lines, start=1) if _DOCUMENT_BREAK.match(line)]
     found = []
@@ -267,6 +318,11 @@ def comments_of_text(path: str, text: str) -> list[SuppressionComment]:
         if where is None:
             continue
         start, end, body = where
+        if not line[start:].startswith("{{"):  # a `#` comment: data when it stands in a scalar
+            if not scanned:
+                spans, scanned = scalar_spans(text), True
+            if spans and inside_scalar(spans, number - 1, start):
+                continue
         parsed = parse_body(body)
         whole_line = not line[:start].strip() and not line[end:].strip()
         if parsed is None:
@@ -279,8 +335,8 @@ def comments_of_text(path: str, text: str) -> list[SuppressionComment]:
             first = max(s for s in starts if s <= number)
             last = next((s - 2 for s in starts if s > number), len(lines))
         elif whole_line:  # above a key: it silences the next line that is not only a comment
-            first = last = next((n for n in range(number + 1, len(lines) + 1) if not comment_only(lines[n - 1])),
-                                number)
+            after = code_lines_after(lines) if after is None else after
+            first = last = after[number] or number
         else:
             first = last = number
         found.append(SuppressionComment(path, number, start + 1, end + 1, scope, rules, reason, first, last,

@@ -280,3 +280,26 @@ def test_helm_template_and_values_comments(tmp_path, monkeypatch):
     subprocess.run(["git", "apply", "-"], input=diffed.stdout_bytes, cwd=tmp_path / "diffed", check=True)
     for name in ("chart/templates/ds.yaml", "chart/values.yaml"):
         assert (tmp_path / "diffed" / name).read_bytes() == (tmp_path / "fixed" / name).read_bytes()
+
+
+def test_a_mark_inside_a_scalar_is_data_not_a_comment(tmp_path, monkeypatch):
+    """`# kubelint-ports: ...` inside a ConfigMap's script, a quoted string or an argument is the
+    object's data: it silences nothing, is never reported as unused, and --fix never edits it (it
+    used to: the script line lost its text)."""
+    from kubelint_ports.engine import LintOptions, lint_paths
+
+    (tmp_path / ".git").mkdir()
+    manifest = tmp_path / "a.yaml"
+    manifest.write_text(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: s, namespace: x}\ndata:\n"
+        "  run.sh: |  # kubelint-ports: ignore KP999 -- a real comment after the indicator\n"
+        "    echo hi # kubelint-ports: ignore KP101 -- a script line\n"
+        "  flow: \"a # kubelint-ports: ignore KP301\"\n---\n"
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: p, namespace: x}\nspec:\n  containers:\n  - name: c\n"
+        "    image: x\n    args: [\"--x # kubelint-ports: ignore KP101\"]\n    ports:\n"
+        "    - containerPort: 80\n      hostPort: 8080\n", encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    report = lint_paths(["a.yaml"], LintOptions())
+    kp005 = [f for f in report.findings if f.rule_id == "KP005"]
+    assert [(f.location.line, f.location.column) for f in kp005] == [(5, 14)], kp005  # the real one only
+    assert any(f.rule_id == "KP101" and not f.suppressed for f in report.findings)  # the argument silenced nothing
