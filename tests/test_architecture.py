@@ -27,6 +27,7 @@ STAGES = {
     "policies": 3,      # the rules as data, validated
     "checks": 3,        # small registered functions that ask the model
     "suppressions": 4,  # annotations, exemptions and baselines applied to findings
+    "suppression_comments": 4,  # the suppression comments of a file, read
     "portmap": 4,       # the per-node port map: a view of the model and the findings
     "engine": 4,        # one pipeline
     "fixes": 4,         # `lint --fix`: each fixable rule's edit, worked out from the findings and the files

@@ -122,10 +122,10 @@ def test_a_stale_comment_in_a_file_without_findings(tmp_path, monkeypatch):
 
 
 def test_the_byte_search_skips_files_without_the_mark(tmp_path, monkeypatch):
-    from kubelint_ports import suppressions
+    from kubelint_ports import suppression_comments
 
     calls = []
-    monkeypatch.setattr(suppressions, "comments_of_text", lambda path, text: calls.append(path) or [])
+    monkeypatch.setattr(suppression_comments, "comments_of_text", lambda path, text: calls.append(path) or [])
     lint(tmp_path, monkeypatch, {"a.yaml": pod(), "b.yaml": pod(line_end="  # kubelint-ports: ignore KP101 -- x")})
     assert calls == ["b.yaml"]
 
