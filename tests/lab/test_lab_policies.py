@@ -228,3 +228,18 @@ def test_local_shapes_match_kube_proxy_with_and_without_a_detector(name, policy)
         assert extract(write([policy], cluster_cidr=None), policy) == blind, write.__name__
         assert len(blind[0]) == len(detected[0]) - 1 and blind[1] == detected[1]
         assert bool(blind[1]) == (not policy.local)  # the DROP exactly when no endpoint is local
+
+
+# --- docs/datapath.md shows what this lab run observed ---------------------------------------------
+# Here, not in a module of its own: a test file runs on one xdist worker, and this module's
+# observations (functools.cache) are then shared with the doc's, instead of the whole lab being
+# observed a second time on the other worker (31 s).
+
+def test_docs_match_the_lab(lab_ready):
+    """Regenerate with `python tests/lab/write_datapath_doc.py` (as root) when the lab's results change."""
+    import write_datapath_doc
+
+    text = write_datapath_doc.DOC.read_text(encoding="utf-8")
+    section = text.split(write_datapath_doc.BEGIN, 1)[1].split(write_datapath_doc.END, 1)[0]
+    assert section.strip() == write_datapath_doc.results().strip(), \
+        "docs/datapath.md is stale: run `python tests/lab/write_datapath_doc.py` (as root)"

@@ -3,7 +3,7 @@
     sudo python tests/lab/write_datapath_doc.py        # needs what the lab needs (see netlab.py)
 
 The result tables hold only what was observed, in words (who answered), so they are the same on
-every machine; `test_lab_doc.py` fails when docs/datapath.md no longer matches a lab run.
+every machine; `test_lab_policies.py::test_docs_match_the_lab` fails when docs/datapath.md no longer matches a lab run.
 """
 
 from __future__ import annotations
