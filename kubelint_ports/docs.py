@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from kubelint_ports.policies import Policy
+from kubelint_ports.policies import Policy, write_whole
 
 
 def rule_markdown(policy: Policy) -> str:
@@ -150,7 +150,7 @@ def write_published_schemas(target) -> list:
     target.mkdir(parents=True, exist_ok=True)
     written = []
     for name, text in published_schemas().items():
-        (target / name).write_text(text, encoding="utf-8", newline="\n")
+        write_whole(target / name, text)
         written.append(target / name)
     return written
 
@@ -172,12 +172,11 @@ def main(argv: list[str] | None = None) -> int:
         if stale.name not in pages:
             stale.unlink()
     for name, text in pages.items():
-        (target / name).write_text(text, encoding="utf-8", newline="\n")
+        write_whole(target / name, text)
     print(f"wrote {len(pages)} pages to {target}")
     overview = target.parent / "rules-overview.md"
     if overview.is_file():
-        overview.write_text(overview_page(overview.read_text(encoding="utf-8"), builtin_policies()), encoding="utf-8",
-                            newline="\n")
+        write_whole(overview, overview_page(overview.read_text(encoding="utf-8"), builtin_policies()))
         print(f"wrote the rules table of {overview}")
     print(f"wrote the policies' index {write_policy_index()}")
     root = target.parent.parent  # docs/rules of a repository: its top, with schemas/ beside docs/

@@ -277,11 +277,30 @@ def policy_index(directory: Path | None = None) -> dict[str, Any]:
     return {"version": INDEX_VERSION, "policies": entries}
 
 
+def write_whole(path, text: str) -> None:
+    """`text` into `path` whole or not at all: a temporary file beside it, then a rename (a full disk
+    or an interrupted run leaves the old page, never half of a new one)."""
+    import os
+    import tempfile
+
+    directory = os.path.dirname(os.path.abspath(path))
+    handle, temporary = tempfile.mkstemp(prefix=".kubelint-ports-", dir=directory)
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8", newline="\n") as out:
+            out.write(text)
+        os.replace(temporary, path)
+    except BaseException:
+        try:
+            os.unlink(temporary)
+        except OSError:
+            pass
+        raise
+
+
 def write_policy_index(directory: Path | None = None) -> Path:
     directory = directory or builtin_policy_dir()
     target = directory / INDEX
-    target.write_text(json.dumps(policy_index(directory), indent=1, ensure_ascii=False) + "\n", encoding="utf-8",
-                      newline="\n")
+    write_whole(target, json.dumps(policy_index(directory), indent=1, ensure_ascii=False) + "\n")
     return target
 
 

@@ -185,7 +185,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     for path, text in files.items():
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text, encoding="utf-8", newline="\n")
+        partial = path.with_name(f".{path.name}.partial")  # whole or not at all: written, then renamed
+        partial.write_text(text, encoding="utf-8", newline="\n")
+        os.replace(partial, path)
         print(f"wrote {path.relative_to(ROOT)}")
     if args.generate:
         generate()
