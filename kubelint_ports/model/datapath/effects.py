@@ -7,7 +7,7 @@ and the run names once which options would settle it (`unknown`)."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from kubelint_ports.model.datapath.facts import (
     APPENDED,
@@ -91,9 +91,3 @@ def unknown_facts_note(unknown: set[str]) -> str:
              for name in sorted(unknown, key=lambda n: order.index(n) if n in order else len(order))]
     return ("Some findings depend on facts the inputs do not state: " + "; ".join(named)
             + ". State them, and `kubelint-ports config` shows what the run knows.")
-
-
-def effect_data(answer: "Answer", parties: Mapping[str, str]) -> dict[str, Any]:
-    """The effect as data, for tests and tools: the sentence and the facts that would settle it."""
-    sentence, unknown = effect(answer, parties)
-    return {"effect": sentence, "unknown": list(unknown)}
