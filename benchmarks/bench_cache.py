@@ -7,8 +7,10 @@ Generates the corpus as bench_lint.py does (gen_corpus.py, seed 42, under --work
 each a fresh process of `kubelint-ports lint manifests --nodes cluster/nodes.yaml --format json`:
   plain     --no-cache
   cold      --cache-dir DIR on an empty DIR (every entry written)
-  warm      the same DIR, nothing changed
-  edited    the same DIR after one manifest changed (a line appended; put back after the round)
+  warm      the same DIR, nothing changed: the run memo replays the cold run's report (run_memo.py)
+  edited    the same DIR after one manifest changed (its first containerPort made another port, so
+            findings change too; put back after the round): the memo cannot hold, the file cache
+            reads every other file from its entry and the checks run over the whole model
 and prints medians of wall seconds and peak RSS (largest process and all together), the median of
 the per-round ratios to `cold` and to `plain`, the cache's size on disk over the input, and
 whether every run's report is byte for byte the plain one's. With --profile, one warm run in
@@ -91,7 +93,8 @@ def main() -> None:
                 same &= (out / f"{key}.json").read_bytes() == reference
             cache_size, cache_apparent = disk_bytes(cache), disk_bytes(cache, allocated=False)
             try:
-                edited.write_bytes(original + b"\n# edited by bench_cache.py\n")
+                edited.write_bytes(original.replace(b"containerPort: ", b"containerPort: 1", 1)
+                                   if b"containerPort: " in original else original + b"\n# edited\n")
                 runs["edited"].append(run(lint(directory, out / "edited.json", ["--cache-dir", str(cache)],
                                                args.jobs), directory))
                 changed_plain = run(lint(directory, out / "edited-plain.json", ["--no-cache"], args.jobs), directory)

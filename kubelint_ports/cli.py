@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 from typing import List, Optional
 
-from kubelint_ports import __version__
+from kubelint_ports import __version__, run_memo
 from kubelint_ports.cli_options import (
     BASELINE_OPTION,
     CLUSTER_OPTION,
@@ -135,6 +135,7 @@ def lint(
     format_options = FormatOptions(show_suppressed=show_suppressed, sarif_category=sarif_category, link_base=link_base,
                                    source_root=find_source_root(settings.config.path), quiet=quiet,
                                    unsafe_fixes=fix_args.unsafe_fixes, sarif_full_rules=sarif_full_rules)
+    run_memo.decide(options.cache_dir, settings.paths, writes=bool(watch or fix_args.wanted or write_baseline))
     if watch:  # `lint --watch` (watch.py): this run, then again on each change, printing what changed
         from kubelint_ports.watch import watch_lint
 
@@ -526,7 +527,8 @@ def run_without_typer(args: list[str]) -> int | None:
     if given is None:
         return None
     try:
-        command(**given)
+        with run_memo.recording(args, given, wanted=command is lint):  # nothing changed: replayed (docs/cache.md)
+            command(**given)
     except UsageError:
         return None  # raised before the command did anything: typer reads the line again and says why
     except EOFError as error:

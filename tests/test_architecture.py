@@ -38,6 +38,7 @@ STAGES = {
     "cli": 6,
     "cli_options": 6,   # option groups the commands share, declared once
     "watch": 6,         # `lint --watch`: lint again on each change, print what changed (watchfiles)
+    "run_memo": 6,      # a `lint` with nothing changed replays its last report (docs/cache.md)
     "server": 6,        # `kubelint-ports server`: the language server, after the engine like the CLI (pygls)
     "__main__": 6,
     "__init__": 0,

@@ -48,7 +48,7 @@ import json
 import os
 import threading
 
-from kubelint_ports.loading import files
+from kubelint_ports.loading import files, read_log
 from kubelint_ports.records import record
 
 # What is read of a child's error output, and the default largest file it may write (which bounds
@@ -368,6 +368,7 @@ def start(command: list[str] | PythonScript, *, memory_bytes: int, file_bytes: i
         argv = [sys.executable, "-I", "-S", "-c", _LAUNCHER, json.dumps(spec)] if launched else list(command)
         if sandbox:
             argv = [*network_sandbox().prefix, *argv]
+        read_log.child_ran(str(argv[0]))  # hook: what a child reads, the run memo cannot list
         process = subprocess.Popen(
             argv, stdin=subprocess.PIPE if stdin_pipe else subprocess.DEVNULL, stdout=subprocess.PIPE,
             stderr=errors, env=child_environment(private), cwd=cwd or private, start_new_session=True,

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING
 
 from kubelint_ports.loading.paths import STDIN
 from kubelint_ports.loading.yaml_files.documents import DocumentReader, LoadResult, read_guarded
-from kubelint_ports.loading import budgets, file_cache, files
+from kubelint_ports.loading import budgets, file_cache, files, read_log
 from kubelint_ports.loading.yaml_files.manifests import load_file
 
 if TYPE_CHECKING:  # imported when a pool starts: a small run never pays for multiprocessing
@@ -146,6 +146,8 @@ class Workers:
 
             self.executor = ProcessPoolExecutor(max_workers=jobs, mp_context=_context(), initializer=gc.disable)
             self.started = jobs
+        for _, paths in batches:  # hook: the run memo lists the files read where it cannot see them
+            read_log.read_elsewhere(paths)
         return {first: (self.executor.submit(read_batch, paths, helm, reader.fresh(), budgets.current(),
                                              {path for path in paths if path in walked},
                                              cache.directory if cache is not None else None), len(paths))
