@@ -232,8 +232,11 @@ def replayed(directory: str, key: str, outputs: list[str], streams) -> int | Non
         return None
     from kubelint_ports.policies import write_whole
 
-    for path, text in written:
-        write_whole(path, text)
+    try:
+        for path, text in written:
+            write_whole(path, text)
+    except OSError:
+        return None  # a full disk, a directory gone: the run that follows says so, as any run would
     for stream, text in printed:
         streams[stream - 1].write(text)
     return code
@@ -440,8 +443,11 @@ def make_record(recorder: Recorder, code: int) -> dict | None:
                     for ancestor in above - listed for name in names)
     written = []
     for path in outputs:
-        now = signature(path)
-        if now[0] != stat.S_IFREG or now[1] > MAX_REPORT_BYTES:
+        try:
+            status = os.lstat(path)  # a symlinked report is written through; a replay would replace it
+        except OSError:
+            return None
+        if not stat.S_ISREG(status.st_mode) or status.st_size > MAX_REPORT_BYTES:
             return None
         try:
             with open(path, encoding="utf-8", newline="") as handle:

@@ -338,3 +338,17 @@ def test_a_fresh_process_replays_after_the_inputs_settle(tmp_path):
     results.append(subprocess.run(command, cwd=root, capture_output=True, env=environment, timeout=120))
     assert len({(r.returncode, r.stdout, r.stderr) for r in results}) == 1
     assert records(root)[0].stat().st_ino == inode, "replayed: the memo was not written again"
+
+
+def test_a_symlinked_report_keeps_no_memo_and_a_replay_that_cannot_write_lints(tree, runs, tmp_path):
+    target = tmp_path / "elsewhere.json"
+    target.write_text("")
+    (tree / "linked.json").symlink_to(target)
+    runs(*LINT, "--format", "json", "-o", "linked.json")
+    assert records(tree) == [] and target.read_text().startswith("{")
+    (tree / "out").mkdir()
+    runs(*LINT, "--format", "json", "-o", "out/report.json")
+    assert len(records(tree)) == 1
+    shutil.rmtree(tree / "out")  # the report's directory gone: the replay cannot write it
+    code, _, err, _ = runs(*LINT, "--format", "json", "-o", "out/report.json")
+    assert code == 2 and "cannot write out/report.json" in err, "the run says why, as without a memo"
