@@ -202,11 +202,13 @@ def read_comments(path: str) -> list[SuppressionComment]:
     """The suppression comments of a file, read within the budgets; none when it cannot be read,
     nor when the bytes this run's loading read of it hold no comment's mark (the language server's
     file cache knows that: the file is not read twice)."""
-    from kubelint_ports.loading import budgets, file_cache, files
+    from kubelint_ports.loading import file_cache
 
     cache = file_cache.active()
     if cache is not None and cache.marked(path) is False:
-        return []
+        return []  # asked once per linted file: this answer, the usual one, imports no more
+    from kubelint_ports.loading import budgets, files
+
     try:
         data = files.read_file(path, budgets.current().max_file_bytes)
     except (OSError, ValueError):

@@ -45,6 +45,8 @@ def unknown_rule_notes(documents, policies) -> list[str]:
     known = {name for policy in policies for name in (policy.id, policy.name)} | EVERY_RULE
     notes = []
     for document in documents:
+        if not getattr(document, "annotations", None):
+            continue  # nearly every object: no annotation kept, none copied (7,000 a run in the server)
         listed = annotations(document).get(IGNORE_ANNOTATION, "")
         unknown = [token.strip() for token in listed.split(",")
                    if token.strip() and token.strip() not in known and token.strip().upper() not in known]
@@ -202,10 +204,15 @@ def comment_paths(findings: Sequence[Finding], documents) -> list[str]:
     patches), so a stale comment in a file without findings is read too (a byte search for the mark
     before any parsing: `read_comments`)."""
     from kubelint_ports.loading.paths import display_path
+    from kubelint_ports.loading.yaml_files.documents import Document
 
     paths = dict.fromkeys(where.path for finding in findings
                           for where in (finding.location, *finding.related) if where.is_file and where.line > 0)
     for document in documents:
+        if type(document) is Document:  # a plain manifest (most): none of the sources below, asked for at a cost
+            if getattr(document.text_source, "file", None):
+                paths[document.path] = None
+            continue
         if getattr(getattr(document, "text_source", None), "file", None):
             paths[getattr(document, "path", "")] = None
         source = getattr(document, "source", None)  # a Helm template, and the values files it reads

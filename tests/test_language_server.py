@@ -174,6 +174,34 @@ async def test_an_edit_that_makes_a_collision_shows_it_and_its_fix_removes_it(wo
 
 
 @pytest.mark.asyncio
+async def test_a_file_created_on_disk_is_linted_after_a_watched_files_notification_or_a_save(workspace: Path):
+    """An unsaved edit never adds a file, so its run takes the files the last walk found; a
+    watched-files notification, or a save, makes the next run walk again (server/workspace.py)."""
+    deploy = workspace / "deploy.yaml"
+    client = await start(workspace)
+    try:
+        open_file(client, deploy)
+        found = await diagnostics_until(client, deploy, lambda c: ("KP101", 21) in c)
+        assert "KP201" not in {d.code for d in found}
+        # A tool writes a Service whose nodePort is the Deployment's hostPort.
+        created = workspace / "created.yaml"
+        created.write_text(SERVICE.replace("name: api", "name: created").replace("30080", "31123"))
+        client.workspace_did_change_watched_files(types.DidChangeWatchedFilesParams(
+            [types.FileEvent(uri(created), types.FileChangeType.Created)]))
+        await diagnostics_until(client, deploy, lambda c: ("KP201", 21) in c)
+        # Gone again, then another one written and the open file saved.
+        created.unlink()
+        client.workspace_did_change_watched_files(types.DidChangeWatchedFilesParams(
+            [types.FileEvent(uri(created), types.FileChangeType.Deleted)]))
+        await diagnostics_until(client, deploy, lambda c: ("KP101", 21) in c and "KP201" not in {k for k, _ in c})
+        (workspace / "saved.yaml").write_text(SERVICE.replace("name: api", "name: saved").replace("30080", "31123"))
+        client.text_document_did_save(types.DidSaveTextDocumentParams(types.TextDocumentIdentifier(uri(deploy))))
+        await diagnostics_until(client, deploy, lambda c: ("KP201", 21) in c)
+    finally:
+        await stop(client)
+
+
+@pytest.mark.asyncio
 async def test_the_suppression_comment_action_silences_the_finding(workspace: Path):
     deploy = workspace / "deploy.yaml"
     client = await start(workspace)

@@ -118,10 +118,10 @@ class Allocation:
             else:
                 # Workloads share constraints (a pool's nodeSelector, none at all): one answer each.
                 constraints = (workload.scheduling, workload.is_daemonset)
+                if self._index is None:
+                    self._index, self._by_constraints = inventory_answers(nodes)
                 names = self._by_constraints.get(constraints)
                 if names is None:
-                    if self._index is None:
-                        self._index = NodeIndex(nodes)
                     names = tuple(n.name for n in placement.eligible_nodes(
                         workload.scheduling, self._index.candidates(workload.scheduling),
                         daemonset=workload.is_daemonset))
@@ -139,6 +139,24 @@ class Allocation:
             return []
         names = set(self.eligible(b))
         return [name for name in self.eligible(a) if name in names]
+
+
+# The last inventory's index and answers (constraints -> eligible node names), with its Node
+# objects kept alive so that their identities stay theirs. A long-lived process (the language
+# server) models the same inventory run after run, its Node objects handed on unchanged: the
+# answers, worked out over 500 nodes per set of constraints (0.02 s a run on the 10k corpus),
+# still hold, since Node and Scheduling are frozen and an answer depends on nothing else.
+_last_inventory: list = [(), None, {}]
+
+
+def inventory_answers(nodes: list[placement.Node]) -> tuple[NodeIndex, dict[tuple, tuple[str, ...]]]:
+    """The index of `nodes` and the answers known for them: the last inventory's when these are
+    its Node objects, in its order; else new ones, kept as the last."""
+    kept, index, answers = _last_inventory
+    if index is None or len(kept) != len(nodes) or any(a is not b for a, b in zip(kept, nodes)):
+        kept, index, answers = tuple(nodes), NodeIndex(nodes), {}
+        _last_inventory[:] = [kept, index, answers]
+    return index, answers
 
 
 def allocate(cluster: Cluster) -> Allocation:

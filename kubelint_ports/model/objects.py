@@ -288,9 +288,15 @@ class Cluster:
         return self._node_ports
 
     def host_claims(self):
-        for workload in self.workloads:
-            for claim in workload.claims:
-                yield workload, claim
+        """(workload, claim) of every declared host port. A dozen checks ask a run: the pairs are
+        listed once (`derived`) rather than the 10,000 workloads walked each time; keyed by the
+        workloads' list and its length, which the model never changes once built."""
+        key = ("host_claims", id(self.workloads), len(self.workloads))
+        pairs = self.derived.get(key)
+        if pairs is None:
+            pairs = self.derived[key] = [(workload, claim) for workload in self.workloads
+                                         for claim in workload.claims]
+        return iter(pairs)
 
     def held_ports(self, via: str | None = None):
         """(workload, claim, source) for every port pods hold on their node (of one `via`, when

@@ -70,14 +70,54 @@ def carries_controller_label(workload: Workload, key: str, value: str) -> bool:
 def selection(cluster: Cluster) -> Selection:
     """The cluster's selection index, built once per run."""
     if cluster.selection is None:
-        by_label: dict[tuple[str, str, str], list[Workload]] = defaultdict(list)
-        for workload in cluster.workloads:
-            if workload.helm_hook:
-                continue
-            for key, value in workload.pod_labels.items():
-                by_label[(workload.ref.namespace, key, value)].append(workload)
-        cluster.selection = Selection({key: tuple(group) for key, group in by_label.items()})
+        workloads = tuple(cluster.workloads)
+        by_label = _updated(workloads)
+        if by_label is None:
+            grouped: dict[tuple[str, str, str], list[Workload]] = defaultdict(list)
+            for workload in workloads:
+                if workload.helm_hook:
+                    continue
+                for key, value in workload.pod_labels.items():
+                    grouped[(workload.ref.namespace, key, value)].append(workload)
+            by_label = {key: tuple(group) for key, group in grouped.items()}
+        _last[:] = [workloads, by_label]
+        cluster.selection = Selection(by_label)
     return cluster.selection
+
+
+# The last index built, with its workloads. A long-lived process (the language server) models
+# nearly the same workloads run after run: the objects of unchanged files are handed on as they
+# were, an edited file's are new. Indexing 10,000 workloads' labels cost 0.02 s of every edit.
+_last: list = [(), {}]
+MAX_REPLACED = 16  # past it, the index is built afresh
+
+
+def _updated(workloads: tuple[Workload, ...]) -> dict | None:
+    """The last index with the workloads that took the place of others in `workloads` put in
+    theirs, when each has the same namespace, pod labels and hook flag as the one it replaces (an
+    edit of a port): then every group, and the order of the groups, is what building it afresh
+    gives. None when the index has to be built afresh."""
+    last_workloads, last_index = _last
+    if not last_workloads or len(last_workloads) != len(workloads):
+        return None
+    replaced: dict[int, Workload] = {}
+    for old, new in zip(last_workloads, workloads):
+        if old is not new:
+            if len(replaced) == MAX_REPLACED or old.helm_hook != new.helm_hook or \
+                    old.ref.namespace != new.ref.namespace or old.pod_labels != new.pod_labels or \
+                    list(old.pod_labels) != list(new.pod_labels):
+                return None
+            replaced[id(old)] = new
+    if not replaced:
+        return last_index
+    index = dict(last_index)  # the last one stays the last cluster's, as it was
+    for old_id, new in replaced.items():
+        if new.helm_hook:
+            continue
+        for key, value in new.pod_labels.items():
+            group = (new.ref.namespace, key, value)
+            index[group] = tuple(replaced.get(id(member), member) for member in index[group])
+    return index
 
 
 def has_endpoints(cluster: Cluster, service: Service) -> bool | None:

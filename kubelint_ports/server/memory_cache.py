@@ -37,11 +37,12 @@ class Entry:
     read from it (None: not known to be the file's, as an editor's text), and whether they hold the
     suppression comments' mark."""
 
-    __slots__ = ("digest", "result", "reader", "status", "marked", "shown")
+    __slots__ = ("digest", "result", "reader", "status", "marked", "shown", "path")
 
-    def __init__(self, digest: bytes, result: LoadResult, reader, status, marked: bool, shown: str) -> None:
+    def __init__(self, digest: bytes, result: LoadResult, reader, status, marked: bool, shown: str,
+                 path: str = "") -> None:
         self.digest, self.result, self.reader, self.status, self.marked = digest, result, reader, status, marked
-        self.shown = shown
+        self.shown, self.path = shown, path
 
 
 def status_of(path: str) -> tuple | None:
@@ -73,6 +74,8 @@ class MemoryCache(FileCache):
         self.status: dict[str, tuple] = {}  # this run's: a file's status, taken before it was read
         self.marks: dict[str, bool] = {}  # this run's: a file (as shown) -> whether its bytes hold the mark
         self.planned_names: frozenset[str] = frozenset()
+        self.runs: dict[tuple, Run] = {}
+        self.kept_runs: dict[tuple, Run] = {}
         self.unread_count = 0
 
     def start_run(self) -> None:
@@ -85,6 +88,7 @@ class MemoryCache(FileCache):
         self.status = {}
         self.marks = {}
         self.planned_names = frozenset(os.path.basename(path) for path in files.PLANNED)
+        self.runs, self.kept_runs = self.kept_runs, {}  # the last run's runs of files, for this one
 
     def prune(self) -> None:
         for key in [key for key in self.entries if key not in self.seen]:
@@ -123,6 +127,42 @@ class MemoryCache(FileCache):
         _hand_on(result, entry.result, reader, entry.reader)
         return True
 
+    def unread_all(self, paths, start: int, end: int, helm, result: LoadResult, reader) -> int:
+        """`unread` of `paths[start:end]` (files a walk found), one after the other while each is
+        unchanged: how many were handed on. They are handed on at once, as one piece per run of
+        files that the last run handed on alike (`Run`): an edit hands 6,800 files' pieces on in
+        a few list extensions, not file by file."""
+        settings = self.settings(helm, reader)
+        if settings is None:
+            return 0
+        entries, planned = self.entries, files.PLANNED and self.planned
+        handed: list[Entry] = []
+        for position in range(start, end):
+            path = paths[position]
+            if planned and planned(path):
+                break
+            status = status_of(path)
+            if status is None:
+                break
+            entry = entries.get((path, settings))
+            if entry is None or entry.status != status:
+                self.status[path] = status  # for `load`, which reads it next
+                break
+            handed.append(entry)
+        if not handed:
+            return 0
+        key = (id(handed[0]), len(handed))  # the entries themselves are compared (`holds`): ids are a hint
+        run = self.runs.get(key)
+        if run is None or not run.holds(handed):
+            run = Run(handed, settings, reader)
+        self.kept_runs[key] = run
+        self.seen.update(run.keys)
+        self.hits += len(handed)
+        self.unread_count += len(handed)
+        self.marks.update(run.marks)
+        _hand_on(result, run.result, reader, run.reader)
+        return len(handed)
+
     def marked(self, path: str) -> bool | None:
         """Whether the bytes this run read of `path` (as a report shows it) hold a suppression
         comment's mark; None when this run did not read it through here."""
@@ -153,10 +193,31 @@ class MemoryCache(FileCache):
             if len(self.entries) >= MAX_ENTRIES:
                 self.entries.clear()
             # not `helm template` output mapped to a chart
-            self.entries[key] = Entry(digest, fresh_result, fresh_reader, status, marked, shown)
+            self.entries[key] = Entry(digest, fresh_result, fresh_reader, status, marked, shown, path)
         else:
             self.entries.pop(key, None)
         _hand_on(result, fresh_result, reader, fresh_reader)
+
+
+class Run:
+    """What a run of consecutive files handed on gave, joined: one LoadResult and one reader, kept
+    for the next run, which hands the same files on alike (every edit but the edited file's
+    neighbours). Joining copies the pieces' lists, never the objects in them."""
+
+    __slots__ = ("entries", "keys", "marks", "result", "reader")
+
+    def __init__(self, entries: list[Entry], settings: str, reader) -> None:
+        self.entries = entries
+        self.keys = [(entry.path, settings) for entry in entries]
+        self.marks = {entry.shown: entry.marked for entry in entries}
+        self.result = LoadResult()
+        self.reader = reader.fresh() if reader is not None else None
+        for entry in entries:
+            _hand_on(self.result, entry.result, self.reader, entry.reader)
+
+    def holds(self, entries: list[Entry]) -> bool:
+        """Whether these are this run's entries, the same objects in the same order."""
+        return len(entries) == len(self.entries) and all(a is b for a, b in zip(entries, self.entries))
 
 
 def _hand_on(result: LoadResult, kept: LoadResult, reader, kept_reader) -> None:

@@ -6,7 +6,14 @@ runs in the root, as `lint` run there. Each open document inside the root is rea
 (`loading.files.PLANNED`, the hook `lint --fix` plans its passes with: manifests, charts' templates
 and values, kustomizations and node inventories all read through it); a document outside the root
 is never read, nor is its file. What each file's bytes gave is kept in memory (`MemoryCache`), so
-a run after an edit reads again only what changed; the model and the checks run whole."""
+a run after an edit reads again only what changed; the model and the checks run whole.
+
+The file tree is walked again only when it may have changed (`tree_changed`): on a save, on a
+watched-files notification (a file created, changed or deleted on disk), on opening a document
+and when the configuration names other paths; a didChange, an unsaved edit, never adds or removes
+a file, so its run takes the files the last walk found (`loading.inputs.kept_walks`). A file
+created on disk by another program is therefore linted at the latest on the next save, open or
+watched-files notification; a file that vanished meanwhile is reported unreadable until then."""
 
 from __future__ import annotations
 
@@ -16,6 +23,7 @@ import time
 
 from kubelint_ports.findings import Report
 from kubelint_ports.loading import budgets, file_cache, files
+from kubelint_ports.loading.inputs import kept_walks
 from kubelint_ports.server.memory_cache import MemoryCache
 
 
@@ -28,6 +36,7 @@ class Workspace:
         self.root = os.path.realpath(root)
         self.texts: dict[str, str] = {}  # real path inside the root -> the editor's text
         self.cache = MemoryCache()
+        self.walks: dict = {}  # the inputs' walks, kept until the tree may have changed (`tree_changed`)
         self.settings = None
         self.report: Report | None = None
         self.seconds = 0.0  # the last run's
@@ -51,6 +60,10 @@ class Workspace:
         else:
             self.texts[real] = text
         return True
+
+    def tree_changed(self) -> None:
+        """Files may have been created or deleted: the next run walks the tree again."""
+        self.walks.clear()
 
     def text_of(self, path: str) -> str | None:
         """The text a run read for `path`: the editor's, else the file's (None when unreadable)."""
@@ -95,7 +108,7 @@ class Workspace:
                 files.PLANNED[path] = data[:limit + 1]
         options = dataclasses.replace(settings.options, jobs=1, cache_dir=None)
         self.cache.start_run()
-        with file_cache.kept(self.cache):
+        with file_cache.kept(self.cache), kept_walks(self.walks):
             report = lint_paths(settings.paths, options, policies=settings.policies)
         self.cache.prune()
         self.report, self.described = report, False

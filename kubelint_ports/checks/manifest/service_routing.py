@@ -6,7 +6,6 @@ probe's named port within its own container (k/k pkg/probe/util.go ResolveContai
 
 from __future__ import annotations
 
-from collections import defaultdict
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -190,12 +189,15 @@ def made_elsewhere(cluster: Cluster, service: Service) -> bool:
 # --- target ports -----------------------------------------------------------------------------------
 
 def routed_ports(cluster: Cluster) -> Iterator[tuple[Service, ServicePort, list[Workload]]]:
-    """Each port of each Service that selects workloads, with those workloads."""
-    chosen = selection(cluster)
-    for service in cluster.services:
-        workloads = chosen.selected(service) if routed(service) else []
-        for port in service.ports if workloads else ():
-            yield service, port, workloads
+    """Each port of each Service that selects workloads, with those workloads: listed once per
+    cluster (three rules walk them, over 5,000 Services on the 10k corpus)."""
+    key = ("routed_ports", id(cluster.services), len(cluster.services))
+    if key not in cluster.derived:
+        chosen = selection(cluster)
+        cluster.derived[key] = [(service, port, workloads) for service in cluster.services
+                                if (workloads := chosen.selected(service) if routed(service) else [])
+                                for port in service.ports]
+    return iter(cluster.derived[key])
 
 
 @register("target-port-name-not-declared")
@@ -286,16 +288,17 @@ def service_protocol_mismatch(cluster: Cluster, params: Mapping[str, Any]) -> It
 })
 def probe_port_name_not_declared(cluster: Cluster, params: Mapping[str, Any]) -> Iterator[Hit]:
     for workload in cluster.workloads:
-        by_container: dict[str, list] = defaultdict(list)
-        for port in workload.declared_ports:
-            by_container[port.container].append(port)
+        # A workload declares a few ports: searched as they are, not indexed by container first
+        # (a dict of lists per workload was most of this rule's time on 10,000 workloads).
+        ports = workload.declared_ports
         for reference in workload.port_references:
-            ports = by_container.get(reference.container, [])
+            container = reference.container
             if isinstance(reference.value, str):
-                if any(p.name == reference.value for p in ports):
+                if any(p.name == reference.value and p.container == container for p in ports):
                     continue
                 yield Hit(workload, reference.field_path, phrases.probe_port_name_missing(
                     reference.source, reference.value, reference.container))
-            elif params.get("numeric") and not any(p.container_port == reference.value for p in ports):
+            elif params.get("numeric") and not any(p.container_port == reference.value and p.container == container
+                                                   for p in ports):
                 yield Hit(workload, reference.field_path, phrases.probe_port_number_undeclared(
                     reference.source, reference.value, reference.container), variant="numeric", port=reference.value)
