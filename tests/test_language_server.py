@@ -68,6 +68,12 @@ async def start(root: Path | None, env: dict[str, str] | None = None):
     """The server started and initialised with `root` as its workspace folder."""
     config = ClientServerConfig(server_command=SERVER, server_env={**os.environ, **(env or {})})
     client = await config.start()
+    client.registrations = []
+
+    @client.feature(types.CLIENT_REGISTER_CAPABILITY)
+    def registered(params: types.RegistrationParams) -> None:  # as an editor does: noted, answered
+        client.registrations.extend(params.registrations)
+
     folders = [types.WorkspaceFolder(uri=uri(root), name=root.name)] if root is not None else None
     await client.initialize_session(types.InitializeParams(
         capabilities=client_capabilities("visual-studio-code"), workspace_folders=folders,
@@ -184,6 +190,10 @@ async def test_a_file_created_on_disk_is_linted_after_a_watched_files_notificati
         found = await diagnostics_until(client, deploy, lambda c: ("KP101", 21) in c)
         assert "KP201" not in {d.code for d in found}
         # A tool writes a Service whose nodePort is the Deployment's hostPort.
+        # The server asked the editor to report changes to the files a run reads.
+        watchers = [w["globPattern"] for r in client.registrations if r.method == "workspace/didChangeWatchedFiles"
+                    for w in r.register_options["watchers"]]  # options arrive as JSON: no type to make
+        assert "**/*.{yaml,yml,json}" in watchers and "**/*.tpl" in watchers
         created = workspace / "created.yaml"
         created.write_text(SERVICE.replace("name: api", "name: created").replace("30080", "31123"))
         client.workspace_did_change_watched_files(types.DidChangeWatchedFilesParams(

@@ -107,6 +107,26 @@ def initialize(ls: KubelintServer, params: types.InitializeParams) -> None:
     ls.start_workspace(root)
 
 
+# What the server asks an editor that can watch files for it to report: the inputs a run reads
+# (manifests, charts' templates and archives, .helmignore, the configuration). Without such
+# notifications a file another program creates is seen at the next open or save.
+WATCHED = ("**/*.{yaml,yml,json}", "**/*.tpl", "**/*.tgz", "**/.helmignore")
+
+
+@server.feature(types.INITIALIZED)
+def initialized(ls: KubelintServer, params: types.InitializedParams) -> None:
+    capabilities = ls.client_capabilities.workspace
+    watching = capabilities.did_change_watched_files if capabilities is not None else None
+    if watching is None or not watching.dynamic_registration:
+        return  # the editor cannot watch for us: open and save still walk the workspace again
+    future = ls.client_register_capability(types.RegistrationParams([types.Registration(
+        id="kubelint-ports-watched-files", method=types.WORKSPACE_DID_CHANGE_WATCHED_FILES,
+        register_options=types.DidChangeWatchedFilesRegistrationOptions(
+            watchers=[types.FileSystemWatcher(glob_pattern=pattern) for pattern in WATCHED]))]))
+    # An editor that refuses costs only the notifications: the answer, or its error, is read and dropped.
+    future.add_done_callback(lambda done: done.exception())
+
+
 @server.feature(types.TEXT_DOCUMENT_DID_OPEN)
 def did_open(ls: KubelintServer, params: types.DidOpenTextDocumentParams) -> None:
     if ls.project is not None:
