@@ -50,6 +50,7 @@ ENVIRONMENT_PREFIXES = ("KUBELINT_PORTS_", "LC_", "GIT_", "GITHUB_", "PYTHON")
 ENTRY_SUFFIX = ".json.z"  # the file cache's entries and these records
 _NOT_INPUTS = ("/proc/", "/sys/", "/dev/")
 _READ_FLAGS = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+_FOLLOWING_FLAGS = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
 _DIRECTORY_FLAGS = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_NOFOLLOW", 0) | \
     getattr(os, "O_CLOEXEC", 0)
 
@@ -68,9 +69,10 @@ def signature(path: str) -> list:
 
 
 def content_hash(path: str, size: int) -> str | None:
-    """The SHA-256 of a regular file's bytes (None when it cannot be read, or is not `size` long)."""
+    """The SHA-256 of a regular file's bytes (None when it cannot be read, or is not `size` long).
+    A symlink is followed, as `signature` follows it (a program on PATH often is one)."""
     try:
-        descriptor = os.open(path, _READ_FLAGS)
+        descriptor = os.open(path, _FOLLOWING_FLAGS)
     except OSError:
         return None
     digest, read = hashlib.sha256(), 0

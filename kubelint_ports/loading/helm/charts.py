@@ -95,7 +95,30 @@ def render_chart(chart_dir: str, options: HelmOptions, roots: Sequence[str] = ()
         notes.extend(checked.notes)
     # While `lint --fix` plans, Helm renders a copy holding the planned bytes (`planned_chart`).
     with planned_chart(chart_dir, options, tuple(roots) or (chart_dir,)) as (copy, options):
-        return render_checked(chart_dir, options, checked.local_schemas, archive, copy)
+        if copy is not None:
+            return render_checked(chart_dir, options, checked.local_schemas, archive, copy)
+        return kept_render(chart_dir, options, lambda: render_checked(chart_dir, options, checked.local_schemas,
+                                                                      archive, None))
+
+
+def kept_render(chart_dir: str, options: HelmOptions, render) -> dict[str, str]:
+    """The render, kept with the cache on (`build_cache`): keyed by the options, the engine's
+    library or the `helm` binary, and every file of the chart and its values files."""
+    import importlib.util
+
+    from kubelint_ports.loading import build_cache
+
+    inputs = [chart_dir] if os.path.isfile(chart_dir) else build_cache.tree_files(chart_dir)
+    if inputs is None:
+        return render()
+    try:  # found, not imported: a kept render never loads the engine
+        engine = None if options.helm_binary else getattr(importlib.util.find_spec("helm_python"), "origin", None)
+    except (ImportError, ValueError):
+        engine = None
+    parts = [list(options.values), list(options.set), list(options.set_string), options.release_name,
+             options.namespace, options.kube_version, options.chart_root, options.include_tests]
+    return build_cache.kept_output("chart", parts, [engine, find_helm_binary(options)], [*inputs, *options.values],
+                                   render, build_cache.is_text_map)
 
 
 def render_checked(chart_dir: str, options: HelmOptions, local_schemas: bool, archive, copy: str | None):

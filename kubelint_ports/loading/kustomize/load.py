@@ -30,7 +30,7 @@ from collections.abc import Iterable
 
 from kubelint_ports.vocabulary import Diagnostic, Location
 from kubelint_ports.loading.yaml_files.documents import Document, DocumentReader, LoadResult, SourceText
-from kubelint_ports.loading import budgets
+from kubelint_ports.loading import budgets, build_cache
 from kubelint_ports.loading.paths import display_path
 from kubelint_ports.loading.yaml_files.manifests import load_bytes
 from kubelint_ports.loading import files as input_files
@@ -110,9 +110,14 @@ def load_kustomizations(directories: list[str], named: Iterable[str], result: Lo
 
 def build_all(directories: list[str], read_by: dict[str, BuildReads]) -> dict[str, tuple[str, str] | KustomizeError]:
     """Every build's output or error; several run at once (each is a process that mostly waits)."""
+    programs = [command[0] for command in kustomize_commands()]
+
     def attempt(directory: str) -> tuple[str, str] | KustomizeError:
-        try:
-            return build(directory, read_by[directory])
+        try:  # kept with the cache on (`build_cache`): keyed by the programs and every file the build reads
+            built = build_cache.kept_output("kustomize", [os.path.abspath(directory)], programs,
+                                            read_by[directory].files,
+                                            lambda: list(build(directory, read_by[directory])), build_cache.is_build)
+            return built[0], built[1]
         except KustomizeError as error:
             return error
 
