@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -88,8 +89,7 @@ def test_findings_are_byte_identical_cold_warm_and_after_an_edit(name, tmp_path,
     cache = ["--cache-dir", str(tmp_path / "cache")]
     plain = lint_all_formats(work, args, ["--no-cache"], "plain")
     cold = lint_all_formats(work, args, cache, "cold")
-    stored = any(entry.name.endswith(file_cache.ENTRY_SUFFIX) for entry in (tmp_path / "cache").iterdir())
-    assert stored == (name != "kustomize")  # a Kustomize build is read afresh (not cached yet)
+    assert bool(entries(tmp_path / "cache")) == (name != "kustomize")  # a build's output: no file of its own
     warm = lint_all_formats(work, args, cache, "warm")
     assert cold == plain
     assert warm == plain
@@ -124,7 +124,10 @@ def tree(tmp_path, monkeypatch):
 
 
 def entries(cache: Path) -> list[Path]:
-    return sorted(path for path in cache.iterdir() if path.name.endswith(file_cache.ENTRY_SUFFIX))
+    """The per-file entries: named by their key alone (a chart's render, a Kustomize build and the
+    run memo keep theirs beside them, under a prefix: loading/build_cache.py, run_memo.py)."""
+    return sorted(path for path in cache.iterdir()
+                  if re.fullmatch(r"[0-9a-f]{64}" + re.escape(file_cache.ENTRY_SUFFIX), path.name))
 
 
 def read_entry(path: Path) -> dict:
@@ -205,6 +208,11 @@ def hostile_cases():
         entry["types"][0][1] = entry["types"][0][1][:-1]
         write_entry(path, entry)
 
+    def deep_nesting(path):  # past the parser's recursion limit: ignored, never a crash
+        entry = read_entry(path)
+        entry["body"] = '[{"t": ' * 100_000 + "[]" + "}]" * 100_000
+        write_entry(path, entry)
+
     def huge(path):  # sparse: over the bound without writing it
         with open(path, "r+b") as handle:
             handle.truncate(file_cache.MAX_ENTRY_BYTES + 1)
@@ -213,7 +221,7 @@ def hostile_cases():
         path.write_bytes(zlib.compress(b" " * (file_cache.MAX_ENTRY_BYTES * 16 + 10), 9))
 
     return [truncated, garbage, other_version, wrong_hash, wrong_shape, wrong_body, wrong_records, no_body,
-            foreign_type, not_a_record, other_fields, huge, bomb]
+            foreign_type, not_a_record, other_fields, deep_nesting, huge, bomb]
 
 
 @pytest.mark.parametrize("spoil", hostile_cases(), ids=lambda f: f.__name__)
@@ -229,6 +237,33 @@ def test_a_hostile_entry_is_ignored_and_written_again(tree, spoil, monkeypatch):
     for path in entries(cache):  # rewritten: valid again
         assert read_entry(path)["format"] == file_cache.FORMAT
     assert run() == expected
+
+
+def test_every_entry_is_written_whole_new_or_replacing(tree, monkeypatch):
+    """Every entry, new or replacing a stale one, is written aside and renamed over its name (a
+    reader sees no entry or a whole one); no temporary file is left."""
+    run, cache = tree
+    renamed: list[str] = []
+    real_replace = file_cache.os.replace
+
+    def replace(source, target, *args, **kwargs):
+        renamed.append(str(target))
+        return real_replace(source, target, *args, **kwargs)
+
+    monkeypatch.setattr(file_cache.os, "replace", replace)
+    expected = run(None)
+    assert run() == expected
+    assert sorted(name for name in renamed if name.endswith(file_cache.ENTRY_SUFFIX)) == \
+        sorted(path.name for path in entries(cache))
+    renamed.clear()
+    for path in entries(cache):
+        entry = read_entry(path)
+        entry["sha256"] = "0" * 64
+        write_entry(path, entry)
+    assert run() == expected
+    replaced = sorted(name for name in renamed if name.endswith(file_cache.ENTRY_SUFFIX))
+    assert replaced == [path.name for path in entries(cache)]
+    assert not [path for path in cache.iterdir() if path.name.startswith(".tmp-")]
 
 
 def test_an_entry_describes_the_bytes_it_was_made_from(tree, tmp_path):
@@ -377,6 +412,14 @@ def test_the_codec_refuses_what_it_does_not_hold():
             Decoder(types, [])
     with pytest.raises(CodecError):  # an enum is no record
         Decoder([["kubelint_ports.vocabulary:Severity", []]], [0])
+    for body in ('[{"k": 1}, []]', '[{"k": -1}, []]', '[{"k": "0"}, []]'):  # a known value the run has not
+        with pytest.raises(CodecError):
+            Decoder([], [], known=({},)).loads(body)
+    kinds = {("g", "K"): ("spec", "spec.replicas")}  # the run's own object back, never a copy
+    encoder = Encoder(known=(kinds,))
+    body = dumps_body(encoder, encoder.encode([kinds, dict(kinds)]))
+    decoded = Decoder(encoder.types, encoder.records, known=(kinds,)).loads(body)
+    assert decoded[0] is kinds and decoded[1] == kinds and decoded[1] is not kinds
 
 
 def test_the_codec_round_trips_shared_records():

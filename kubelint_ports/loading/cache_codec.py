@@ -7,9 +7,10 @@ JSON object is a tag of one key: `{"o": n}` the n-th record of the entry's objec
 records stay shared: a workload and the list of documents name the same `Document`), `{"t": [...]}`
 a tuple, `{"d": [k, v, ...]}` a dict, `{"s": [...]}`/`{"f": [...]}` a set/frozenset, `{"b": "..."}`
 bytes (base64), `{"e": [type, name]}` an enum member, `{"n": [type, [...]]}` a named tuple,
-`{"i": [type, text]}` an address or network of `ipaddress`. The object table holds
-`[type, [field values]]` per record, `type` an index into the entry's table of types, each
-`["module:qualname", [field names]]`.
+`{"i": [type, text]}` an address or network of `ipaddress`, `{"k": n}` the n-th value the caller
+names `known` (the reader's custom kinds, which the entry's key holds: read back as this run's own
+object). The object table holds `[type, [field values]]` per record, `type` an index into the
+entry's table of types, each `["module:qualname", [field names]]`.
 
 A type is what the pickling of worker processes (`loading.pool`) would name too, and no more: a
 dataclass, an enum or a named tuple defined in this package (its module imported by name only if
@@ -75,8 +76,9 @@ def state_names(cls: type) -> tuple[str, ...] | None:
 class Encoder:
     """One entry's values, with its tables of types and records."""
 
-    def __init__(self, canonical: bool = False):
+    def __init__(self, canonical: bool = False, known: tuple = ()):
         self.canonical = canonical  # sets in a stable order (a key, compared across processes)
+        self.known = {id(value): index for index, value in enumerate(known)}  # stored as {"k": index}
         self.types: list[list] = []
         self.type_index: dict[type, int] = {}
         self.records: list[int] = []  # the type of each record
@@ -99,6 +101,8 @@ class Encoder:
         kind = type(value)
         if value is None or kind is str or kind is int or kind is bool or kind is float:
             return value
+        if self.known and id(value) in self.known:
+            return {"k": self.known[id(value)]}
         if kind is list:
             return [self.encode(item) for item in value]
         if kind is tuple:
@@ -189,7 +193,7 @@ class Decoder:
     pickling makes them) before its body is parsed; `loads` parses the body with a hook that
     turns each tag into its value as the parser meets it, then fills each record's fields."""
 
-    def __init__(self, types: Any, records: Any, strings: dict | None = None):
+    def __init__(self, types: Any, records: Any, strings: dict | None = None, known: tuple = ()):
         if type(types) is not list or type(records) is not list:
             raise CodecError("no tables")
         self.types = []
@@ -214,6 +218,7 @@ class Decoder:
             made.append(object.__new__(self.types[index][0]))
         self.records, self.made = records, made
         self.strings = strings if strings is not None else {}  # equal strings shared, as one read shares them
+        self.known = known  # what {"k": index} stands for: the Encoder's `known`, this run's
 
     def loads(self, text: str | bytes) -> Any:
         """The body `[value, records' fields]`: the value, its records filled."""
@@ -259,6 +264,8 @@ class Decoder:
                 return base64.b64decode(body.encode("ascii"), validate=True)
             if tag == "u" and body == 0:
                 return _UNSET_MARK
+            if tag == "k" and kind is int and 0 <= body < len(self.known):
+                return self.known[body]
             if tag in ("e", "i", "n") and kind is list and len(body) == 2:
                 index = body[0]
                 if type(index) is not int or not 0 <= index < len(self.types):

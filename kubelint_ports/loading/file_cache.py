@@ -16,12 +16,14 @@ another format or tool version, of the wrong shape, over `MAX_ENTRY_BYTES`, or w
 the file's, is ignored and written again. The directory is opened without following a symlink
 (`O_NOFOLLOW`, then every entry relative to it), so neither a symlinked cache directory nor a
 symlinked entry makes a run read or write outside it. Writes go to a temporary file in the
-directory, fsynced, then renamed over the entry: a reader sees the old entry or the new one, and
-two runs at once never mix theirs. A directory that cannot be written is read-only for the run:
-linting goes on, a note says so. Past `MAX_TOTAL_BYTES` or `MAX_ENTRIES`, the oldest entries go.
+directory, then renamed over the entry (every file the tool writes is written whole or not at
+all): a reader sees the old entry or the new one, and two runs at once never mix theirs. A
+directory that cannot be written is read-only for the run: linting goes on, a note says so. Past
+`MAX_TOTAL_BYTES` or `MAX_ENTRIES`, the oldest entries go.
 
-Not cached: standard input, files with `helm template` output (their documents map to a chart's
-templates, other files), charts and Kustomize builds, and any run of `lint --fix` (its passes
+Not cached here: standard input, files with `helm template` output (their documents map to a
+chart's templates, other files), charts and Kustomize builds (their outputs are kept by
+`build_cache`), and any run of `lint --fix` (its passes
 read planned bytes).
 """
 
@@ -43,7 +45,7 @@ from kubelint_ports.loading.yaml_files.documents import Document, LoadResult
 
 CACHE_DIRECTORY = ".kubelint-ports_cache"  # at the repository's top (sourceroot.find_source_root)
 CACHE_ENV = "KUBELINT_PORTS_CACHE_DIR"
-FORMAT = "kubelint-ports-cache/1"
+FORMAT = "kubelint-ports-cache/2"  # /1: the reader's custom kinds stored in every entry
 BODY = "\0body"  # an entry's body, beside its header while read or written (never a key of the JSON)
 MAX_ENTRY_BYTES = 64 * 2**20  # one entry, compressed; a bigger one is a planted one
 MAX_TOTAL_BYTES = 256 * 2**20  # the directory: past it the oldest entries go
@@ -336,7 +338,7 @@ class FileCache:
         if any(type(document) is not Document for document in result.documents):
             return None  # `helm template` output mapped to a chart's templates: other files
         charts = sorted({document.origin.split("/")[0] for document in result.documents if "/" in document.origin})
-        encoder = Encoder()
+        encoder = Encoder(known=_known(reader))
         try:
             value = [encoder.encode(result.documents), encoder.encode(result.diagnostics), result.skipped,
                      encoder.encode(result.notes), encoder.encode(reader)]
@@ -357,7 +359,7 @@ class FileCache:
         if charts and not _no_chart_for(charts, helm):
             return False  # `helm template` output whose chart is here now: mapped to its templates
         try:
-            body = Decoder(entry.get("types"), entry.get("records"), self.strings).loads(entry[BODY])
+            body = Decoder(entry.get("types"), entry.get("records"), self.strings, _known(reader)).loads(entry[BODY])
         except (CodecError, RecursionError, TypeError, ValueError, AttributeError):
             return False
         if not (isinstance(body, list) and len(body) == 5 and type(body[2]) is int and body[2] >= 0):
@@ -374,6 +376,14 @@ class FileCache:
                 return False
         _absorb(result, fresh, reader, stored_reader)
         return True
+
+
+def _known(reader) -> tuple:
+    """What a reader is made with, stored as a reference and read back as this run's own object:
+    `fresh()` hands the same custom kinds to every reader it makes (an uncached run shares them),
+    and the entry's key holds them. Kept in every entry, they were 9 of its ~60 tagged values."""
+    kinds = getattr(reader, "custom_kinds", None)
+    return (kinds,) if kinds is not None else ()
 
 
 def _no_chart_for(names: list[str], helm) -> bool:
