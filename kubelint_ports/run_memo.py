@@ -305,6 +305,15 @@ class Recorder:
             table[path] = signature(path)
 
 
+def _forget_in_child() -> None:
+    """A forked worker (loading.pool) inherits the hook and the recorder: what it reads, the
+    parent lists itself (`loading.read_log`), so the child records nothing."""
+    _recorder[0] = None
+
+
+os.register_at_fork(after_in_child=_forget_in_child)
+
+
 def _hook(event: str, args: tuple) -> None:
     recorder = _recorder[0]
     if recorder is not None and event in ("open", "os.listdir", "os.scandir"):
