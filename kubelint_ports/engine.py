@@ -65,6 +65,11 @@ class LintOptions:
     # The configuration's `require-reason: true`: a suppression comment or an ignore annotation
     # without a reason silences nothing (the unused-suppression rule says so at the comment).
     require_reason: bool = False
+    # --- hook: the language server: whether a file's findings are shown (the files open in the
+    # editor), by the path its documents carry; None: every file's. The rules that read one object
+    # at a time (not `cross_object`: those `--scope object` runs on a subset of files) then look
+    # only at the objects of shown files; the rules that compare objects still read them all.
+    shown: Callable[[str], bool] | None = None
 
 
 def lint_paths(paths: Sequence[str], options: LintOptions = LintOptions(), *, stdin=None,
@@ -75,7 +80,7 @@ def lint_paths(paths: Sequence[str], options: LintOptions = LintOptions(), *, st
         daemons = node_daemons_of(policies, options)
         for each in (cluster, *(unit for _, unit in cluster.units)):
             each.node_daemons = daemons
-        findings = run_checks_by_unit(cluster, policies, diagnostics)
+        findings = run_checks_by_unit(cluster, policies, diagnostics, options.shown)
         annotation_notes = []
         if options.require_reason:
             findings, annotation_notes = require_annotation_reasons(findings)
@@ -242,33 +247,41 @@ def collector_paused():
             gc.enable()
 
 
-def run_checks_by_unit(cluster: Cluster, policies: Sequence[Policy], diagnostics: list[Diagnostic]) -> list[Finding]:
+def run_checks_by_unit(cluster: Cluster, policies: Sequence[Policy], diagnostics: list[Diagnostic],
+                       shown: Callable[[str], bool] | None = None) -> list[Finding]:
     """The checks within each deployment unit (model.units), or over the one cluster. A finding
     that several units give (an object of a base two overlays build) is reported once, naming
-    every unit it is in. What a policy may spend (`rules_run`) is the run's, not each unit's."""
+    every unit it is in. What a policy may spend (`rules_run`) is the run's, not each unit's.
+    `shown`: `LintOptions.shown`."""
     with rules_run(policies, diagnostics):
         if not cluster.units:
-            return run_checks(cluster, policies, diagnostics)
+            return run_checks(cluster, policies, diagnostics, shown=shown)
         found: dict[Finding, list[str]] = {}
         for name, unit_cluster in cluster.units:
-            for finding in run_checks(unit_cluster, policies, diagnostics):
+            for finding in run_checks(unit_cluster, policies, diagnostics, shown=shown):
                 found.setdefault(finding, []).append(name)
     return sorted(replace(finding, units=tuple(sorted(set(names)))) for finding, names in found.items())
 
 
 def run_checks(cluster: Cluster, policies: Iterable[Policy], diagnostics: list[Diagnostic] | None = None,
-               reads: str = "cluster") -> list[Finding]:
+               reads: str = "cluster", shown: Callable[[str], bool] | None = None) -> list[Finding]:
     """Findings of the policies whose check reads `reads` ("cluster": manifests; "node-snapshot":
     dumps). A check or a finding that fails unexpectedly (a bug) becomes an internal error in
-    `diagnostics`, naming the rule or the input: the other rules still run."""
+    `diagnostics`, naming the rule or the input: the other rules still run. `shown`: see
+    `LintOptions.shown`."""
     hits = []
+    narrowed = None
     for policy in policies:
         if reads_of(policy.check) != reads:
             continue  # decided without importing the check's module (a `lint` never loads node rules)
         check = CHECKS[policy.check]
+        target = cluster
+        if shown is not None and not check.cross_object and reads == "cluster":
+            narrowed = narrowed if narrowed is not None else narrowed_to(cluster, shown)
+            target = narrowed
         hit = None
         try:
-            for hit in check.function(cluster, policy.params):
+            for hit in check.function(target, policy.params):
                 if not getattr(hit.subject, "live", False):  # running objects only appear as related
                     hits.append((hit, policy))
         except Exception as error:
@@ -280,6 +293,22 @@ def run_checks(cluster: Cluster, policies: Iterable[Policy], diagnostics: list[D
                 internal=True))
     places = positions(hits)
     return sorted({to_finding(hit, policy, places) for hit, policy in hits})
+
+
+def narrowed_to(cluster: Cluster, shown: Callable[[str], bool]) -> Cluster:
+    """The cluster with only the workloads and Services of shown files (its facts, nodes and
+    network configuration kept; its views worked out again, over these)."""
+    known: dict[str, bool] = {}
+
+    def keep(subject) -> bool:
+        path = subject.document.path
+        if path not in known:
+            known[path] = shown(path)
+        return known[path]
+
+    return replace(cluster, workloads=[w for w in cluster.workloads if keep(w)],
+                   services=[s for s in cluster.services if keep(s)], allocation=None, _node_ports=None,
+                   selection=None, units=[], derived={})
 
 
 class FieldPosition(NamedTuple):

@@ -65,6 +65,14 @@ class Workspace:
         """Files may have been created or deleted: the next run walks the tree again."""
         self.walks.clear()
 
+    def shown(self):
+        """Whether a document's file is open in the editor (the only findings published): the
+        rules that read one object at a time look at those files' objects only (`LintOptions.shown`).
+        A name first, then the real path, for the few files whose name is an open one's."""
+        open_files = set(self.texts)
+        names = {os.path.basename(path) for path in open_files}
+        return lambda path: os.path.basename(path) in names and os.path.realpath(path) in open_files
+
     def text_of(self, path: str) -> str | None:
         """The text a run read for `path`: the editor's, else the file's (None when unreadable)."""
         real = self.inside(path)
@@ -106,7 +114,7 @@ class Workspace:
         for path, data in files.PLANNED.items():
             if len(data) > limit:  # one byte past the limit: the reader refuses it as it refuses a file
                 files.PLANNED[path] = data[:limit + 1]
-        options = dataclasses.replace(settings.options, jobs=1, cache_dir=None)
+        options = dataclasses.replace(settings.options, jobs=1, cache_dir=None, shown=self.shown())
         self.cache.start_run()
         with file_cache.kept(self.cache), kept_walks(self.walks):
             report = lint_paths(settings.paths, options, policies=settings.policies)
