@@ -2,8 +2,8 @@
 linting again (docs/cache.md, "A run with nothing changed").
 
 With the cache on, a `lint` run from the command line records, beside the file cache's entries,
-what it printed (standard output and error, in order), the report files it wrote and its exit
-code, keyed by everything else that decides them: the tool (its version and every file of the
+what it printed (standard output and error, in order), the SHA-256 of each report file it wrote
+(`-o`, `--report`) and its exit code, keyed by everything else that decides them: the tool (its version and every file of the
 package and its policies), Python and the YAML library, the working directory, the command line,
 the environment variables the tool reads, and whether each stream is a terminal. It lists what
 the run depended on: every file this process opened to read (a Python audit hook sees them all:
@@ -11,8 +11,9 @@ manifests, configuration, baseline, policies, .gitignore files, git's HEAD), eve
 a worker process (`loading.read_log`), every directory listed while walking (its entries), and,
 up every directory the run started from, whether the names the tool looks for there
 (`.kubelint-ports.yaml`, `pyproject.toml`, `.git`, `Chart.yaml`, a kustomization) exist. The next
-run with the same key replays the record when every one of those is as recorded: a file by its
-size, times, inode and device, else by its SHA-256; a directory by its entries.
+run with the same key replays the record when every one of those is as recorded (a file by its
+size, times, inode and device, else by its SHA-256; a directory by its entries) and each report
+file still holds its report (deleted or edited, the run lints again and writes it).
 
 When nothing is recorded: a run of `--fix`, `--diff`, `--watch` or `--write-baseline`, standard
 input, a run that started a child program (a chart rendered, a Kustomize build: their reads are
@@ -20,8 +21,7 @@ not this process's), an input that changed during the run or in the two seconds 
 timestamp that coarse cannot vouch for the bytes), a report written anywhere but a regular file.
 
 Trust is the file cache's: the record is data (zlib-compressed JSON); one of another format, of
-the wrong shape or over its bounds is ignored; replaying writes only the report files this
-command line names, whole (a temporary file, then a rename), and prints only text.
+the wrong shape or over its bounds is ignored; replaying writes no file and prints only text.
 """
 
 from __future__ import annotations
@@ -42,7 +42,6 @@ FORMAT = "kubelint-ports-run/1"
 PREFIX = "run-"
 SETTLED_NS = 2 * 10**9  # an input changed this close to the run is not vouched for by its times
 MAX_RECORD_BYTES = 64 * 2**20  # compressed; inflated at most 4x that
-MAX_REPORT_BYTES = 64 * 2**20  # a report file bigger than this is not kept
 # The environment the tool reads (a test lists the package's reads and checks they are here).
 ENVIRONMENT = ("CI", "PRE_COMMIT", "NO_COLOR", "FORCE_COLOR", "TERM", "COLUMNS", "HOME", "XDG_CONFIG_HOME",
                "PATH", "LANG", "LANGUAGE", "USERPROFILE")
@@ -227,18 +226,14 @@ def replayed(directory: str, key: str, outputs: list[str], streams) -> int | Non
     if record is None or not still_true(record, key, outputs):
         return None
     printed, written, code = record.get("printed"), record.get("written"), record.get("code")
-    if not (_strings(printed, 2) and _strings(written, 2) and type(code) is int
-            and [path for path, _ in written] == outputs
-            and all(stream in (1, 2) and isinstance(text, str) for stream, text in printed)
-            and all(isinstance(text, str) for _, text in written)):
+    if not (_strings(printed, 2) and _strings(written, 3) and type(code) is int
+            and [path for path, _, _ in written] == outputs
+            and all(stream in (1, 2) and isinstance(text, str) for stream, text in printed)):
         return None
-    from kubelint_ports.policies import write_whole
-
-    try:
-        for path, text in written:
-            write_whole(path, text)
-    except OSError:
-        return None  # a full disk, a directory gone: the run that follows says so, as any run would
+    for path, size, digest in written:  # the report files hold the reports still: nothing to write
+        if not (type(size) is int and isinstance(digest, str) and not os.path.islink(path)
+                and content_hash(path, size) == digest):
+            return None
     for stream, text in printed:
         streams[stream - 1].write(text)
     return code
@@ -374,16 +369,24 @@ def recording(args: list[str], given: dict, wanted: bool = True) -> Iterator[Non
             yield
     except SystemExit as exit_:
         code = exit_.code if isinstance(exit_.code, int) else None
-        raise
+        if code is None or recorder.directory is None:
+            raise
+        # The run's frames (its model, its report) are done with: let them go before the record is
+        # made, so a cold run's peak memory is the run's, not the run's plus the record's.
+        import traceback
+
+        traceback.clear_frames(exit_.__traceback__)
     finally:
         _recorder[0] = None
         sys.stdout, sys.stderr = streams
-        if code is not None and recorder.directory is not None:
-            record = make_record(recorder, code)
-            if record is not None:
-                from kubelint_ports.loading.file_cache import FileCache
+    if code is None:
+        return  # the run ended without an exit code: nothing to replay
+    record = make_record(recorder, code)
+    if record is not None:
+        from kubelint_ports.loading.file_cache import FileCache
 
-                keep(FileCache(recorder.directory), f"{PREFIX}{record['key']}.json.z", record)
+        keep(FileCache(recorder.directory), f"{PREFIX}{record['key']}.json.z", record)
+    raise SystemExit(code)
 
 
 def decide(directory: str | None, paths, writes: bool) -> None:
@@ -458,13 +461,10 @@ def make_record(recorder: Recorder, code: int) -> dict | None:
             status = os.lstat(path)  # a symlinked report is written through; a replay would replace it
         except OSError:
             return None
-        if not stat.S_ISREG(status.st_mode) or status.st_size > MAX_REPORT_BYTES:
+        digest = content_hash(path, status.st_size) if stat.S_ISREG(status.st_mode) else None
+        if digest is None:
             return None
-        try:
-            with open(path, encoding="utf-8", newline="") as handle:
-                written.append([path, handle.read()])
-        except (OSError, ValueError):
-            return None
+        written.append([path, status.st_size, digest])
     return {"format": FORMAT, "key": recorder.key, "outputs_named": outputs,
             "files": files, "missing": missing, "directories": directories, "probes": probes,
             "printed": recorder.printed, "written": written, "code": code}

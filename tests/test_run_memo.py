@@ -113,11 +113,22 @@ def test_nothing_changed_replays_what_the_run_printed_and_wrote(tree, runs):
     assert first[3] and first[0] == 1 and "KP" in first[1]
     written = (tree / "out.sarif").read_bytes()
     assert len(records(tree)) == 1
-    (tree / "out.sarif").unlink()
     second = runs(*LINT, "--report", "sarif:out.sarif")
     assert not second[3], "nothing changed: the memo is replayed, nothing linted"
     assert second[:3] == first[:3]
     assert (tree / "out.sarif").read_bytes() == written
+
+
+@pytest.mark.parametrize("change", ["deleted", "edited"])
+def test_a_report_file_no_longer_holding_its_report_is_written_again(tree, runs, change):
+    first = runs(*LINT, "--format", "json", "-o", "out.json")
+    written = (tree / "out.json").read_bytes()
+    if change == "deleted":
+        (tree / "out.json").unlink()
+    else:
+        (tree / "out.json").write_bytes(written.replace(b"KP", b"XX"))
+    again = runs(*LINT, "--format", "json", "-o", "out.json")
+    assert again[3] and again[:3] == first[:3] and (tree / "out.json").read_bytes() == written
 
 
 @pytest.mark.parametrize("output_format", FORMATS)
@@ -281,7 +292,7 @@ HOSTILE = {
     "printed to a third stream": lambda record: {**record, "printed": [[3, "x"]]},
     "exit code a string": lambda record: {**record, "code": "0"},
     "a report file the command line does not name": lambda record: {
-        **record, "written": [["../escaped.txt", "owned"]]},
+        **record, "written": [["../escaped.txt", 5, "0" * 64]]},
     "deeply nested": lambda record: zlib.compress(b"[" * 100000 + b"]" * 100000),
     "an inflating bomb": lambda record: zlib.compress(b" " * (run_memo.MAX_RECORD_BYTES * 4 + 10), 9),
 }
@@ -340,7 +351,7 @@ def test_a_fresh_process_replays_after_the_inputs_settle(tmp_path):
     assert records(root)[0].stat().st_ino == inode, "replayed: the memo was not written again"
 
 
-def test_a_symlinked_report_keeps_no_memo_and_a_replay_that_cannot_write_lints(tree, runs, tmp_path):
+def test_a_symlinked_report_keeps_no_memo_and_a_missing_report_directory_is_said(tree, runs, tmp_path):
     target = tmp_path / "elsewhere.json"
     target.write_text("")
     (tree / "linked.json").symlink_to(target)
@@ -349,6 +360,6 @@ def test_a_symlinked_report_keeps_no_memo_and_a_replay_that_cannot_write_lints(t
     (tree / "out").mkdir()
     runs(*LINT, "--format", "json", "-o", "out/report.json")
     assert len(records(tree)) == 1
-    shutil.rmtree(tree / "out")  # the report's directory gone: the replay cannot write it
+    shutil.rmtree(tree / "out")  # the report's directory gone: no replay, the run says why
     code, _, err, _ = runs(*LINT, "--format", "json", "-o", "out/report.json")
     assert code == 2 and "cannot write out/report.json" in err, "the run says why, as without a memo"
