@@ -36,8 +36,6 @@ import zlib
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from kubelint_ports.loading.read_log import ReadLog, logged
-
 FORMAT = "kubelint-ports-run/1"
 PREFIX = "run-"
 SETTLED_NS = 2 * 10**9  # an input changed this close to the run is not vouched for by its times
@@ -259,6 +257,8 @@ class Recorder:
     """One run's inputs, as the audit hook and the read log see them, and what it printed."""
 
     def __init__(self, args: list[str]):
+        from kubelint_ports.loading.read_log import ReadLog  # not at import: `--help` loads no loading
+
         self.args = args
         self.started = time.time_ns()
         self.opened: dict[str, list] = {}  # path -> its signature when opened
@@ -364,6 +364,8 @@ def recording(args: list[str], given: dict, wanted: bool = True) -> Iterator[Non
     sys.stdout, sys.stderr = Tee(sys.stdout, 1, recorder.printed), Tee(sys.stderr, 2, recorder.printed)
     _recorder[0] = recorder
     code = None
+    from kubelint_ports.loading.read_log import logged
+
     try:
         with logged(recorder.log):
             yield

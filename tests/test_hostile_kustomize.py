@@ -435,8 +435,11 @@ def test_generator_entries_are_counted_across_the_build(tmp_path, monkeypatch):
     assert "limit kustomize-generators" in diagnostic.message
     # the overlay's 100 entries and 101 configurations, then the base's: its 300th is the 501st
     assert (diagnostic.location.path, diagnostic.location.line) == ("base/kustomization.yaml", 1 + 2 * 299 + 1)
+    def failing_build(directory, reads=None):
+        raise kustomize.KustomizeError("built")
+
     with budgets.applied(budgets.Limits(kustomize_generators=501)):
-        monkeypatch.setattr(kustomize, "build", lambda directory, reads=None: kustomize.KustomizeError("built"))
+        monkeypatch.setattr(kustomize, "build", failing_build)
         [diagnostic] = load(["app"]).diagnostics
     assert diagnostic.message.endswith(": built")  # within the raised limit, the build runs
 
