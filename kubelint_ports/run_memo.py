@@ -46,7 +46,6 @@ ENVIRONMENT = ("CI", "PRE_COMMIT", "NO_COLOR", "FORCE_COLOR", "TERM", "COLUMNS",
 ENVIRONMENT_PREFIXES = ("KUBELINT_PORTS_", "LC_", "GIT_", "GITHUB_", "PYTHON")
 ENTRY_SUFFIX = ".json.z"  # the file cache's entries and these records
 _NOT_INPUTS = ("/proc/", "/sys/", "/dev/")
-_READ_FLAGS = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
 _FOLLOWING_FLAGS = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
 _DIRECTORY_FLAGS = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_NOFOLLOW", 0) | \
     getattr(os, "O_CLOEXEC", 0)
@@ -160,29 +159,18 @@ def memo_key(args: list[str], outputs: list[str]) -> str:
 def read_record(directory: str, name: str) -> dict | None:
     """The record `name` of the cache directory, or None: missing, a symlink (the directory or
     the record), not a regular file, over its bounds, not zlib, not a JSON object."""
+    from kubelint_ports.loading.file_cache import inflated
+
     try:
         folder = os.open(directory, _DIRECTORY_FLAGS)
     except OSError:
         return None
     try:
-        descriptor = os.open(name, _READ_FLAGS, dir_fd=folder)
-    except OSError:
-        os.close(folder)
-        return None
-    try:
-        status = os.fstat(descriptor)
-        if not stat.S_ISREG(status.st_mode) or status.st_size > MAX_RECORD_BYTES:
-            return None
-        data = os.read(descriptor, MAX_RECORD_BYTES + 1)
-        inflater = zlib.decompressobj()
-        text = inflater.decompress(data, MAX_RECORD_BYTES * 4)
-        if inflater.unconsumed_tail or not inflater.eof:
-            return None
-        record = json.loads(text)
-    except (OSError, ValueError, zlib.error, RecursionError):
+        text = inflated(folder, name, MAX_RECORD_BYTES, 4)
+        record = json.loads(text) if text is not None else None
+    except (ValueError, RecursionError):
         return None
     finally:
-        os.close(descriptor)
         os.close(folder)
     return record if isinstance(record, dict) else None
 

@@ -26,7 +26,6 @@ from kubelint_ports.loading import budgets, file_cache, files, read_log
 
 FORMAT = "kubelint-ports-build/1"
 MAX_ENTRY_BYTES = 64 * 2**20  # compressed; inflated at most 4x that
-_READ_FLAGS = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
 
 
 def program_identity(path: str | None) -> list:
@@ -122,23 +121,11 @@ def kept_output(kind: str, parts: list, programs: list[str | None], inputs: Iter
 
 
 def _read(directory: int, name: str):
+    text = file_cache.inflated(directory, name, MAX_ENTRY_BYTES, 4)
     try:
-        descriptor = os.open(name, _READ_FLAGS, dir_fd=directory)
-    except OSError:
+        return json.loads(text) if text is not None else None
+    except (ValueError, RecursionError):
         return None
-    try:
-        status = os.fstat(descriptor)
-        if not stat.S_ISREG(status.st_mode) or status.st_size > MAX_ENTRY_BYTES:
-            return None
-        inflater = zlib.decompressobj()
-        text = inflater.decompress(os.read(descriptor, MAX_ENTRY_BYTES + 1), MAX_ENTRY_BYTES * 4)
-        if inflater.unconsumed_tail or not inflater.eof:
-            return None
-        return json.loads(text)
-    except (OSError, ValueError, zlib.error, RecursionError):
-        return None
-    finally:
-        os.close(descriptor)
 
 
 def is_text_map(value) -> bool:

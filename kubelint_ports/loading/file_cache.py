@@ -158,33 +158,14 @@ class FileCache:
     def read_entry(self, name: str) -> dict | None:
         """The entry `name` as JSON, or None: missing, a symlink, not a regular file, too big,
         not zlib, not JSON, not an object."""
-        try:
-            descriptor = os.open(name, _READ_FLAGS, dir_fd=self.descriptor)
-        except OSError:
+        text = inflated(self.descriptor, name, MAX_ENTRY_BYTES, 16)
+        if text is None:
             return None
+        header_text, newline, body = text.partition(b"\n")
         try:
-            status = os.fstat(descriptor)
-            if not stat.S_ISREG(status.st_mode) or status.st_size > MAX_ENTRY_BYTES:
-                return None
-            chunks, size = [], 0
-            while size <= MAX_ENTRY_BYTES:
-                chunk = os.read(descriptor, 1 << 20)
-                if not chunk:
-                    break
-                chunks.append(chunk)
-                size += len(chunk)
-            if size > MAX_ENTRY_BYTES:
-                return None
-            inflater = zlib.decompressobj()
-            text = inflater.decompress(b"".join(chunks), MAX_ENTRY_BYTES * 16)
-            if inflater.unconsumed_tail or not inflater.eof:
-                return None  # truncated, or inflating past any real entry
-            header_text, newline, body = text.partition(b"\n")
             entry = json.loads(header_text)
-        except (OSError, ValueError, zlib.error, RecursionError):
+        except (ValueError, RecursionError):
             return None
-        finally:
-            os.close(descriptor)
         if not isinstance(entry, dict) or not newline:
             return None
         entry[BODY] = body
@@ -384,6 +365,40 @@ def _known(reader) -> tuple:
     and the entry's key holds them. Kept in every entry, they were 9 of its ~60 tagged values."""
     kinds = getattr(reader, "custom_kinds", None)
     return (kinds,) if kinds is not None else ()
+
+
+def inflated(directory: int | None, name: str, limit: int, factor: int) -> bytes | None:
+    """The zlib-compressed file `name` of the directory open as `directory`, inflated; None when it
+    is missing, a symlink, not a regular file, over `limit` bytes, not zlib, truncated, or inflates
+    past `limit * factor` (a bomb). Every reader of the cache directory reads through here."""
+    if directory is None:
+        return None
+    try:
+        descriptor = os.open(name, _READ_FLAGS, dir_fd=directory)
+    except OSError:
+        return None
+    try:
+        status = os.fstat(descriptor)
+        if not stat.S_ISREG(status.st_mode) or status.st_size > limit:
+            return None
+        chunks, size = [], 0
+        while size <= limit:
+            chunk = os.read(descriptor, 1 << 20)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+        if size > limit:
+            return None
+        inflater = zlib.decompressobj()
+        text = inflater.decompress(b"".join(chunks), limit * factor)
+        if inflater.unconsumed_tail or not inflater.eof:
+            return None  # truncated, or inflating past any real entry
+        return text
+    except (OSError, zlib.error):
+        return None
+    finally:
+        os.close(descriptor)
 
 
 def _no_chart_for(names: list[str], helm) -> bool:
