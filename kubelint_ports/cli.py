@@ -11,6 +11,7 @@ import enum
 import errno
 import os
 import sys
+from contextlib import nullcontext
 from pathlib import Path
 from typing import List, Optional
 
@@ -72,9 +73,12 @@ def run_settings(command):
 
 
 def open_output(path):
-    """A report file opened for writing, or exit 2 naming it: a bad -o is a usage error, not a crash."""
+    """A report file opened for writing, whole or not at all (`report_files`), or exit 2 naming it:
+    a bad -o is a usage error, not a crash."""
+    from kubelint_ports.report_files import ReportFile
+
     try:
-        return open(path, "w", encoding="utf-8", newline="\n")
+        return ReportFile(path)
     except OSError as error:
         echo(printable(f"kubelint-ports: error: cannot write {path}: {error.strerror or error}"), err=True)
         raise SystemExit(EXIT_USAGE) from None
@@ -374,12 +378,8 @@ def ports(
 def write_and_exit(report, output: Optional[Path], write) -> None:
     """`write(stream)` to the output file or stdout, then exit as `ports` does: 3 for an internal
     error, 2 for input errors, else 0 (a map is not a verdict)."""
-    stream = open_output(output) if output else sys.stdout
-    try:
+    with open_output(output) if output else nullcontext(sys.stdout) as stream:
         write(stream)
-    finally:
-        if output:
-            stream.close()
     if report.internal_errors:
         raise SystemExit(EXIT_INTERNAL)
     raise SystemExit(EXIT_USAGE if report.diagnostics else EXIT_CLEAN)
@@ -458,16 +458,12 @@ def write_reports(report, args: ReportArgs, extra_reports, format_options) -> No
         with open_output(path) as stream:
             get_formatter(kind)(report, stream, format_options)
     output, output_format = args.output, args.output_format
-    stream = open_output(output) if output else sys.stdout
-    try:
+    with open_output(output) if output else nullcontext(sys.stdout) as stream:
         use_color = args.color if args.color is not None else (output is None and color_wanted(None, stream))
         get_formatter(output_format.value)(report, stream, dataclasses.replace(
             format_options, color=use_color and output_format in (OutputFormat.text, OutputFormat.concise),
             explain=args.explain,
             statistics=args.statistics))
-    finally:
-        if output:
-            stream.close()
 
 
 def exit_code(report, fail_on: str) -> int:

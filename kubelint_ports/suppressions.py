@@ -10,7 +10,6 @@ import dataclasses
 import json
 import re
 from collections.abc import Callable, Iterable, Sequence
-from pathlib import Path
 
 from kubelint_ports.findings import FINGERPRINT_VERSION, Finding
 from kubelint_ports.records import record
@@ -112,8 +111,10 @@ def write_baseline(findings: Iterable[Finding], path: str) -> int:
                       for f in findings if not f.suppressed), key=lambda e: (e["rule"], e["object"], e["fieldPath"],
                                                                              e["fingerprint"]))
     unique = list({entry["fingerprint"]: entry for entry in entries}.values())
-    Path(path).write_text(json.dumps({"version": BASELINE_VERSION, "tool": "kubelint-ports", "findings": unique},
-                                     indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    from kubelint_ports.policies import write_whole  # whole or not at all: a temporary file, renamed
+
+    write_whole(path, json.dumps({"version": BASELINE_VERSION, "tool": "kubelint-ports", "findings": unique},
+                                 indent=2, sort_keys=True) + "\n")
     return len(unique)
 
 

@@ -39,6 +39,7 @@ STAGES = {
     "cli_options": 6,   # option groups the commands share, declared once
     "watch": 6,         # `lint --watch`: lint again on each change, print what changed (watchfiles)
     "run_memo": 6,      # a `lint` with nothing changed replays its last report (docs/cache.md)
+    "report_files": 6,  # report files (-o, --report) written whole or not at all
     "server": 6,        # `kubelint-ports server`: the language server, after the engine like the CLI (pygls)
     "__main__": 6,
     "__init__": 0,
