@@ -175,7 +175,8 @@ def read_record(directory: str, name: str) -> dict | None:
     return record if isinstance(record, dict) else None
 
 
-def _strings(value, size: int) -> bool:
+def _rows(value, size: int) -> bool:
+    """A list of lists of `size` items each (a record's table, before its cells are checked)."""
     return isinstance(value, list) and all(isinstance(item, list) and len(item) == size for item in value)
 
 
@@ -184,7 +185,7 @@ def still_true(record: dict, key: str, outputs: list[str]) -> bool:
     if record.get("format") != FORMAT or record.get("key") != key or record.get("outputs_named") != outputs:
         return False
     files, missing, directories, probes = (record.get(name) for name in ("files", "missing", "directories", "probes"))
-    if not (_strings(files, 3) and _strings(missing, 2) and _strings(directories, 3) and _strings(probes, 2)):
+    if not (_rows(files, 3) and _rows(missing, 2) and _rows(directories, 3) and _rows(probes, 2)):
         return False
     for path, was, digest in files:
         if not (isinstance(path, str) and isinstance(was, list)):
@@ -212,7 +213,7 @@ def replayed(directory: str, key: str, outputs: list[str], streams) -> int | Non
     if record is None or not still_true(record, key, outputs):
         return None
     printed, written, code = record.get("printed"), record.get("written"), record.get("code")
-    if not (_strings(printed, 2) and _strings(written, 3) and type(code) is int
+    if not (_rows(printed, 2) and _rows(written, 3) and type(code) is int
             and [path for path, _, _ in written] == outputs
             and all(stream in (1, 2) and isinstance(text, str) for stream, text in printed)):
         return None

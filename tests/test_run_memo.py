@@ -19,27 +19,10 @@ import pytest
 
 from kubelint_ports import cli, engine, run_memo
 from kubelint_ports.loading.read_log import ReadLog
+from test_cache import COLLISION  # the Pod whose hostPort is the Service's nodePort
 
 ROOT = Path(__file__).resolve().parents[1]
 FORMATS = ("text", "json", "sarif", "github", "markdown", "junit", "gitlab")
-COLLISION = """\
-apiVersion: v1
-kind: Pod
-metadata: {name: agent, namespace: ops}
-spec:
-  containers:
-    - name: agent
-      ports:
-        - containerPort: 31123
-          hostPort: 31123
----
-apiVersion: v1
-kind: Service
-metadata: {name: svc, namespace: ops}
-spec:
-  type: NodePort
-  ports: [{port: 80, nodePort: 31123}]
-"""
 NEIGHBOUR = """\
 apiVersion: apps/v1
 kind: DaemonSet
