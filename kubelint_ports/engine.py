@@ -74,7 +74,9 @@ class LintOptions:
 
 def lint_paths(paths: Sequence[str], options: LintOptions = LintOptions(), *, stdin=None,
                policies: Sequence[Policy] | None = None) -> Report:
-    with collector_paused(), budgets.applied(options.limits):
+    # The file cache stays applied past loading: the comment scan asks it which files' bytes hold
+    # a suppression comment's mark (a file its entry vouched for is not read for that either).
+    with collector_paused(), budgets.applied(options.limits), file_cache.applied(options.cache_dir):
         cluster, loaded, diagnostics = load_cluster(paths, options, stdin=stdin)
         policies = tuple(policies if policies is not None else enabled_by_default(builtin_policies()))
         daemons = node_daemons_of(policies, options)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 
 from kubelint_ports.records import record
-from kubelint_ports.vocabulary import Location
+from kubelint_ports.vocabulary import COMMENT_MARK, Location
 
 # --- suppression comments ------------------------------------------------------------------------
 # `# kubelint-ports: ignore KP101 -- reason` (the finding's line, or the line below a comment-only
@@ -15,7 +15,6 @@ from kubelint_ports.vocabulary import Location
 # stands in), and in a Helm template the same words in a template comment:
 # `{{/* kubelint-ports: ignore KP201 -- reason */}}` (`{{- /* ... */ -}}` too).
 
-COMMENT_MARK = "kubelint-ports:"
 _VERB = re.compile(r"(?P<verb>ignore-object|ignore)(?=\s|$|,)\s*(?P<rest>.*)$", re.DOTALL)
 _DOCUMENT_BREAK = re.compile(r"^(?:---|\.\.\.)(?:\s|$)")
 DEFAULT_COMMENT_REASON = "kubelint-ports: ignore comment"
@@ -200,8 +199,8 @@ def comments_of_text(path: str, text: str) -> list[SuppressionComment]:
 
 def read_comments(path: str) -> list[SuppressionComment]:
     """The suppression comments of a file, read within the budgets; none when it cannot be read,
-    nor when the bytes this run's loading read of it hold no comment's mark (the language server's
-    file cache knows that: the file is not read twice)."""
+    nor when the bytes this run's loading read of it hold no comment's mark (the file caches know
+    that: the file is not read twice, nor at all when its entry vouched for it)."""
     from kubelint_ports.loading import file_cache
 
     cache = file_cache.active()

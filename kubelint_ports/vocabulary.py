@@ -10,6 +10,9 @@ from dataclasses import field
 from kubelint_ports.records import record
 
 STDIN_NAME = "<stdin>"
+# What every suppression comment holds (`# kubelint-ports: ignore KP101`): a file without it has
+# none, which the file caches note when they read a file (suppression_comments reads it then).
+COMMENT_MARK = "kubelint-ports:"
 # Where a problem with the command itself is reported (a path given there that does not exist).
 COMMAND_LINE = "command line"
 NOT_FILES = frozenset((STDIN_NAME, COMMAND_LINE))

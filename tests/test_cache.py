@@ -445,7 +445,6 @@ def served(tmp_path, monkeypatch):
     suppression comment; `reads()` counts the files read since the last call, by name."""
     pytest.importorskip("lsprotocol")
     from kubelint_ports.loading import files
-    from kubelint_ports.server import memory_cache
     from kubelint_ports.server.workspace import Workspace
 
     root = tmp_path / "ws"
@@ -454,7 +453,7 @@ def served(tmp_path, monkeypatch):
     (root / "other.yaml").write_text(OTHER)
     (root / "commented.yaml").write_text(STALE_COMMENT)
     monkeypatch.chdir(root)
-    monkeypatch.setattr(memory_cache, "RACY_SECONDS", 0)  # the files were written just now
+    monkeypatch.setattr(file_cache, "RACY_SECONDS", 0)  # the files were written just now
     counted: dict[str, int] = {}
     real_read = files.read_file
 
@@ -522,10 +521,8 @@ def test_an_open_editor_text_is_always_read_whatever_the_file_status(served):
 
 
 def test_a_file_changed_moments_ago_is_read_on_every_run(served, monkeypatch):
-    from kubelint_ports.server import memory_cache
-
     root, workspace, reads = served
-    monkeypatch.setattr(memory_cache, "RACY_SECONDS", 3600)  # every file is recent
+    monkeypatch.setattr(file_cache, "RACY_SECONDS", 3600)  # every file is recent
     workspace.lint()
     reads()
     workspace.lint()

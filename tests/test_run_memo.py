@@ -20,6 +20,7 @@ import pytest
 from kubelint_ports import cli, engine, run_memo
 from kubelint_ports.loading.read_log import ReadLog
 from test_cache import COLLISION  # the Pod whose hostPort is the Service's nodePort
+from test_cache_status import QUIET  # a Deployment without findings
 
 ROOT = Path(__file__).resolve().parents[1]
 FORMATS = ("text", "json", "sarif", "github", "markdown", "junit", "gitlab")
@@ -157,6 +158,29 @@ def test_any_change_to_what_the_run_read_lints_again(tree, runs, change):
     again = runs(*LINT)
     assert again[3], f"{change}: linted again"
     assert again[:2] == runs("lint", "apps", "--no-cache")[:2]
+
+
+def test_a_file_the_cache_vouched_for_by_its_status_is_an_input(tree, runs, monkeypatch):
+    """The file cache does not even open a file whose status is its entry's (file_cache.unread):
+    the run memo, which sees the files a run opens, is told of it, so editing it lints again."""
+    from kubelint_ports.loading import file_cache, files
+
+    monkeypatch.setattr(file_cache, "RACY_SECONDS", 0)
+    quiet = tree / "apps" / "quiet.yaml"  # no findings: nothing else opens it (a finding's place might)
+    quiet.write_text(QUIET)
+    runs(*LINT)
+    (tree / "apps" / "ops.yaml").write_text(COLLISION + "---\n" + NEIGHBOUR.replace("9100", "9200"))
+    opened: list[str] = []
+    real_read = files.read_file
+    monkeypatch.setattr(files, "read_file", lambda path, *a, **k: opened.append(os.path.basename(path))
+                        or real_read(path, *a, **k))
+    edited = runs(*LINT)
+    assert edited[3] and "quiet.yaml" not in opened  # vouched for by its status: not opened
+    assert not runs(*LINT)[3]  # that run's memo holds
+    quiet.write_text(QUIET.replace("containerPort: 8443", "containerPort: 8443, hostPort: 31123"))
+    again = runs(*LINT)
+    assert again[3], "an input the cache vouched for, never opened, changed: linted again"
+    assert again[:2] == runs("lint", "apps", "--no-cache")[:2] and "quiet.yaml" in again[1]
 
 
 def test_a_touched_file_with_the_same_bytes_still_replays(tree, runs):

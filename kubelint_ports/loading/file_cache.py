@@ -11,6 +11,15 @@ the reader's pieces (workloads, Services, nodes, network facts): what a worker p
 back for its files (`loading.pool`), per file. The cross-object checks run over the whole model
 as before: only reading is saved.
 
+A file a walk found is not even read while its (device, inode, size, modification and change
+times) are those it had when its entry's bytes were read, as ruff's cache and git's index decide
+(`unread`): taken before the read, and never for a file changed in the last `RACY_SECONDS` (a
+write in the same tick of the file system's clock leaves its times as they were, git's "racy
+clean" case). The entry also says whether those bytes hold a suppression comment's mark
+(`marked`), so the comment scan reads only such files. Any other file is read and its bytes'
+SHA-256 decides; an entry whose hash still holds but whose status is stale (a `touch`, a checkout
+writing the same bytes) is written again with the status now.
+
 Trust: an entry is data (JSON, zlib-compressed), never code. One that is truncated, corrupted, of
 another format or tool version, of the wrong shape, over `MAX_ENTRY_BYTES`, or whose hash is not
 the file's, is ignored and written again. The directory is opened without following a symlink
@@ -39,9 +48,11 @@ import zlib
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
-from kubelint_ports.loading import budgets, files
+from kubelint_ports.loading import budgets, files, read_log
 from kubelint_ports.loading.cache_codec import CodecError, Decoder, Encoder, dumps_body
+from kubelint_ports.loading.paths import display_path
 from kubelint_ports.loading.yaml_files.documents import Document, LoadResult
+from kubelint_ports.vocabulary import COMMENT_MARK
 
 CACHE_DIRECTORY = ".kubelint-ports_cache"  # at the repository's top (sourceroot.find_source_root)
 CACHE_ENV = "KUBELINT_PORTS_CACHE_DIR"
@@ -57,6 +68,8 @@ PRUNE_TO = 0.8  # of either bound, after pruning
 FSYNC_ENTRIES = 32
 STALE_TEMPORARY_SECONDS = 3600  # a temporary file a killed run left
 ENTRY_SUFFIX = ".json.z"
+RACY_SECONDS = 2  # a file changed this recently is read again however its times look
+_MARK = COMMENT_MARK.encode()
 GITIGNORE = b"# Automatically created by kubelint-ports.\n*\n"
 CACHEDIR_TAG = (b"Signature: 8a477f597d28d172789f06886806bc55\n"
                 b"# This file is a cache directory tag created by kubelint-ports.\n"
@@ -96,6 +109,21 @@ def tool_fingerprint() -> str:
     return f"{__version__}+{digest.hexdigest()[:16]}"
 
 
+def status_of(path: str) -> tuple | None:
+    """What says a file is unchanged without reading it, or None: not a regular file, not there, or
+    changed too recently to tell."""
+    try:
+        found = os.stat(path, follow_symlinks=False)
+    except (OSError, ValueError):
+        return None
+    if not stat.S_ISREG(found.st_mode):
+        return None
+    now = time.time_ns()
+    if now - max(found.st_mtime_ns, found.st_ctime_ns) < RACY_SECONDS * 1_000_000_000:
+        return None
+    return (found.st_dev, found.st_ino, found.st_size, found.st_mtime_ns, found.st_ctime_ns)
+
+
 class FileCache:
     """The cache directory of one run (`applied`): entries read and written relative to its open
     descriptor. `notes`: what the run should say (a directory it could not use or write)."""
@@ -109,6 +137,10 @@ class FileCache:
         self.hits = self.misses = self.written = self.synced = 0
         self._settings: dict[tuple, tuple] = {}
         self.strings: dict[str, str] = {}  # equal strings of every entry read, shared
+        self.status: dict[str, tuple] = {}  # this run's: a file's status, taken before it was read
+        self.marks: dict[str, bool] = {}  # this run's: a file (as shown) -> whether its bytes hold the mark
+        self._peeked: dict[str, dict] = {}  # entries `unread` read and could not use: `load` tries them
+        self.unread_count = 0
 
     # --- the directory ------------------------------------------------------------------------
 
@@ -175,8 +207,9 @@ class FileCache:
         """An entry is its header (JSON, one line: what it describes, its types and records), a
         line break and its body (`cache_codec.dumps_body`), zlib-compressed."""
         body = entry.pop(BODY)
-        data = zlib.compress(json.dumps(entry, separators=(",", ":")).encode("ascii") + b"\n"
-                             + body.encode("utf-8", "surrogatepass"), 1)
+        if isinstance(body, str):
+            body = body.encode("utf-8", "surrogatepass")
+        data = zlib.compress(json.dumps(entry, separators=(",", ":")).encode("ascii") + b"\n" + body, 1)
         if len(data) > MAX_ENTRY_BYTES:
             return
         if self._write_whole(name, data):
@@ -282,29 +315,61 @@ class FileCache:
         return self._exists(self.key(path, settings) + ENTRY_SUFFIX)
 
     def unread(self, path: str, walked: bool, helm, result: LoadResult, reader) -> bool:
-        """Whether `path` was taken into `result` and `reader` without reading it: never here, an
-        entry is used only for the bytes it describes (the language server's memory, which keeps
-        each file's status between its runs, does: server/memory_cache.py)."""
-        return False
+        """Whether `path` was taken into `result` and `reader` from its entry without reading it:
+        only a file a walk found (regular, no symlink), outside `lint --fix` (its passes read
+        planned bytes), whose status is the one its entry's bytes were read with. Else False, and
+        the status is kept for `load`, which reads the file next. The run memo is told of the file
+        (`read_log`): it never opens it, yet the run depends on it."""
+        if not walked or files.PLANNED:
+            return False
+        settings = self.settings(helm, reader)
+        if settings is None or self.descriptor is None:
+            return False
+        status = status_of(path)
+        if status is None:
+            return False
+        self.status[path] = status
+        entry = self.read_entry(self.key(path, settings) + ENTRY_SUFFIX)
+        if entry is None:
+            return False
+        digest, marked = entry.get("sha256"), entry.get("marked")
+        if entry.get("status") != list(status) or not isinstance(digest, str) or type(marked) is not bool:
+            self._peeked[path] = entry  # the bytes' hash may still hold: `load` asks
+            return False
+        if not self._apply(entry, path, digest, status[2], result, reader, helm):
+            return False
+        del self.status[path]
+        read_log.read_elsewhere((path,))
+        self.hits += 1
+        self.unread_count += 1
+        self.marks[display_path(path)] = marked
+        return True
 
     def marked(self, path: str) -> bool | None:
-        """Whether the bytes this run read of `path` hold a suppression comment's mark: unknown here
-        (None), so the comment scan reads the file (the language server's memory knows)."""
-        return None
+        """Whether the bytes this run read of `path` (as a report shows it), or its entry vouched
+        for, hold a suppression comment's mark; None when unknown (the comment scan reads it)."""
+        return self.marks.get(path)
 
     def load(self, path: str, data: bytes, helm, result: LoadResult, reader,
              read: Callable[[LoadResult, object], None]) -> None:
         """The file `path` whose bytes are `data` into `result` and `reader`: from its entry when
         one describes these bytes, else by `read(result, reader)` (into fresh ones) and stored."""
         settings = self.settings(helm, reader)
+        status = self.status.pop(path, None)  # taken before `data` was read (`unread`)
+        peeked = self._peeked.pop(path, None)
         if settings is None or files.PLANNED:
             read(result, reader)
             return
+        marked = _MARK in data
+        self.marks[display_path(path)] = marked
         name = self.key(path, settings) + ENTRY_SUFFIX
         digest = hashlib.sha256(data).hexdigest()
-        entry = self.read_entry(name)
+        entry = peeked if peeked is not None else self.read_entry(name)
         if entry is not None and self._apply(entry, path, digest, len(data), result, reader, helm):
             self.hits += 1
+            if status is not None and (entry.get("status") != list(status) or entry.get("marked") is not marked):
+                entry.update(status=list(status), marked=marked)  # the same bytes, vouched for by status next time
+                self.write_entry(name, entry)
             return
         self.misses += 1
         fresh_result = LoadResult()
@@ -313,6 +378,7 @@ class FileCache:
         stored = self._entry(path, digest, len(data), fresh_result, fresh_reader)
         _absorb(result, fresh_result, reader, fresh_reader)
         if stored is not None:
+            stored.update(status=list(status) if status is not None else None, marked=marked)
             self.write_entry(name, stored)
 
     def _entry(self, path: str, digest: str, size: int, result: LoadResult, reader) -> dict | None:

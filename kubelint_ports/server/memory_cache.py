@@ -6,10 +6,10 @@ change the model), so a run after an edit reads again only the files whose bytes
 
 A file is not even read again while its (device, inode, size, modification and change times) are
 those it had when its entry's bytes were read, as ruff's cache does (`unread`): taken before the
-read, and not at all for a file changed in the last `RACY_SECONDS` (a write in the same tick of
-the file system's clock leaves its times as they were, git's "racy clean" case), nor for an open
-editor's file (its text is always the editor's, `files.PLANNED`). Any other file is read and its
-bytes' SHA-256 decides. The disk cache (`--cache-dir`) keeps deciding by the hash alone.
+read, and not at all for a file changed in the last `file_cache.RACY_SECONDS` (a write in the
+same tick of the file system's clock leaves its times as they were, git's "racy clean" case), nor
+for an open editor's file (its text is always the editor's, `files.PLANNED`). Any other file is read and its
+bytes' SHA-256 decides. The disk cache (`--cache-dir`) decides alike (`FileCache.unread`).
 
 The run also learns, per file, whether the bytes it read hold a suppression comment's mark
 (`marked`): the comment scan (suppressions.read_comments) reads only those files again."""
@@ -18,17 +18,14 @@ from __future__ import annotations
 
 import hashlib
 import os
-import stat
-import time
 
 from kubelint_ports.loading import files
-from kubelint_ports.loading.file_cache import FileCache
+from kubelint_ports.loading.file_cache import FileCache, status_of
 from kubelint_ports.loading.paths import display_path
 from kubelint_ports.loading.yaml_files.documents import Document, LoadResult
-from kubelint_ports.suppressions import COMMENT_MARK
+from kubelint_ports.vocabulary import COMMENT_MARK
 
 MAX_ENTRIES = 200_000  # past it the whole memory is dropped (a workspace that big re-reads once)
-RACY_SECONDS = 2  # a file changed this recently is read again however its times look
 _MARK = COMMENT_MARK.encode()
 
 
@@ -43,21 +40,6 @@ class Entry:
                  path: str = "") -> None:
         self.digest, self.result, self.reader, self.status, self.marked = digest, result, reader, status, marked
         self.shown, self.path = shown, path
-
-
-def status_of(path: str) -> tuple | None:
-    """What says a file is unchanged without reading it, or None: not a regular file, not there, or
-    changed too recently to tell."""
-    try:
-        found = os.stat(path, follow_symlinks=False)
-    except (OSError, ValueError):
-        return None
-    if not stat.S_ISREG(found.st_mode):
-        return None
-    now = time.time_ns()
-    if now - max(found.st_mtime_ns, found.st_ctime_ns) < RACY_SECONDS * 1_000_000_000:
-        return None
-    return (found.st_dev, found.st_ino, found.st_size, found.st_mtime_ns, found.st_ctime_ns)
 
 
 class MemoryCache(FileCache):
