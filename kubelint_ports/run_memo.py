@@ -415,6 +415,7 @@ def make_record(recorder: Recorder, code: int) -> dict | None:
     opened = dict(recorder.opened)
     for path in recorder.log.elsewhere:
         opened.setdefault(os.path.abspath(path), None)
+    hashed = {os.path.abspath(path): known for path, known in recorder.log.hashed.items()}
     for path, was in sorted(opened.items()):
         now = signature(path)
         if was is not None and now != was:
@@ -428,7 +429,9 @@ def make_record(recorder: Recorder, code: int) -> dict | None:
         elif now[0] != stat.S_IFREG or max(now[2], now[3]) >= recent:
             return None  # a FIFO or device; or too recent for its times to vouch for its bytes
         else:
-            digest = content_hash(path, now[1])
+            status, digest = hashed.get(path, ((), None))
+            if tuple(status) != (now[5], now[4], now[1], now[2], now[3]):  # not the bytes the cache hashed
+                digest = content_hash(path, now[1])
             if digest is None:
                 return None
             files.append([path, now, digest])

@@ -83,7 +83,7 @@ def test_an_unchanged_file_is_not_read_and_only_a_marked_one_is_scanned_for_comm
     root, run, reads = tree
     plain = run(cache=False)
     assert any("KP201" in line for line in plain)
-    assert any("c.yaml" in line and "'KP101'" in line and "inSource" in line for line in plain)  # the comment silenced it
+    assert any("c.yaml" in line and "'KP101'" in line and "inSource" in line for line in plain)  # silenced
     reads()
     assert run() == plain  # cold: every file read, its entry written with its status
     assert reads() == {"a.yaml": 1, "b.yaml": 1, "c.yaml": 2, "quiet.yaml": 1}  # loading; the comment scan: c

@@ -183,6 +183,34 @@ def test_a_file_the_cache_vouched_for_by_its_status_is_an_input(tree, runs, monk
     assert again[:2] == runs("lint", "apps", "--no-cache")[:2] and "quiet.yaml" in again[1]
 
 
+@pytest.mark.parametrize("same_status", [True, False])
+def test_the_memo_takes_the_file_cache_digest_only_for_the_status_it_was_taken_with(tree, runs, monkeypatch,
+                                                                                    same_status):
+    """The file cache tells the memo the SHA-256 of the bytes it read (or its entry vouched for)
+    with the file's status then; the memo records it without reading the file again only while
+    the file's status is that one. A false digest told with another status is not recorded."""
+    import hashlib
+
+    from kubelint_ports.loading import file_cache, read_log
+
+    monkeypatch.setattr(file_cache, "RACY_SECONDS", 0)
+    real = read_log.bytes_known
+
+    def told(path, status, digest):
+        if path.endswith("exporter.yaml"):
+            status = status if same_status else (*status[:4], status[4] + 1)
+            digest = "0" * 64
+        real(path, status, digest)
+
+    monkeypatch.setattr(read_log, "bytes_known", told)
+    runs(*LINT)
+    exporter = str(tree / "apps" / "mon" / "exporter.yaml")
+    record = json.loads(zlib.decompress(records(tree)[0].read_bytes()))
+    digest = {path: digest for path, _, digest in record["files"]}[exporter]
+    real_digest = hashlib.sha256(Path(exporter).read_bytes()).hexdigest()
+    assert digest == ("0" * 64 if same_status else real_digest)
+
+
 def test_a_touched_file_with_the_same_bytes_still_replays(tree, runs):
     runs(*LINT)
     path = tree / "apps" / "ops.yaml"

@@ -340,6 +340,7 @@ class FileCache:
             return False
         del self.status[path]
         read_log.read_elsewhere((path,))
+        read_log.bytes_known(path, status, digest)
         self.hits += 1
         self.unread_count += 1
         self.marks[display_path(path)] = marked
@@ -364,6 +365,8 @@ class FileCache:
         self.marks[display_path(path)] = marked
         name = self.key(path, settings) + ENTRY_SUFFIX
         digest = hashlib.sha256(data).hexdigest()
+        if status is not None:
+            read_log.bytes_known(path, status, digest)
         entry = peeked if peeked is not None else self.read_entry(name)
         if entry is not None and self._apply(entry, path, digest, len(data), result, reader, helm):
             self.hits += 1
