@@ -434,7 +434,7 @@ def test_the_codec_round_trips_shared_records():
     assert decoded[0] is decoded[1]
 
 
-# --- the language server's memory (server/memory_cache.py): a file unchanged by its status is not read ---
+# --- the language server's memory (loading/memory_cache.py): a file unchanged by its status is not read ---
 
 STALE_COMMENT = OTHER.replace("name: e\n", "name: e  # kubelint-ports: ignore KP999 -- no such rule\n")
 

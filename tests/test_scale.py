@@ -292,6 +292,7 @@ def test_output_is_the_same_whatever_the_number_of_workers(tmp_path, monkeypatch
         return batches
 
     monkeypatch.setattr(pool.Workers, "batches", counting)
+    monkeypatch.setattr(pool, "_FORK_SERVER", [True])  # under xdist this process runs threads too
     monkeypatch.setattr(pool, "POOL_MIN_BYTES", 0)  # these inputs are small: use the pool anyway
     monkeypatch.setattr(pool, "MIN_BATCH_BYTES", 1)
     alone = json_report(paths, LintOptions(node_files=nodes, jobs=1, **options))
@@ -346,6 +347,7 @@ def test_default_workers_start_only_on_a_free_second_processor(monkeypatch):
     monkeypatch.setattr(pool, "POOL_MIN_BYTES", 0)  # these inputs are small: treat them as large
     monkeypatch.setattr(pool, "MIN_BATCH_BYTES", 1)
     monkeypatch.setattr(pool, "default_jobs", lambda: 2)
+    monkeypatch.setattr(pool, "_FORK_SERVER", [True])  # under xdist this process runs threads too
     paths, nodes = [str(ROOT / "examples")], (str(ROOT / "examples" / "inventory" / "nodes.yaml"),)
     outputs, notes = [], []
     # (load average, others running now, --jobs): a busy machine; an idle one; a load average

@@ -306,7 +306,9 @@ class Loading:
         while position < len(entries):
             if position in batches:
                 future, count = batches[position]
-                worker_result, worker_reader = future.result()
+                worker_result, worker_reader, remembered = future.result()
+                if remembered:  # hook: each file's pieces, for the cache kept in memory (memory_cache)
+                    file_cache.active().adopt(remembered, self.helm, reader)
                 result.absorb(worker_result)
                 reader.absorb(worker_reader)
                 position += count

@@ -112,9 +112,15 @@ class Workers:
         regular files, no symlinks (`inputs.discover`)."""
         sizes: dict[int, int] = {}
         cache = file_cache.active()  # hook: a file the cache holds is read from it, in this process
+        # A cache kept in this process's memory (the language server's) is handed each file's
+        # pieces as the workers read them (`read_batch`'s `remember`): its next run reads none again.
+        remember = getattr(cache, "adopt", None) is not None
+        planned = {os.path.realpath(path) for path in files.PLANNED} if files.PLANNED else None
         for position, path in enumerate(entries):
             if path == STDIN or (cache is not None and cache.has_entry(path, helm, reader)):
                 continue
+            if planned and os.path.realpath(path) in planned:
+                continue  # an editor's text, laid over this process's reads only
             try:
                 status = os.stat(path)
             except OSError:
@@ -125,6 +131,9 @@ class Workers:
         if total < POOL_MIN_BYTES:
             if not self.why:
                 self.why = f"the input is under {POOL_MIN_BYTES // 2**20} MiB"
+            return {}
+        if sys.platform.startswith("linux") and not _FORK_SERVER[0] and threads_forbid_fork():
+            self.why = "this process runs other threads: it forks no workers"
             return {}
         jobs = self.workers_wanted()
         if jobs < 2 and self.jobs <= 0:
@@ -150,7 +159,7 @@ class Workers:
             read_log.read_elsewhere(paths)
         return {first: (self.executor.submit(read_batch, paths, helm, reader.fresh(), budgets.current(),
                                              {path for path in paths if path in walked},
-                                             cache.directory if cache is not None else None), len(paths))
+                                             cache.directory if cache is not None else None, remember), len(paths))
                 for first, paths in batches}
 
     def workers_wanted(self) -> int:
@@ -179,15 +188,44 @@ class Workers:
 
 
 def read_batch(paths: list[str], helm, reader: DocumentReader, limits: budgets.Limits,
-               walked: set[str] = frozenset(), cache_dir: str | None = None) -> tuple[LoadResult, DocumentReader]:
+               walked: set[str] = frozenset(), cache_dir: str | None = None, remember: bool = False
+               ) -> tuple[LoadResult, DocumentReader, list | None]:
     """One batch, in a worker, under the run's budgets and file cache (a spawned worker would not
-    inherit them; a forked one keeps the run's open cache)."""
+    inherit them; a forked one keeps the run's open cache). With `remember`, each file's pieces
+    too (`memory_cache.Entry`s, the very objects the batch's result holds: pickled once), for the
+    caller's cache in memory to adopt."""
     result = LoadResult()
-    with budgets.applied(limits), file_cache.applied(cache_dir), files.time_limits():  # hook: file cache
+    memory = None
+    if remember:
+        from kubelint_ports.loading.memory_cache import MemoryCache
+
+        memory = MemoryCache()
+        memory.start_run()
+    cache = file_cache.kept(memory) if memory is not None else file_cache.applied(cache_dir)  # hook: file cache
+    with budgets.applied(limits), cache, files.time_limits():
         for path in paths:
             read_guarded(path, result, lambda: load_file(path, result, helm=helm, reader=reader,
                                                          walked=path in walked))
-    return result, reader
+    return result, reader, list(memory.entries.values()) if memory is not None else None
+
+
+_FORK_SERVER = [False]  # may workers come from a fork server (`allow_fork_server`)
+
+
+def allow_fork_server() -> None:
+    """Let a process with other threads have workers, forked from a single-threaded fork server.
+    For a process whose main module is safe to import in a worker (as `__mp_main__`, which every
+    worker so started does): the language server's, which reads its input on a thread."""
+    _FORK_SERVER[0] = True
+
+
+def threads_forbid_fork() -> bool:
+    """Whether this process runs other threads: a fork copies only the forking thread, and a lock
+    another thread held then stays held in the child (a thread blocked reading standard input
+    holds its buffer's lock, and a new worker closes standard input: measured, it hangs)."""
+    import threading
+
+    return threading.active_count() > 1
 
 
 def _context():
@@ -195,5 +233,9 @@ def _context():
 
     # fork inherits the imported modules (no start-up cost); elsewhere fork is unsafe or absent.
     if sys.platform.startswith("linux"):
-        return multiprocessing.get_context("fork")
+        if not threads_forbid_fork():
+            return multiprocessing.get_context("fork")
+        context = multiprocessing.get_context("forkserver")
+        context.set_forkserver_preload([__name__])  # the readers imported once, in the fork server
+        return context
     return multiprocessing.get_context("spawn")

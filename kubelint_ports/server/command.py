@@ -21,6 +21,8 @@ def server() -> None:
 
         print(SERVER_EXTRA, file=sys.stderr)
         raise SystemExit(EXIT_USAGE) from None
+    from kubelint_ports.loading.pool import allow_fork_server
     from kubelint_ports.server.protocol import run
 
+    allow_fork_server()  # the first run's workers, though the server reads its input on a thread
     run()

@@ -24,7 +24,7 @@ import time
 from kubelint_ports.findings import Report
 from kubelint_ports.loading import budgets, file_cache, files
 from kubelint_ports.loading.inputs import kept_walks
-from kubelint_ports.server.memory_cache import MemoryCache
+from kubelint_ports.loading.memory_cache import MemoryCache
 
 
 class SettingsError(Exception):
@@ -114,7 +114,9 @@ class Workspace:
         for path, data in files.PLANNED.items():
             if len(data) > limit:  # one byte past the limit: the reader refuses it as it refuses a file
                 files.PLANNED[path] = data[:limit + 1]
-        options = dataclasses.replace(settings.options, jobs=1, cache_dir=None, shown=self.shown())
+        # Worker processes read what the memory does not hold yet (the first run, a large new
+        # directory) and hand it back file by file (`MemoryCache.adopt`); an edit reads in-process.
+        options = dataclasses.replace(settings.options, cache_dir=None, shown=self.shown())
         self.cache.start_run()
         with file_cache.kept(self.cache), kept_walks(self.walks):
             report = lint_paths(settings.paths, options, policies=settings.policies)

@@ -49,7 +49,7 @@ class MemoryCache(FileCache):
 
     def __init__(self) -> None:
         super().__init__("")
-        self.directory = None  # workers (none: the server reads in-process) get no cache
+        self.directory = None  # no disk cache in the workers: they hand each file back (`adopt`)
         self.tool = "memory"
         self.entries: dict[tuple[str, str], Entry] = {}
         self.seen: set[tuple[str, str]] = set()
@@ -79,6 +79,21 @@ class MemoryCache(FileCache):
     def has_entry(self, path: str, helm, reader) -> bool:
         settings = self.settings(helm, reader)
         return settings is not None and (path, settings) in self.entries
+
+    def adopt(self, entries: list[Entry], helm, reader) -> None:
+        """What a worker process read of its batch, file by file (`pool.read_batch`), kept as if
+        read here; the batch's result, which holds the same objects, is handed on by the caller."""
+        settings = self.settings(helm, reader)
+        if settings is None:
+            return
+        if len(self.entries) + len(entries) > MAX_ENTRIES:
+            self.entries.clear()
+        for entry in entries:
+            key = (entry.path, settings)
+            self.entries[key] = entry
+            self.seen.add(key)
+            self.marks[entry.shown] = entry.marked
+        self.misses += len(entries)
 
     def planned(self, path: str) -> bool:
         """Whether `path` is read from an editor's text (the real path only asked for when one of
