@@ -55,5 +55,5 @@ def format_report(report: Report, out: TextIO, options: FormatOptions) -> None:
         seen[entry["fingerprint"]] = count + 1
         if count:
             entry["fingerprint"] = hashlib.sha256(f"{entry['fingerprint']}\0{count}".encode()).hexdigest()
-    out.write(json.dumps(issues, indent=2, sort_keys=True, ensure_ascii=False))  # one write, as json_format
+    json.dump(issues, out, indent=2, sort_keys=True, ensure_ascii=False)
     out.write("\n")

@@ -74,5 +74,5 @@ def format_report(report: Report, out: TextIO, options: FormatOptions) -> None:
                     "internalErrors": sum(1 for d in report.diagnostics if d.internal), "files": report.files,
                     "objects": report.objects, "skipped": report.skipped},
     }
-    out.write(json.dumps(document, indent=2, sort_keys=True))  # one write: json.dump writes ~200,000 pieces at 10k
+    json.dump(document, out, indent=2, sort_keys=True)
     out.write("\n")
