@@ -65,6 +65,37 @@ def test_a_process_running_threads_never_forks_its_workers(mode, tmp_path):
         assert note == "input read in this process (this process runs other threads: it forks no workers)"
 
 
+# A process with one thread whose run has two large inputs (the node inventory, the manifests):
+# the pool the first starts runs a thread of its own, which must not keep the second from it.
+TWO_LOADS = """\
+from kubelint_ports.loading import pool
+from kubelint_ports.engine import LintOptions, lint_paths
+
+
+def main():
+    pool.POOL_MIN_BYTES, pool.MIN_BATCH_BYTES = 0, 1
+    batched = []
+    real = pool.Workers.batches
+    pool.Workers.batches = lambda self, *args: batched.append(len(real(self, *args))) or real(self, *args)
+    lint_paths(["examples"], LintOptions(node_files=("examples/inventory/nodes.yaml",), jobs=2))
+    print(batched)
+
+
+if __name__ == "__main__":
+    main()
+"""
+
+
+def test_every_large_input_of_a_run_is_read_by_the_pool_its_first_started(tmp_path):
+    script = tmp_path / "two_loads.py"
+    script.write_text(TWO_LOADS)
+    done = subprocess.run([sys.executable, str(script)], cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)},
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    batched = eval(done.stdout.splitlines()[-1])  # noqa: S307 (a list of ints this test's script printed)
+    assert len(batched) >= 2 and all(count > 0 for count in batched), batched
+
+
 def test_the_fork_start_is_kept_for_a_process_with_one_thread(monkeypatch):
     from kubelint_ports.loading import pool
 

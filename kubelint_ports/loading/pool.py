@@ -132,7 +132,8 @@ class Workers:
             if not self.why:
                 self.why = f"the input is under {POOL_MIN_BYTES // 2**20} MiB"
             return {}
-        if sys.platform.startswith("linux") and not _FORK_SERVER[0] and threads_forbid_fork():
+        if self.executor is None and sys.platform.startswith("linux") and not _FORK_SERVER[0] \
+                and threads_forbid_fork():  # a pool started already forked its workers: the thread it runs is its own
             self.why = "this process runs other threads: it forks no workers"
             return {}
         jobs = self.workers_wanted()
