@@ -19,24 +19,12 @@ import pytest
 
 from kubelint_ports import cli, engine, run_memo
 from kubelint_ports.loading.read_log import ReadLog
-from test_cache import COLLISION  # the Pod whose hostPort is the Service's nodePort
+from test_cache import COLLISION, OTHER  # the Pod whose hostPort is the Service's nodePort; a DaemonSet
 from test_cache_status import QUIET  # a Deployment without findings
 
 ROOT = Path(__file__).resolve().parents[1]
 FORMATS = ("text", "json", "sarif", "github", "markdown", "junit", "gitlab")
-NEIGHBOUR = """\
-apiVersion: apps/v1
-kind: DaemonSet
-metadata: {name: exporter, namespace: mon}
-spec:
-  selector: {matchLabels: {app: e}}
-  template:
-    metadata: {labels: {app: e}}
-    spec:
-      containers:
-        - name: e
-          ports: [{containerPort: 9100, hostPort: 9100}]
-"""
+NEIGHBOUR = OTHER.replace("31123", "9100")  # a DaemonSet holding hostPort 9100
 
 
 @pytest.fixture
