@@ -434,6 +434,30 @@ def test_the_codec_round_trips_shared_records():
     assert decoded[0] is decoded[1]
 
 
+
+
+def test_the_codec_keeps_a_slot_never_set_and_tags_each_kind_the_same_way_every_time():
+    """The encoder decides once per kind that it is a record (`_RECORD_KINDS`) and stores plain
+    JSON values without a call: a record met again, in a list, a tuple or a dict's value (a record
+    as a key cannot be read back: hashed before it is filled), and an enum after a record, are written exactly as a first meeting writes them; a slot
+    never set reads back never set, not None."""
+    from kubelint_ports.vocabulary import Location, Severity
+
+    partial = object.__new__(Location)
+    object.__setattr__(partial, "path", "a.yaml")
+    full = Location("b.yaml", 3, 4)
+    value = [partial, [full, 1, "s", None, True, 2.5], (full, "t"), {"k": (1, full), 7: [full]}, Severity.WARNING]
+    bodies = []
+    for _ in range(2):  # the second encoder meets Location as a kind already decided
+        encoder = Encoder()
+        bodies.append((dumps_body(encoder, encoder.encode(value)), encoder.types, encoder.records))
+    assert bodies[0] == bodies[1]
+    body, types, records = bodies[1]
+    assert [name for name, _ in types] == ["kubelint_ports.vocabulary:Location", "kubelint_ports.vocabulary:Severity"]
+    decoded = Decoder(json.loads(json.dumps(types)), list(records)).loads(body)
+    assert decoded[0].path == "a.yaml" and not hasattr(decoded[0], "line")
+    assert decoded[1:] == value[1:]
+    assert decoded[1][0] is decoded[2][0] is decoded[3]["k"][1] is decoded[3][7][0]
 # --- the language server's memory (loading/memory_cache.py): a file unchanged by its status is not read ---
 
 STALE_COMMENT = OTHER.replace("name: e\n", "name: e  # kubelint-ports: ignore KP999 -- no such rule\n")

@@ -37,6 +37,10 @@ _IP_TYPES = {f"ipaddress:{cls.__name__}": cls for cls in (
     ipaddress.IPv4Address, ipaddress.IPv6Address, ipaddress.IPv4Network, ipaddress.IPv6Network)}
 _TYPE_NAME = re.compile(r"kubelint_ports(?:\.[a-z_][a-z0-9_]*)*:[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*")
 _UNSET = {"u": 0}  # a slot never set
+_PLAIN = frozenset((type(None), str, int, bool, float))  # JSON's own: stored as themselves
+# The kinds stored as records (`{"o": n}`), found so by `Encoder.encode`'s checks in order: a kind
+# passes or fails them whatever its value, so the first decision stands for the run.
+_RECORD_KINDS: set[type] = set()
 
 
 class CodecError(ValueError):
@@ -99,19 +103,21 @@ class Encoder:
 
     def encode(self, value: Any) -> Any:
         kind = type(value)
-        if value is None or kind is str or kind is int or kind is bool or kind is float:
+        if kind in _PLAIN:
             return value
         if self.known and id(value) in self.known:
             return {"k": self.known[id(value)]}
+        if kind in _RECORD_KINDS:  # what a kind is depends on the kind alone: decided once below
+            return {"o": self.record(value, kind)}
         if kind is list:
-            return [self.encode(item) for item in value]
+            return [item if type(item) in _PLAIN else self.encode(item) for item in value]
         if kind is tuple:
-            return {"t": [self.encode(item) for item in value]}
+            return {"t": [item if type(item) in _PLAIN else self.encode(item) for item in value]}
         if kind is dict:
             flat = []
             for key, item in value.items():
-                flat.append(self.encode(key))
-                flat.append(self.encode(item))
+                flat.append(key if type(key) in _PLAIN else self.encode(key))
+                flat.append(item if type(item) in _PLAIN else self.encode(item))
             return {"d": flat}
         if kind is set or kind is frozenset:
             items = [self.encode(item) for item in value]
@@ -127,6 +133,7 @@ class Encoder:
         if isinstance(value, tuple) and hasattr(kind, "_fields"):
             return {"n": [self.type_of(kind), [self.encode(item) for item in value]]}
         if state_names(kind) is not None:
+            _RECORD_KINDS.add(kind)
             return {"o": self.record(value, kind)}
         raise CodecError(f"a {kind.__module__}.{kind.__qualname__} is not stored")
 
@@ -141,16 +148,13 @@ class Encoder:
         self.records.append(type_index)
         values: list = []
         self.objects.append(values)
+        append, plain, encode = values.append, _PLAIN, self.encode
         for name in names:
             if name in TRANSIENT:
-                values.append(None)
+                append(None)
                 continue
-            try:
-                item = getattr(value, name)
-            except AttributeError:
-                values.append(_UNSET)
-                continue
-            values.append(self.encode(item))
+            item = getattr(value, name, _UNSET)  # a slot never set
+            append(item if type(item) in plain else encode(item) if item is not _UNSET else _UNSET)
         return index
 
 
